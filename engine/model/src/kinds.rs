@@ -1,0 +1,650 @@
+//! The catalog of node kinds: for each kind its config schema (one source of
+//! truth, derived from the config types with schemars), its ports, and the
+//! check that a node's config fits.
+
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// Everything the engine and the editor need to know about one kind.
+#[derive(Debug, Clone, Copy)]
+pub struct KindSpec {
+    pub kind: &'static str,
+    pub category: &'static str,
+    pub summary: &'static str,
+    /// An entry point: has no input and may not receive edges.
+    pub is_trigger: bool,
+    /// Output ports that always exist (`flow.switch` adds one per case).
+    pub outputs: &'static [&'static str],
+    /// Config keys whose strings are not templates (programs, code).
+    pub raw_fields: &'static [&'static str],
+    schema: fn() -> Value,
+    check: fn(&Value) -> Result<(), ConfigError>,
+}
+
+/// A config that does not fit its kind's schema.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{}{message}", if path.is_empty() { String::new() } else { format!("{path}: ") })]
+pub struct ConfigError {
+    /// Path inside the config, e.g. `cases[1].port`; empty for the whole config.
+    pub path: String,
+    pub message: String,
+}
+
+impl ConfigError {
+    pub fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
+        ConfigError { path: path.into(), message: message.into() }
+    }
+}
+
+impl KindSpec {
+    /// The JSON Schema of this kind's `config`.
+    pub fn config_schema(&self) -> Value {
+        (self.schema)()
+    }
+
+    /// Checks a config against the schema and the kind's own rules.
+    pub fn check_config(&self, config: &Value) -> Result<(), ConfigError> {
+        (self.check)(config)
+    }
+
+    /// Whether the node has an input port.
+    pub fn has_input(&self) -> bool {
+        !self.is_trigger
+    }
+
+    /// The output ports of a node of this kind with this config.
+    pub fn output_ports(&self, config: &Value) -> Vec<String> {
+        let mut ports: Vec<String> = Vec::new();
+        if self.kind == "flow.switch" {
+            if let Some(cases) = config.get("cases").and_then(Value::as_array) {
+                ports.extend(cases.iter().filter_map(|c| c.get("port")?.as_str().map(str::to_string)));
+            }
+        }
+        ports.extend(self.outputs.iter().map(|p| p.to_string()));
+        ports
+    }
+
+    /// Whether this is an exit (`output.*`): its messages form the run output.
+    pub fn is_exit(&self) -> bool {
+        self.kind.starts_with("output.")
+    }
+
+    /// The schema document the API and the editor publish for this kind.
+    pub fn describe(&self) -> Value {
+        serde_json::json!({
+            "kind": self.kind,
+            "category": self.category,
+            "summary": self.summary,
+            "trigger": self.is_trigger,
+            "inputs": if self.is_trigger { vec![] } else { vec!["in"] },
+            "outputs": self.outputs,
+            "config_schema": self.config_schema(),
+        })
+    }
+}
+
+/// Looks a kind up by name.
+pub fn spec(kind: &str) -> Option<&'static KindSpec> {
+    CATALOG.iter().find(|k| k.kind == kind)
+}
+
+/// All kinds, in documentation order.
+pub fn catalog() -> &'static [KindSpec] {
+    CATALOG
+}
+
+fn schema_of<T: JsonSchema>() -> Value {
+    serde_json::to_value(schemars::schema_for!(T)).unwrap_or(Value::Null)
+}
+
+fn check_as<T: DeserializeOwned + Validate>(config: &Value) -> Result<(), ConfigError> {
+    let typed: T = serde_path_to_error::deserialize(config).map_err(|e| {
+        let path = e.path().to_string();
+        ConfigError::new(if path == "." { String::new() } else { path }, e.into_inner().to_string())
+    })?;
+    typed.validate()
+}
+
+/// Rules a schema cannot say (or that we want to say more clearly).
+trait Validate {
+    fn validate(&self) -> Result<(), ConfigError> {
+        Ok(())
+    }
+}
+
+macro_rules! kind {
+    ($kind:literal, $cat:literal, $ty:ty, trigger, $summary:literal) => {
+        KindSpec {
+            kind: $kind,
+            category: $cat,
+            summary: $summary,
+            is_trigger: true,
+            outputs: &["out"],
+            raw_fields: &[],
+            schema: schema_of::<$ty>,
+            check: check_as::<$ty>,
+        }
+    };
+    ($kind:literal, $cat:literal, $ty:ty, [$($port:literal),*], raw [$($raw:literal),*], $summary:literal) => {
+        KindSpec {
+            kind: $kind,
+            category: $cat,
+            summary: $summary,
+            is_trigger: false,
+            outputs: &[$($port),*],
+            raw_fields: &[$($raw),*],
+            schema: schema_of::<$ty>,
+            check: check_as::<$ty>,
+        }
+    };
+}
+
+static CATALOG: &[KindSpec] = &[
+    kind!("trigger.manual", "trigger", ManualTrigger, trigger,
+        "Starts a run by hand (`sluice run`, the editor's Run button, the API)."),
+    kind!("trigger.workflow", "trigger", WorkflowTrigger, trigger,
+        "Starts a run when another workflow calls this one with `flow.subworkflow`."),
+    kind!("trigger.webhook", "trigger", WebhookTrigger, trigger,
+        "Starts a run for each matching request to `/hook/{workflow}/{path}` on the trigger port."),
+    kind!("trigger.schedule", "trigger", ScheduleTrigger, trigger,
+        "Starts a run on a cron schedule (with seconds)."),
+    kind!("trigger.file", "trigger", FileTrigger, trigger,
+        "Starts a run when files in a folder are created, modified or removed."),
+    kind!("trigger.error", "trigger", ErrorTrigger, trigger,
+        "Starts a run when a run of another workflow fails."),
+    kind!("flow.if", "flow", IfConfig, ["true", "false"], raw [],
+        "Passes the message on `true` or `false` by a condition; the other port is skipped."),
+    kind!("flow.switch", "flow", SwitchConfig, ["default"], raw [],
+        "Passes the message on the first case whose condition holds, else on `default`."),
+    kind!("flow.merge", "flow", MergeConfig, ["out"], raw [],
+        "Waits for every incoming edge (delivered or skipped) and combines the messages."),
+    kind!("flow.split", "flow", SplitConfig, ["out"], raw [],
+        "Emits one message per element of an array; downstream nodes run once per element."),
+    kind!("flow.join", "flow", JoinConfig, ["out"], raw [],
+        "Collects the messages of one split back into an array ordered by index."),
+    kind!("flow.wait", "flow", WaitConfig, ["out"], raw [],
+        "Waits for a duration or until a time, then passes the message on. Survives restarts."),
+    kind!("flow.subworkflow", "flow", SubworkflowConfig, ["out"], raw [],
+        "Runs another workflow with this message (or `input`) and emits its output."),
+    kind!("data.set", "data", SetConfig, ["out"], raw [],
+        "Builds an object from templates (merged over the input with `keep_input`)."),
+    kind!("data.transform", "data", TransformConfig, ["out"], raw ["jq"],
+        "Transforms the message with a jq program."),
+    kind!("util.log", "util", LogConfig, ["out"], raw [],
+        "Writes a line to the run log and passes the message on."),
+    kind!("output.end", "output", EndConfig, [], raw [],
+        "An exit: its value becomes the run output under this node's id."),
+    kind!("output.respond", "output", RespondConfig, [], raw [],
+        "An exit that also decides the HTTP response of a webhook run."),
+];
+
+// ---- trigger configs ----------------------------------------------------
+
+/// No config needed; `input_schema` documents (and checks) the expected input.
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ManualTrigger {
+    /// A JSON Schema the run input is shown against in the editor.
+    #[serde(default)]
+    pub input_schema: Option<Value>,
+}
+impl Validate for ManualTrigger {}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkflowTrigger {}
+impl Validate for WorkflowTrigger {}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookTrigger {
+    /// HTTP method to match.
+    #[serde(default = "default_post")]
+    pub method: HttpMethod,
+    /// Path under `/hook/{workflow}/`.
+    pub path: String,
+    /// Answer at once (202 with the run id) or when the run has finished.
+    #[serde(default)]
+    pub respond: Respond,
+    /// When set, requests must carry `X-Sluice-Signature: sha256=<hmac of body>`.
+    #[serde(default)]
+    pub secret: Option<String>,
+}
+impl Validate for WebhookTrigger {
+    fn validate(&self) -> Result<(), ConfigError> {
+        let p = self.path.trim_matches('/');
+        if p.is_empty() || p.split('/').any(|s| s.is_empty() || s == "." || s == "..") {
+            return Err(ConfigError::new("path", "must be a relative path like `orders` or `orders/new`"));
+        }
+        Ok(())
+    }
+}
+
+fn default_post() -> HttpMethod {
+    HttpMethod::Post
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum HttpMethod {
+    Get,
+    Post,
+    Put,
+    Patch,
+    Delete,
+    Head,
+    Options,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Respond {
+    Immediately,
+    #[default]
+    WhenFinished,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleTrigger {
+    /// Cron expression with seconds: `sec min hour day-of-month month day-of-week`.
+    pub cron: String,
+    /// IANA time zone, e.g. `Europe/Paris`; default UTC.
+    #[serde(default)]
+    pub timezone: Option<String>,
+}
+impl Validate for ScheduleTrigger {
+    fn validate(&self) -> Result<(), ConfigError> {
+        let fields = self.cron.split_whitespace().count();
+        if !(6..=7).contains(&fields) {
+            return Err(ConfigError::new(
+                "cron",
+                format!("expected 6 or 7 fields (seconds first), found {fields}"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FileTrigger {
+    /// Folder to watch.
+    pub path: String,
+    /// Only files whose name matches, e.g. `*.csv`.
+    #[serde(default)]
+    pub glob: Option<String>,
+    /// Which changes start a run.
+    #[serde(default = "default_file_events")]
+    pub events: Vec<FileEvent>,
+    #[serde(default)]
+    pub debounce_ms: Option<u64>,
+}
+impl Validate for FileTrigger {}
+
+fn default_file_events() -> Vec<FileEvent> {
+    vec![FileEvent::Created, FileEvent::Modified]
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum FileEvent {
+    Created,
+    Modified,
+    Removed,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ErrorTrigger {
+    /// Only failures of these workflows (default: every other workflow).
+    #[serde(default)]
+    pub workflows: Option<Vec<String>>,
+}
+impl Validate for ErrorTrigger {}
+
+// ---- flow ------------------------------------------------------------------
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IfConfig {
+    /// A template; the message goes to `true` when it is truthy.
+    pub condition: Value,
+}
+impl Validate for IfConfig {}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SwitchConfig {
+    /// Checked in order; the first that holds takes the message.
+    pub cases: Vec<SwitchCase>,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SwitchCase {
+    /// Output port name for this case.
+    pub port: String,
+    /// A template; truthy means this case matches.
+    pub condition: Value,
+}
+
+impl Validate for SwitchConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        let mut seen = std::collections::HashSet::new();
+        for (i, case) in self.cases.iter().enumerate() {
+            if !crate::validate::is_slug(&case.port) {
+                return Err(ConfigError::new(
+                    format!("cases[{i}].port"),
+                    format!("`{}` is not a port name (letters, digits, `-`, `_`)", case.port),
+                ));
+            }
+            if case.port == "default" || case.port == "error" || !seen.insert(case.port.as_str()) {
+                return Err(ConfigError::new(
+                    format!("cases[{i}].port"),
+                    format!("port `{}` is used twice or reserved", case.port),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MergeConfig {
+    #[serde(default)]
+    pub mode: MergeMode,
+}
+impl Validate for MergeConfig {}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum MergeMode {
+    /// `{ "<source node id>": message, ... }`
+    #[default]
+    All,
+    /// An array of the messages in edge order.
+    Append,
+    /// The first message that arrives; later ones are ignored.
+    First,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SplitConfig {
+    /// Template giving the array to split (default `{{ input }}`).
+    #[serde(default)]
+    pub items: Option<Value>,
+    /// How many elements are processed at once.
+    #[serde(default = "default_concurrency")]
+    pub concurrency: u32,
+}
+impl Validate for SplitConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        if self.concurrency == 0 {
+            return Err(ConfigError::new("concurrency", "must be at least 1"));
+        }
+        Ok(())
+    }
+}
+
+fn default_concurrency() -> u32 {
+    8
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JoinConfig {}
+impl Validate for JoinConfig {}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WaitConfig {
+    /// How long to wait (a number, or a template giving one).
+    #[serde(default)]
+    pub duration_ms: Option<Value>,
+    /// Wait until this RFC 3339 time (or a template giving one).
+    #[serde(default)]
+    pub until: Option<Value>,
+}
+impl Validate for WaitConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        match (&self.duration_ms, &self.until) {
+            (Some(_), Some(_)) => Err(ConfigError::new("", "set `duration_ms` or `until`, not both")),
+            (None, None) => Err(ConfigError::new("", "set `duration_ms` or `until`")),
+            (Some(Value::Number(n)), None) if n.as_u64().is_none() => {
+                Err(ConfigError::new("duration_ms", "must be a whole number of milliseconds ≥ 0"))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SubworkflowConfig {
+    /// Id of the workflow to run.
+    pub workflow: String,
+    /// Input for the called workflow (default: this node's input).
+    #[serde(default)]
+    pub input: Option<Value>,
+    /// Wait for the called run and emit its output (default), or emit `{"run_id"}` at once.
+    #[serde(default = "default_true")]
+    pub wait: bool,
+    /// Which trigger of the called workflow to start (default: its `trigger.workflow`).
+    #[serde(default)]
+    pub trigger: Option<String>,
+}
+impl Validate for SubworkflowConfig {}
+
+fn default_true() -> bool {
+    true
+}
+
+// ---- data, util, output ----------------------------------------------------
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SetConfig {
+    /// Each value is a template (strings anywhere inside are evaluated).
+    pub values: Map<String, Value>,
+    /// Merge the values over the input object instead of replacing it.
+    #[serde(default)]
+    pub keep_input: bool,
+}
+impl Validate for SetConfig {}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TransformConfig {
+    /// A jq program; the input is the message. Several results become an array.
+    pub jq: String,
+}
+impl Validate for TransformConfig {}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LogConfig {
+    /// A template for the log line.
+    pub message: Value,
+    #[serde(default)]
+    pub level: LogLevel,
+}
+impl Validate for LogConfig {}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum LogLevel {
+    Debug,
+    #[default]
+    Info,
+    Warn,
+    Error,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EndConfig {
+    /// The output value (default `{{ input }}`).
+    #[serde(default)]
+    pub value: Option<Value>,
+}
+impl Validate for EndConfig {}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RespondConfig {
+    /// HTTP status (a number or a template), default 200.
+    #[serde(default)]
+    pub status: Option<Value>,
+    /// Response headers (values are templates).
+    #[serde(default)]
+    pub headers: Map<String, Value>,
+    /// Response body (default `{{ input }}`).
+    #[serde(default)]
+    pub body: Option<Value>,
+}
+impl Validate for RespondConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        if let Some(Value::Number(n)) = &self.status {
+            if !n.as_u64().is_some_and(|s| (100..=599).contains(&s)) {
+                return Err(ConfigError::new("status", "must be an HTTP status between 100 and 599"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The node reference in Markdown, generated from the catalog (`docs/nodes.md`).
+pub fn reference_markdown() -> String {
+    let mut out = String::from(
+        "# Node reference\n\n<!-- Generated from the schemas in engine/model/src/kinds.rs by \
+         `cargo xtask docs`; a test fails when this file is stale. -->\n\n\
+         Every node has `id`, `kind`, `config` and optionally `position`, `label`, `disabled`, \
+         `retry`, `on_error` and `timeout_ms` (see [workflow-format.md](workflow-format.md)). \
+         Strings in `config` are templates unless noted (see [semantics.md](semantics.md)).\n",
+    );
+    for spec in CATALOG {
+        out.push_str(&format!("\n## `{}`\n\n{}\n\n", spec.kind, spec.summary));
+        let inputs = if spec.is_trigger { "none (entry point)" } else { "`in`" };
+        let mut outputs: Vec<String> = spec.outputs.iter().map(|p| format!("`{p}`")).collect();
+        if spec.kind == "flow.switch" {
+            outputs.insert(0, "one per case".into());
+        }
+        let outputs = if outputs.is_empty() { "none (exit)".to_string() } else { outputs.join(", ") };
+        out.push_str(&format!("- Input: {inputs}\n- Outputs: {outputs}\n"));
+        if !spec.raw_fields.is_empty() {
+            let raw: Vec<String> = spec.raw_fields.iter().map(|f| format!("`{f}`")).collect();
+            out.push_str(&format!("- Not templated: {}\n", raw.join(", ")));
+        }
+        let schema = spec.config_schema();
+        let props = schema.get("properties").and_then(Value::as_object);
+        let required: Vec<&str> = schema
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        match props {
+            Some(props) if !props.is_empty() => {
+                out.push_str("\n| config | type | required | description |\n|---|---|---|---|\n");
+                for (name, p) in props {
+                    let req = if required.contains(&name.as_str()) { "yes" } else { "no" };
+                    let desc = p.get("description").and_then(Value::as_str).unwrap_or("").replace('\n', " ");
+                    out.push_str(&format!("| `{name}` | {} | {req} | {desc} |\n", type_name(p, &schema)));
+                }
+            }
+            _ => out.push_str("\nNo config.\n"),
+        }
+    }
+    out
+}
+
+fn type_name(p: &Value, root: &Value) -> String {
+    if let Some(r) = p.get("$ref").and_then(Value::as_str) {
+        let name = r.rsplit('/').next().unwrap_or(r);
+        let def = root.get("$defs").and_then(|d| d.get(name));
+        if let Some(values) = def.and_then(enum_values) {
+            return values;
+        }
+        return name.to_string();
+    }
+    if let Some(values) = enum_values(p) {
+        return values;
+    }
+    match p.get("type") {
+        Some(Value::String(t)) if t == "array" => {
+            let item = p.get("items").map(|i| type_name(i, root)).unwrap_or_else(|| "any".into());
+            format!("array of {item}")
+        }
+        Some(Value::String(t)) => t.clone(),
+        Some(Value::Array(ts)) => {
+            ts.iter().filter_map(Value::as_str).filter(|t| *t != "null").collect::<Vec<_>>().join(" or ")
+        }
+        _ => match p.get("anyOf").and_then(Value::as_array) {
+            Some(alts) => alts
+                .iter()
+                .filter(|a| a.get("type").and_then(Value::as_str) != Some("null"))
+                .map(|a| type_name(a, root))
+                .collect::<Vec<_>>()
+                .join(" or "),
+            None => "any".into(),
+        },
+    }
+}
+
+fn enum_values(p: &Value) -> Option<String> {
+    let values: Vec<&Value> = match p.get("enum").and_then(Value::as_array) {
+        Some(e) => e.iter().collect(),
+        None => {
+            let alts = p.get("oneOf")?.as_array()?;
+            alts.iter().map(|a| a.get("const")).collect::<Option<Vec<_>>>()?
+        }
+    };
+    let v: Vec<String> = values.iter().map(|v| format!("`{}`", v.as_str().unwrap_or_default())).collect();
+    Some(v.join(" / "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn every_kind_has_an_object_schema() {
+        for spec in catalog() {
+            let s = spec.config_schema();
+            assert_eq!(s["type"], "object", "{}", spec.kind);
+        }
+    }
+
+    #[test]
+    fn config_errors_name_the_field() {
+        let err = spec("flow.split").unwrap().check_config(&json!({"concurrency": "lots"})).unwrap_err();
+        assert_eq!(err.path, "concurrency");
+        let err = spec("flow.switch")
+            .unwrap()
+            .check_config(&json!({"cases": [{"port": "a", "condition": "1"}, {"port": "a", "condition": "2"}]}))
+            .unwrap_err();
+        assert_eq!(err.to_string(), "cases[1].port: port `a` is used twice or reserved");
+        let err = spec("data.set").unwrap().check_config(&json!({"vals": {}})).unwrap_err();
+        assert!(err.message.contains("unknown field `vals`"), "{err}");
+    }
+
+    #[test]
+    fn switch_ports_come_from_cases() {
+        let cfg = json!({"cases": [{"port": "big", "condition": "{{ input > 10 }}"}]});
+        assert_eq!(spec("flow.switch").unwrap().output_ports(&cfg), ["big", "default"]);
+    }
+
+    #[test]
+    fn docs_are_generated_from_the_schemas() {
+        let on_disk = include_str!("../../../docs/nodes.md");
+        assert!(
+            on_disk == reference_markdown(),
+            "docs/nodes.md is stale: run `cargo xtask docs` and commit the result"
+        );
+    }
+}

@@ -1,0 +1,621 @@
+//! Templates in node configs (minijinja syntax). A string that is exactly
+//! `{{ expr }}` evaluates to the JSON value of `expr`; any other string with
+//! `{{`/`{%` is rendered to text. Evaluation is bounded by fuel and by size.
+//!
+//! Messages are shared (`Arc<Value>`) and exposed to the template engine as
+//! lazy views, so a 50 MB input is never copied to evaluate `input.id`.
+
+use std::io;
+use std::sync::{Arc, LazyLock};
+
+use minijinja::value::{Enumerator, Object, ObjectRepr, Value as JValue};
+use minijinja::{Environment, UndefinedBehavior};
+use serde_json::{Map, Value};
+
+/// Fuel for one evaluation (minijinja instructions).
+pub const FUEL: u64 = 200_000;
+/// Largest output of one evaluation, in bytes of text or of serialized JSON.
+pub const MAX_OUTPUT: usize = 16 * 1024 * 1024;
+
+static ENV: LazyLock<Environment<'static>> = LazyLock::new(|| {
+    let mut env = Environment::new();
+    env.set_fuel(Some(FUEL));
+    env.set_undefined_behavior(UndefinedBehavior::Chainable);
+    env.set_recursion_limit(64);
+    env
+});
+
+/// A template error: syntax, evaluation, or a limit.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    #[error("syntax error: {0}")]
+    Syntax(String),
+    #[error("{0}")]
+    Eval(String),
+    #[error("template ran out of fuel (more than {FUEL} steps): is it looping?")]
+    OutOfFuel,
+    #[error("template output is larger than {} MiB", MAX_OUTPUT / (1024 * 1024))]
+    TooLarge,
+}
+
+impl Error {
+    fn from_jinja(e: &minijinja::Error, syntax: bool) -> Error {
+        if e.kind() == minijinja::ErrorKind::OutOfFuel {
+            return Error::OutOfFuel;
+        }
+        let mut msg = e.detail().map(str::to_string).unwrap_or_else(|| e.kind().to_string());
+        if let Some(line) = e.line() {
+            msg = format!("{msg} (template line {line})");
+        }
+        // The writer below reports overflow as an I/O error.
+        let mut src: Option<&dyn std::error::Error> = std::error::Error::source(e);
+        while let Some(s) = src {
+            if s.to_string() == TOO_LARGE {
+                return Error::TooLarge;
+            }
+            src = s.source();
+        }
+        if syntax { Error::Syntax(msg) } else { Error::Eval(msg) }
+    }
+}
+
+const TOO_LARGE: &str = "sluice: template output too large";
+
+/// A compiled config value: templates parsed once, evaluated per message.
+#[derive(Debug)]
+pub enum Compiled {
+    /// No template inside: used as is.
+    Literal(Value),
+    /// A simple path (`input.a.b`, `nodes.x.y`): evaluated without the engine.
+    Path(Root, Vec<PathSeg>),
+    /// A lone `{{ expr }}`.
+    Expr(minijinja::Expression<'static, 'static>),
+    /// Text with interpolations or blocks.
+    Text(String),
+    Array(Vec<Compiled>),
+    Object(Vec<(String, Compiled)>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Root {
+    Input,
+    Nodes,
+    Run,
+    Vars,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathSeg {
+    Key(String),
+    Index(usize),
+}
+
+/// Whether a string contains template syntax at all.
+pub fn is_template(s: &str) -> bool {
+    s.contains("{{") || s.contains("{%") || s.contains("{#")
+}
+
+/// Checks a string's template syntax.
+pub fn check(s: &str) -> Result<(), Error> {
+    compile_str(s).map(|_| ())
+}
+
+/// Compiles every string inside a config value, skipping `raw` top-level keys.
+pub fn compile(v: &Value, raw: &[&str]) -> Result<Compiled, (String, Error)> {
+    compile_at(v, raw, "")
+}
+
+fn compile_at(v: &Value, raw: &[&str], path: &str) -> Result<Compiled, (String, Error)> {
+    Ok(match v {
+        Value::String(s) => compile_str(s).map_err(|e| (path.to_string(), e))?,
+        Value::Array(items) if items.iter().any(has_template) => Compiled::Array(
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, x)| compile_at(x, &[], &format!("{path}[{i}]")))
+                .collect::<Result<_, _>>()?,
+        ),
+        Value::Object(map) if map.iter().any(|(k, x)| !raw.contains(&k.as_str()) && has_template(x)) => {
+            Compiled::Object(
+                map.iter()
+                    .map(|(k, x)| {
+                        let sub = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+                        let c = if raw.contains(&k.as_str()) {
+                            Compiled::Literal(x.clone())
+                        } else {
+                            compile_at(x, &[], &sub)?
+                        };
+                        Ok((k.clone(), c))
+                    })
+                    .collect::<Result<_, _>>()?,
+            )
+        }
+        other => Compiled::Literal(other.clone()),
+    })
+}
+
+fn has_template(v: &Value) -> bool {
+    match v {
+        Value::String(s) => is_template(s),
+        Value::Array(items) => items.iter().any(has_template),
+        Value::Object(map) => map.values().any(has_template),
+        _ => false,
+    }
+}
+
+/// Compiles one string.
+pub fn compile_str(s: &str) -> Result<Compiled, Error> {
+    if !is_template(s) {
+        return Ok(Compiled::Literal(Value::String(s.to_string())));
+    }
+    if let Some(expr) = lone_expression(s) {
+        if let Some((root, segs)) = simple_path(expr) {
+            return Ok(Compiled::Path(root, segs));
+        }
+        let compiled = ENV.compile_expression_owned(expr.to_string()).map_err(|e| Error::from_jinja(&e, true))?;
+        return Ok(Compiled::Expr(compiled));
+    }
+    // Parse once now so syntax errors surface at validation time.
+    ENV.template_from_str(s).map_err(|e| Error::from_jinja(&e, true))?;
+    Ok(Compiled::Text(s.to_string()))
+}
+
+/// `{{ expr }}` with nothing around it (and no other tags inside).
+fn lone_expression(s: &str) -> Option<&str> {
+    let inner = s.trim().strip_prefix("{{")?.strip_suffix("}}")?;
+    let inner = inner.strip_prefix('-').unwrap_or(inner);
+    let inner = inner.strip_suffix('-').unwrap_or(inner);
+    if inner.contains("{{") || inner.contains("}}") || inner.contains("{%") {
+        return None;
+    }
+    Some(inner.trim())
+}
+
+/// `input`, `input.a.b`, `nodes.fetch.body`, `input.items[0]`: nothing but names and indices.
+fn simple_path(expr: &str) -> Option<(Root, Vec<PathSeg>)> {
+    let mut segs = Vec::new();
+    let mut rest = expr;
+    let ident_end = |s: &str| s.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(s.len());
+    let n = ident_end(rest);
+    let root = match &rest[..n] {
+        "input" => Root::Input,
+        "nodes" => Root::Nodes,
+        "run" => Root::Run,
+        "vars" => Root::Vars,
+        _ => return None,
+    };
+    rest = &rest[n..];
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix('.') {
+            let n = ident_end(r);
+            if n == 0 || r.as_bytes()[0].is_ascii_digit() {
+                return None;
+            }
+            segs.push(PathSeg::Key(r[..n].to_string()));
+            rest = &r[n..];
+        } else if let Some(r) = rest.strip_prefix('[') {
+            let close = r.find(']')?;
+            let idx = &r[..close];
+            if let Ok(i) = idx.parse::<usize>() {
+                segs.push(PathSeg::Index(i));
+            } else if let Some(k) = idx.strip_prefix('"').and_then(|k| k.strip_suffix('"')) {
+                if k.contains(['"', '\\']) {
+                    return None;
+                }
+                segs.push(PathSeg::Key(k.to_string()));
+            } else {
+                return None;
+            }
+            rest = &r[close + 1..];
+        } else {
+            return None;
+        }
+    }
+    if root == Root::Nodes && segs.is_empty() {
+        return None;
+    }
+    Some((root, segs))
+}
+
+/// Outputs of earlier nodes, looked up by id when a template asks.
+pub trait NodeOutputs: Send + Sync + std::fmt::Debug {
+    fn get(&self, id: &str) -> Option<Arc<Value>>;
+    fn ids(&self) -> Vec<String>;
+}
+
+/// No earlier outputs.
+#[derive(Debug)]
+pub struct NoOutputs;
+
+impl NodeOutputs for NoOutputs {
+    fn get(&self, _: &str) -> Option<Arc<Value>> {
+        None
+    }
+    fn ids(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+/// What a template can see.
+#[derive(Debug, Clone)]
+pub struct Scope {
+    pub input: Arc<Value>,
+    pub nodes: Arc<dyn NodeOutputs>,
+    pub run: Arc<Value>,
+    pub vars: Arc<Value>,
+}
+
+impl Scope {
+    /// A scope with only an input (tests, previews).
+    pub fn with_input(input: Value) -> Scope {
+        Scope {
+            input: Arc::new(input),
+            nodes: Arc::new(NoOutputs),
+            run: Arc::new(Value::Object(Map::new())),
+            vars: Arc::new(Value::Object(Map::new())),
+        }
+    }
+
+    fn context(&self) -> JValue {
+        JValue::from_object(ScopeObj(self.clone()))
+    }
+}
+
+impl Compiled {
+    /// Whether evaluation returns the value unchanged (no template inside).
+    pub fn is_literal(&self) -> bool {
+        matches!(self, Compiled::Literal(_))
+    }
+
+    /// Evaluates against a scope. The result of a lone `{{ input }}` shares
+    /// the input (no copy).
+    pub fn eval(&self, scope: &Scope) -> Result<Arc<Value>, Error> {
+        if let Compiled::Path(root, segs) = self {
+            return Ok(eval_path(scope, *root, segs));
+        }
+        self.eval_owned(scope).map(Arc::new)
+    }
+
+    fn eval_owned(&self, scope: &Scope) -> Result<Value, Error> {
+        Ok(match self {
+            Compiled::Literal(v) => v.clone(),
+            Compiled::Path(root, segs) => {
+                let shared = eval_path(scope, *root, segs);
+                Arc::try_unwrap(shared).unwrap_or_else(|a| (*a).clone())
+            }
+            Compiled::Expr(expr) => {
+                let v = expr.eval(scope.context()).map_err(|e| Error::from_jinja(&e, false))?;
+                to_json(&v)?
+            }
+            Compiled::Text(src) => Value::String(render_text(src, scope)?),
+            Compiled::Array(items) => {
+                Value::Array(items.iter().map(|c| c.eval_owned(scope)).collect::<Result<_, _>>()?)
+            }
+            Compiled::Object(fields) => Value::Object(
+                fields.iter().map(|(k, c)| Ok((k.clone(), c.eval_owned(scope)?))).collect::<Result<_, Error>>()?,
+            ),
+        })
+    }
+}
+
+fn eval_path(scope: &Scope, root: Root, segs: &[PathSeg]) -> Arc<Value> {
+    let (base, segs) = match root {
+        Root::Input => (scope.input.clone(), segs),
+        Root::Run => (scope.run.clone(), segs),
+        Root::Vars => (scope.vars.clone(), segs),
+        Root::Nodes => match &segs[0] {
+            PathSeg::Key(id) => match scope.nodes.get(id) {
+                Some(v) => (v, &segs[1..]),
+                None => return Arc::new(Value::Null),
+            },
+            PathSeg::Index(_) => return Arc::new(Value::Null),
+        },
+    };
+    if segs.is_empty() {
+        return base;
+    }
+    let mut cur: &Value = &base;
+    for seg in segs {
+        let next = match (seg, cur) {
+            (PathSeg::Key(k), Value::Object(m)) => m.get(k),
+            (PathSeg::Index(i), Value::Array(a)) => a.get(*i),
+            _ => None,
+        };
+        match next {
+            Some(v) => cur = v,
+            None => return Arc::new(Value::Null),
+        }
+    }
+    Arc::new(cur.clone())
+}
+
+fn render_text(src: &str, scope: &Scope) -> Result<String, Error> {
+    let tmpl = ENV.template_from_str(src).map_err(|e| Error::from_jinja(&e, true))?;
+    let mut out = Bounded(Vec::new());
+    tmpl.render_captured_to(scope.context(), &mut out).map_err(|e| Error::from_jinja(&e, false))?;
+    String::from_utf8(out.0).map_err(|e| Error::Eval(e.to_string()))
+}
+
+struct Bounded(Vec<u8>);
+
+impl io::Write for Bounded {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.0.len() + buf.len() > MAX_OUTPUT {
+            return Err(io::Error::other(TOO_LARGE));
+        }
+        self.0.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Converts an engine value to JSON, bounded in size.
+fn to_json(v: &JValue) -> Result<Value, Error> {
+    let mut budget = MAX_OUTPUT;
+    to_json_bounded(v, &mut budget, 0)
+}
+
+fn to_json_bounded(v: &JValue, budget: &mut usize, depth: usize) -> Result<Value, Error> {
+    use minijinja::value::ValueKind;
+    if depth > 128 {
+        return Err(Error::Eval("value nested more than 128 levels deep".into()));
+    }
+    if let Some(view) = v.downcast_object_ref::<JsonView>() {
+        let target = view.get();
+        spend(budget, approx_size(target))?;
+        return Ok(target.clone());
+    }
+    Ok(match v.kind() {
+        ValueKind::Undefined | ValueKind::None => Value::Null,
+        ValueKind::Bool => Value::Bool(v.is_true()),
+        ValueKind::Number => {
+            spend(budget, 8)?;
+            serde_json::to_value(v).map_err(|e| Error::Eval(e.to_string()))?
+        }
+        ValueKind::String | ValueKind::Bytes | ValueKind::Plain => {
+            let s = v.to_string();
+            spend(budget, s.len())?;
+            Value::String(s)
+        }
+        ValueKind::Seq | ValueKind::Iterable => {
+            let iter = v.try_iter().map_err(|e| Error::Eval(e.to_string()))?;
+            let mut out = Vec::new();
+            for item in iter {
+                spend(budget, 1)?;
+                out.push(to_json_bounded(&item, budget, depth + 1)?);
+            }
+            Value::Array(out)
+        }
+        ValueKind::Map => {
+            let iter = v.try_iter().map_err(|e| Error::Eval(e.to_string()))?;
+            let mut out = Map::new();
+            for key in iter {
+                let item = v.get_item(&key).map_err(|e| Error::Eval(e.to_string()))?;
+                let k = key.as_str().map(str::to_string).unwrap_or_else(|| key.to_string());
+                spend(budget, k.len() + 1)?;
+                out.insert(k, to_json_bounded(&item, budget, depth + 1)?);
+            }
+            Value::Object(out)
+        }
+        _ => Value::String(v.to_string()),
+    })
+}
+
+fn spend(budget: &mut usize, n: usize) -> Result<(), Error> {
+    *budget = budget.checked_sub(n).ok_or(Error::TooLarge)?;
+    Ok(())
+}
+
+fn approx_size(v: &Value) -> usize {
+    // Cheap upper-bound-ish estimate; only used against the output budget.
+    match v {
+        Value::String(s) => s.len() + 2,
+        Value::Array(a) => 2 + a.iter().map(approx_size).sum::<usize>(),
+        Value::Object(m) => 2 + m.iter().map(|(k, v)| k.len() + 3 + approx_size(v)).sum::<usize>(),
+        _ => 8,
+    }
+}
+
+/// The template context: `input`, `nodes`, `run`, `vars`.
+#[derive(Debug)]
+struct ScopeObj(Scope);
+
+impl Object for ScopeObj {
+    fn get_value(self: &Arc<Self>, key: &JValue) -> Option<JValue> {
+        Some(match key.as_str()? {
+            "input" => JsonView::root(self.0.input.clone()),
+            "run" => JsonView::root(self.0.run.clone()),
+            "vars" => JsonView::root(self.0.vars.clone()),
+            "nodes" => JValue::from_object(NodesObj(self.0.nodes.clone())),
+            _ => return None,
+        })
+    }
+    fn enumerate(self: &Arc<Self>) -> Enumerator {
+        Enumerator::Str(&["input", "nodes", "run", "vars"])
+    }
+}
+
+#[derive(Debug)]
+struct NodesObj(Arc<dyn NodeOutputs>);
+
+impl Object for NodesObj {
+    fn get_value(self: &Arc<Self>, key: &JValue) -> Option<JValue> {
+        self.0.get(key.as_str()?).map(JsonView::root)
+    }
+    fn enumerate(self: &Arc<Self>) -> Enumerator {
+        Enumerator::Values(self.0.ids().into_iter().map(JValue::from).collect())
+    }
+}
+
+/// A lazy view of part of a shared JSON value.
+#[derive(Debug)]
+struct JsonView {
+    root: Arc<Value>,
+    path: Vec<PathSeg>,
+}
+
+impl JsonView {
+    fn root(root: Arc<Value>) -> JValue {
+        Self::wrap(root, Vec::new())
+    }
+
+    fn wrap(root: Arc<Value>, path: Vec<PathSeg>) -> JValue {
+        let view = JsonView { root, path };
+        match view.get() {
+            Value::Null => JValue::from(()),
+            Value::Bool(b) => JValue::from(*b),
+            Value::Number(n) => {
+                if let Some(i) = n.as_i64() {
+                    JValue::from(i)
+                } else if let Some(u) = n.as_u64() {
+                    JValue::from(u)
+                } else {
+                    JValue::from(n.as_f64().unwrap_or(f64::NAN))
+                }
+            }
+            Value::String(s) => JValue::from(s.as_str()),
+            Value::Array(_) | Value::Object(_) => JValue::from_object(view),
+        }
+    }
+
+    fn get(&self) -> &Value {
+        let mut cur: &Value = &self.root;
+        for seg in &self.path {
+            cur = match (seg, cur) {
+                (PathSeg::Key(k), Value::Object(m)) => m.get(k).unwrap_or(&Value::Null),
+                (PathSeg::Index(i), Value::Array(a)) => a.get(*i).unwrap_or(&Value::Null),
+                _ => &Value::Null,
+            };
+        }
+        cur
+    }
+
+    fn child(&self, seg: PathSeg) -> JValue {
+        let mut path = self.path.clone();
+        path.push(seg);
+        Self::wrap(self.root.clone(), path)
+    }
+}
+
+impl Object for JsonView {
+    fn repr(self: &Arc<Self>) -> ObjectRepr {
+        match self.get() {
+            Value::Array(_) => ObjectRepr::Seq,
+            _ => ObjectRepr::Map,
+        }
+    }
+
+    fn get_value(self: &Arc<Self>, key: &JValue) -> Option<JValue> {
+        match self.get() {
+            Value::Object(m) => {
+                let k = key.as_str()?;
+                m.contains_key(k).then(|| self.child(PathSeg::Key(k.to_string())))
+            }
+            Value::Array(a) => {
+                let i = i64::try_from(key.clone()).ok()?;
+                let i = if i < 0 { a.len() as i64 + i } else { i };
+                let i = usize::try_from(i).ok().filter(|&i| i < a.len())?;
+                Some(self.child(PathSeg::Index(i)))
+            }
+            _ => None,
+        }
+    }
+
+    fn enumerate(self: &Arc<Self>) -> Enumerator {
+        match self.get() {
+            Value::Object(m) => Enumerator::Values(m.keys().map(|k| JValue::from(k.as_str())).collect()),
+            Value::Array(a) => Enumerator::Seq(a.len()),
+            _ => Enumerator::Empty,
+        }
+    }
+
+    fn enumerator_len(self: &Arc<Self>) -> Option<usize> {
+        match self.get() {
+            Value::Object(m) => Some(m.len()),
+            Value::Array(a) => Some(a.len()),
+            _ => Some(0),
+        }
+    }
+}
+
+/// Truthiness of a JSON value, as conditions see it.
+pub fn truthy(v: &Value) -> bool {
+    match v {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
+        Value::String(s) => !s.is_empty(),
+        Value::Array(a) => !a.is_empty(),
+        Value::Object(m) => !m.is_empty(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn eval(src: &str, input: Value) -> Result<Value, Error> {
+        let c = compile_str(src)?;
+        c.eval(&Scope::with_input(input)).map(|v| (*v).clone())
+    }
+
+    #[test]
+    fn lone_expression_keeps_json_type() {
+        assert_eq!(eval("{{ input.total > 100 }}", json!({"total": 150})), Ok(json!(true)));
+        assert_eq!(eval("{{ input.items }}", json!({"items": [1, 2]})), Ok(json!([1, 2])));
+        assert_eq!(eval("{{ input.items | length }}", json!({"items": [1, 2]})), Ok(json!(2)));
+        assert_eq!(eval("{{ input.a + 1 }}", json!({"a": 41})), Ok(json!(42)));
+        assert_eq!(eval("{{ {'x': input.a} }}", json!({"a": "b"})), Ok(json!({"x": "b"})));
+        assert_eq!(eval("{{ input.missing }}", json!({})), Ok(json!(null)));
+        assert_eq!(eval("{{ input.missing.deeper }}", json!({})), Ok(json!(null)));
+    }
+
+    #[test]
+    fn text_is_interpolated() {
+        assert_eq!(eval("Hello {{ input.name }}!", json!({"name": "Ada"})), Ok(json!("Hello Ada!")));
+        assert_eq!(
+            eval("{% for x in input %}{{ x }},{% endfor %}", json!([1, 2, 3])),
+            Ok(json!("1,2,3,"))
+        );
+        assert_eq!(eval("plain", json!(null)), Ok(json!("plain")));
+    }
+
+    #[test]
+    fn lone_input_is_shared_not_copied() {
+        let input = Arc::new(json!({"big": "x"}));
+        let scope = Scope { input: input.clone(), ..Scope::with_input(Value::Null) };
+        let out = compile_str("{{ input }}").unwrap().eval(&scope).unwrap();
+        assert!(Arc::ptr_eq(&input, &out));
+    }
+
+    #[test]
+    fn loops_run_out_of_fuel() {
+        let err = eval("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", json!(null));
+        assert_eq!(err, Err(Error::OutOfFuel));
+    }
+
+    #[test]
+    fn exploding_output_is_stopped() {
+        // minijinja charges fuel per byte produced, so size blow-ups run dry too.
+        let err = eval("{% for i in range(100) %}{{ 'x' * 1000000 }}{% endfor %}", json!(null));
+        assert!(matches!(err, Err(Error::OutOfFuel | Error::TooLarge)), "{err:?}");
+        let err = eval("{{ ['x' * 10000000, 'y' * 10000000] }}", json!(null));
+        assert!(matches!(err, Err(Error::OutOfFuel | Error::TooLarge)), "{err:?}");
+    }
+
+    #[test]
+    fn syntax_errors_are_reported() {
+        assert!(matches!(check("{{ input. }}"), Err(Error::Syntax(_))));
+        assert!(matches!(check("{% if %}"), Err(Error::Syntax(_))));
+    }
+
+    #[test]
+    fn compile_skips_raw_fields() {
+        let c = compile(&json!({"jq": "{{ not a template }}", "x": "{{ input }}"}), &["jq"]).unwrap();
+        let v = c.eval(&Scope::with_input(json!(1))).unwrap();
+        assert_eq!(*v, json!({"jq": "{{ not a template }}", "x": 1}));
+    }
+}

@@ -1,0 +1,285 @@
+//! Validation: every problem of a workflow at once, each naming the node or
+//! edge and the field it is about.
+
+use std::collections::HashSet;
+use std::fmt;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::graph::{Graph, ScopeError};
+use crate::kinds;
+use crate::template;
+use crate::workflow::{FORMAT, OnError, Workflow};
+
+/// One thing wrong with a workflow.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Problem {
+    /// The node it is about, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// The edge it is about (index in `edges`), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub edge: Option<usize>,
+    /// The field, e.g. `config.cases[1].port` or `to`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    pub message: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (&self.node, self.edge) {
+            (_, Some(e)) => write!(f, "edges[{e}]")?,
+            (Some(n), None) => write!(f, "node `{n}`")?,
+            (None, None) => write!(f, "workflow")?,
+        }
+        if let Some(field) = &self.field {
+            write!(f, " {field}")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+fn problem(node: Option<&str>, field: Option<&str>, message: impl Into<String>) -> Problem {
+    Problem { node: node.map(str::to_string), edge: None, field: field.map(str::to_string), message: message.into() }
+}
+
+fn edge_problem(edge: usize, field: &str, message: impl Into<String>) -> Problem {
+    Problem { node: None, edge: Some(edge), field: Some(field.to_string()), message: message.into() }
+}
+
+/// Node ids and port names: letters, digits, `-` and `_`, starting with a letter or digit.
+pub fn is_slug(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+/// Checks a workflow and returns every problem found (empty: valid).
+pub fn validate(wf: &Workflow) -> Vec<Problem> {
+    let mut out = Vec::new();
+    if wf.format != FORMAT {
+        out.push(problem(None, Some("format"), format!("is `{}`, expected `{FORMAT}`", wf.format)));
+    }
+    if !is_slug(&wf.id) {
+        out.push(problem(None, Some("id"), format!("`{}` is not a slug (letters, digits, `-`, `_`)", wf.id)));
+    }
+
+    let mut seen = HashSet::new();
+    for n in &wf.nodes {
+        let node = Some(n.id.as_str());
+        if !is_slug(&n.id) {
+            out.push(problem(node, Some("id"), "is not a slug (letters, digits, `-`, `_`; at most 64)"));
+        }
+        if !seen.insert(n.id.as_str()) {
+            out.push(problem(node, Some("id"), "is used by more than one node"));
+        }
+        if let Some(r) = &n.retry {
+            if r.max_attempts == Some(0) {
+                out.push(problem(node, Some("retry.max_attempts"), "must be at least 1"));
+            }
+            if r.factor.is_some_and(|f| !(f.is_finite() && f >= 1.0)) {
+                out.push(problem(node, Some("retry.factor"), "must be a number ≥ 1"));
+            }
+        }
+        let Some(spec) = kinds::spec(&n.kind) else {
+            let known: Vec<&str> = kinds::catalog().iter().map(|k| k.kind).collect();
+            out.push(problem(node, Some("kind"), format!("unknown kind `{}` (known: {})", n.kind, known.join(", "))));
+            continue;
+        };
+        if !n.config.is_object() {
+            out.push(problem(node, Some("config"), "must be an object"));
+            continue;
+        }
+        if let Err(e) = spec.check_config(&n.config) {
+            let field = if e.path.is_empty() { "config".to_string() } else { format!("config.{}", e.path) };
+            out.push(problem(node, Some(&field), e.message));
+        }
+        if !spec.is_trigger {
+            check_templates(&n.config, "config", spec.raw_fields, &mut |field, msg| {
+                out.push(problem(node, Some(field), msg));
+            });
+        }
+    }
+
+    let graph = Graph::new(wf);
+    for (i, e) in wf.edges.iter().enumerate() {
+        let (src, dst) = (e.source(), e.target());
+        match graph.by_id.get(src.node) {
+            None => out.push(edge_problem(i, "from", format!("node `{}` does not exist", src.node))),
+            Some(&from) => {
+                if let Some(spec) = graph.kinds[from] {
+                    let node = &wf.nodes[from];
+                    let mut ports = spec.output_ports(&node.config);
+                    if !spec.is_trigger && !spec.is_exit() {
+                        ports.push("error".into());
+                    }
+                    if !ports.iter().any(|p| p == src.port) {
+                        let list = if ports.is_empty() { "none".to_string() } else { ports.join(", ") };
+                        out.push(edge_problem(
+                            i,
+                            "from",
+                            format!("node `{}` ({}) has no output port `{}` (ports: {list})", src.node, spec.kind, src.port),
+                        ));
+                    } else if src.port == "error" && node.on_error.is_some_and(|o| o != OnError::Route) {
+                        out.push(edge_problem(
+                            i,
+                            "from",
+                            format!("node `{}` has an `error` edge but `on_error` is not `route`", src.node),
+                        ));
+                    }
+                }
+            }
+        }
+        match graph.by_id.get(dst.node) {
+            None => out.push(edge_problem(i, "to", format!("node `{}` does not exist", dst.node))),
+            Some(&to) => {
+                if let Some(spec) = graph.kinds[to] {
+                    if spec.is_trigger {
+                        out.push(edge_problem(
+                            i,
+                            "to",
+                            format!("node `{}` is a trigger ({}): triggers take no incoming edges", dst.node, spec.kind),
+                        ));
+                    } else if dst.port != "in" {
+                        out.push(edge_problem(
+                            i,
+                            "to",
+                            format!("node `{}` has no input port `{}` (ports: in)", dst.node, dst.port),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+
+    if !wf.nodes.iter().any(|n| kinds::spec(&n.kind).is_some_and(|k| k.is_trigger)) {
+        out.push(problem(None, Some("nodes"), "has no trigger: add a `trigger.*` node as an entry point"));
+    }
+
+    match graph.topo_order() {
+        Err(cycle) => {
+            let mut names: Vec<&str> = cycle.iter().map(|&i| graph.ids[i].as_str()).collect();
+            if let Some(first) = names.first().copied() {
+                names.push(first);
+            }
+            out.push(problem(None, Some("edges"), format!("cycle: {}", names.join(" → "))));
+        }
+        Ok(order) => match graph.scopes(&order) {
+            Ok(_) => {}
+            Err(ScopeError::JoinOutsideSplit { join }) => out.push(problem(
+                Some(&graph.ids[join]),
+                None,
+                "flow.join is not inside a flow.split: nothing to join",
+            )),
+            Err(ScopeError::Mixed { node, a, b }) => out.push(problem(
+                Some(&graph.ids[node]),
+                None,
+                format!(
+                    "receives messages from `{}` and `{}`, which run inside different flow.split scopes; \
+                     close the split with a flow.join first",
+                    graph.ids[a], graph.ids[b]
+                ),
+            )),
+        },
+    }
+    out
+}
+
+/// Reports template syntax errors in every string of a config.
+fn check_templates(v: &Value, path: &str, raw: &[&str], report: &mut dyn FnMut(&str, String)) {
+    match v {
+        Value::String(s) => {
+            if let Err(e) = template::check(s) {
+                report(path, e.to_string());
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                check_templates(item, &format!("{path}[{i}]"), &[], report);
+            }
+        }
+        Value::Object(map) => {
+            for (k, item) in map {
+                if raw.contains(&k.as_str()) {
+                    continue;
+                }
+                check_templates(item, &format!("{path}.{k}"), &[], report);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use expect_test::{Expect, expect};
+
+    #[track_caller]
+    fn check(text: &str, expect: Expect) {
+        let wf = Workflow::from_json(text).unwrap();
+        let problems: Vec<String> = validate(&wf).iter().map(ToString::to_string).collect();
+        expect.assert_eq(&problems.join("\n"));
+    }
+
+    #[test]
+    fn valid_workflow_has_no_problems() {
+        check(
+            r#"{"format": "sluice.workflow/v1", "id": "ok", "nodes": [
+                {"id": "t", "kind": "trigger.manual"},
+                {"id": "c", "kind": "flow.if", "config": {"condition": "{{ input.total > 100 }}"}},
+                {"id": "e", "kind": "output.end"}],
+              "edges": [{"from": "t", "to": "c"}, {"from": "c:true", "to": "e"}]}"#,
+            expect![""],
+        );
+    }
+
+    #[test]
+    fn reports_every_problem_at_once() {
+        check(
+            r#"{"format": "sluice.workflow/v2", "id": "bad id", "nodes": [
+                {"id": "a", "kind": "data.set", "config": {"values": {"x": "{{ input. }}"}}},
+                {"id": "a", "kind": "data.sett"},
+                {"id": "s", "kind": "flow.split", "config": {"concurrency": 0}},
+                {"id": "e", "kind": "output.end"}],
+              "edges": [{"from": "a", "to": "ghost"}, {"from": "a:nope", "to": "e"},
+                        {"from": "e", "to": "a"}, {"from": "a", "to": "s:side"}]}"#,
+            expect![[r#"
+                workflow format: is `sluice.workflow/v2`, expected `sluice.workflow/v1`
+                workflow id: `bad id` is not a slug (letters, digits, `-`, `_`)
+                node `a` config.values.x: syntax error: unexpected end of input, expected identifier or integer (template line 1)
+                node `a` id: is used by more than one node
+                node `a` kind: unknown kind `data.sett` (known: trigger.manual, trigger.workflow, trigger.webhook, trigger.schedule, trigger.file, trigger.error, flow.if, flow.switch, flow.merge, flow.split, flow.join, flow.wait, flow.subworkflow, data.set, data.transform, util.log, output.end, output.respond)
+                node `s` config.concurrency: must be at least 1
+                edges[0] to: node `ghost` does not exist
+                edges[1] from: node `a` (data.set) has no output port `nope` (ports: out, error)
+                edges[2] from: node `e` (output.end) has no output port `out` (ports: none)
+                edges[3] to: node `s` has no input port `side` (ports: in)
+                workflow nodes: has no trigger: add a `trigger.*` node as an entry point
+                workflow edges: cycle: a → e → a"#]],
+        );
+    }
+
+    #[test]
+    fn trigger_with_incoming_edge() {
+        check(
+            r#"{"format": "sluice.workflow/v1", "id": "w", "nodes": [
+                {"id": "t", "kind": "trigger.manual"}, {"id": "u", "kind": "trigger.manual"}],
+              "edges": [{"from": "t", "to": "u"}]}"#,
+            expect!["edges[0] to: node `u` is a trigger (trigger.manual): triggers take no incoming edges"],
+        );
+    }
+
+    #[test]
+    fn join_outside_split() {
+        check(
+            r#"{"format": "sluice.workflow/v1", "id": "w", "nodes": [
+                {"id": "t", "kind": "trigger.manual"}, {"id": "j", "kind": "flow.join"}],
+              "edges": [{"from": "t", "to": "j"}]}"#,
+            expect!["node `j`: flow.join is not inside a flow.split: nothing to join"],
+        );
+    }
+}
