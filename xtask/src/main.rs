@@ -33,7 +33,10 @@ fn main() -> Result<()> {
 }
 
 fn project_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."))
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
 }
 
 fn step(what: &str) {
@@ -45,7 +48,9 @@ fn cargo() -> Command {
 }
 
 fn check(cmd: &mut Command) -> Result<()> {
-    let status = cmd.status().with_context(|| format!("could not start {cmd:?}"))?;
+    let status = cmd
+        .status()
+        .with_context(|| format!("could not start {cmd:?}"))?;
     if !status.success() {
         bail!("failed ({status}): {cmd:?}");
     }
@@ -53,7 +58,9 @@ fn check(cmd: &mut Command) -> Result<()> {
 }
 
 fn output(cmd: &mut Command) -> Result<String> {
-    let out = cmd.output().with_context(|| format!("could not start {cmd:?}"))?;
+    let out = cmd
+        .output()
+        .with_context(|| format!("could not start {cmd:?}"))?;
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
@@ -84,9 +91,26 @@ fn test() -> Result<()> {
     step("cargo fmt --check");
     check(cargo().args(["fmt", "--all", "--check"]))?;
     step("cargo clippy --workspace --all-targets -- -D warnings");
-    check(cargo().args(["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"]))?;
-    step("cargo build -p sluice-model --target wasm32-unknown-unknown (the shared crate stays pure)");
-    check(cargo().args(["build", "-p", "sluice-model", "--target", "wasm32-unknown-unknown", "--locked"]))?;
+    check(cargo().args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--locked",
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
+    step(
+        "cargo build -p sluice-model --target wasm32-unknown-unknown (the shared crate stays pure)",
+    );
+    check(cargo().args([
+        "build",
+        "-p",
+        "sluice-model",
+        "--target",
+        "wasm32-unknown-unknown",
+        "--locked",
+    ]))?;
     step("cargo test --workspace");
     check(cargo().args(["test", "--workspace", "--locked"]))?;
     step("all checks passed");
@@ -100,16 +124,30 @@ fn run(extra: &[String]) -> Result<()> {
     if !extra.is_empty() {
         return check(Command::new(&bin).args(extra));
     }
-    for example in ["assets/examples/hello.flow.json", "assets/examples/orders.flow.json"] {
+    for example in [
+        "assets/examples/hello.flow.json",
+        "assets/examples/orders.flow.json",
+    ] {
         step(&format!("sluice validate {example}"));
         check(Command::new(&bin).args(["validate", example]))?;
         step(&format!("sluice run {example}"));
-        check(Command::new(&bin).args(["run", example, "--input", "@assets/examples/orders.input.json"]))?;
+        check(Command::new(&bin).args([
+            "run",
+            example,
+            "--input",
+            "@assets/examples/orders.input.json",
+        ]))?;
     }
     step("sluice runs list (the journal in the data dir)");
     check(Command::new(&bin).args(["runs", "list"]))?;
-    eprintln!("\nThe engine stores runs in its data dir (override with --data-dir or SLUICE_DATA_DIR).");
-    eprintln!("Try: {} runs show <RUN>   |   {} run FILE --input '{{...}}'", bin.display(), bin.display());
+    eprintln!(
+        "\nThe engine stores runs in its data dir (override with --data-dir or SLUICE_DATA_DIR)."
+    );
+    eprintln!(
+        "Try: {} runs show <RUN>   |   {} run FILE --input '{{...}}'",
+        bin.display(),
+        bin.display()
+    );
     Ok(())
 }
 
@@ -123,8 +161,18 @@ fn target_dir() -> Result<PathBuf> {
 fn bench(which: &str) -> Result<()> {
     match which {
         "engine" => {
-            step("engine benchmark (release build): durable steps/s, step overhead, SQLite commit floor");
-            check(cargo().args(["run", "--release", "--locked", "-p", "sluice-cli", "--bin", "sluice-bench-engine"]))
+            step(
+                "engine benchmark (release build): durable steps/s, step overhead, SQLite commit floor",
+            );
+            check(cargo().args([
+                "run",
+                "--release",
+                "--locked",
+                "-p",
+                "sluice-cli",
+                "--bin",
+                "sluice-bench-engine",
+            ]))
         }
         other => bail!("unknown benchmark `{other}` (available: engine)"),
     }

@@ -52,12 +52,26 @@ impl Graph {
         let mut outgoing = vec![Vec::new(); ids.len()];
         for (index, e) in wf.edges.iter().enumerate() {
             let (src, dst) = (e.source(), e.target());
-            let (Some(&from), Some(&to)) = (by_id.get(src.node), by_id.get(dst.node)) else { continue };
+            let (Some(&from), Some(&to)) = (by_id.get(src.node), by_id.get(dst.node)) else {
+                continue;
+            };
             incoming[to].push(edges.len());
             outgoing[from].push(edges.len());
-            edges.push(GEdge { index, from, from_port: src.port.to_string(), to });
+            edges.push(GEdge {
+                index,
+                from,
+                from_port: src.port.to_string(),
+                to,
+            });
         }
-        Graph { ids, kinds, by_id, edges, incoming, outgoing }
+        Graph {
+            ids,
+            kinds,
+            by_id,
+            edges,
+            incoming,
+            outgoing,
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -104,13 +118,21 @@ impl Graph {
                 let mut cycle: Vec<usize> = path[pos..].to_vec();
                 cycle.reverse();
                 // Start the cycle at its smallest index so the message is stable.
-                let min = cycle.iter().enumerate().min_by_key(|(_, n)| **n).map(|(i, _)| i).unwrap_or(0);
+                let min = cycle
+                    .iter()
+                    .enumerate()
+                    .min_by_key(|(_, n)| **n)
+                    .map(|(i, _)| i)
+                    .unwrap_or(0);
                 cycle.rotate_left(min);
                 return Err(cycle);
             }
             seen.insert(cur, path.len());
             path.push(cur);
-            let prev = self.incoming[cur].iter().map(|&e| self.edges[e].from).find(|&f| left[f]);
+            let prev = self.incoming[cur]
+                .iter()
+                .map(|&e| self.edges[e].from)
+                .find(|&f| left[f]);
             match prev {
                 Some(p) => cur = p,
                 None => return Err(path),
@@ -133,7 +155,11 @@ impl Graph {
                 match &inner {
                     None => inner = Some((src, s)),
                     Some((a, first)) if *first != s => {
-                        return Err(ScopeError::Mixed { node, a: *a, b: src });
+                        return Err(ScopeError::Mixed {
+                            node,
+                            a: *a,
+                            b: src,
+                        });
                     }
                     Some(_) => {}
                 }
@@ -156,9 +182,13 @@ mod tests {
     use crate::workflow::{Edge, Node};
 
     fn wf(nodes: &[(&str, &str)], edges: &[(&str, &str)]) -> Workflow {
-        let mut text = serde_json::json!({"format": crate::FORMAT, "id": "t", "nodes": [], "edges": []});
+        let mut text =
+            serde_json::json!({"format": crate::FORMAT, "id": "t", "nodes": [], "edges": []});
         for (id, kind) in nodes {
-            text["nodes"].as_array_mut().unwrap().push(serde_json::json!({"id": id, "kind": kind}));
+            text["nodes"]
+                .as_array_mut()
+                .unwrap()
+                .push(serde_json::json!({"id": id, "kind": kind}));
         }
         let mut w = Workflow::from_value(text).unwrap();
         w.edges = edges.iter().map(|(f, t)| Edge::new(*f, *t)).collect();
@@ -169,18 +199,34 @@ mod tests {
     #[test]
     fn cycle_names_its_nodes() {
         let w = wf(
-            &[("t", "trigger.manual"), ("a", "data.set"), ("b", "data.set"), ("c", "data.set")],
+            &[
+                ("t", "trigger.manual"),
+                ("a", "data.set"),
+                ("b", "data.set"),
+                ("c", "data.set"),
+            ],
             &[("t", "a"), ("a", "b"), ("b", "c"), ("c", "a")],
         );
         let g = Graph::new(&w);
-        let cycle: Vec<&str> = g.topo_order().unwrap_err().iter().map(|&i| g.ids[i].as_str()).collect();
+        let cycle: Vec<&str> = g
+            .topo_order()
+            .unwrap_err()
+            .iter()
+            .map(|&i| g.ids[i].as_str())
+            .collect();
         assert_eq!(cycle, ["a", "b", "c"]);
     }
 
     #[test]
     fn scopes_follow_split_and_join() {
         let w = wf(
-            &[("t", "trigger.manual"), ("s", "flow.split"), ("x", "data.set"), ("j", "flow.join"), ("e", "output.end")],
+            &[
+                ("t", "trigger.manual"),
+                ("s", "flow.split"),
+                ("x", "data.set"),
+                ("j", "flow.join"),
+                ("e", "output.end"),
+            ],
             &[("t", "s"), ("s", "x"), ("x", "j"), ("j", "e")],
         );
         let g = Graph::new(&w);
@@ -192,11 +238,22 @@ mod tests {
     #[test]
     fn mixed_scopes_are_refused() {
         let w = wf(
-            &[("t", "trigger.manual"), ("s", "flow.split"), ("x", "data.set")],
+            &[
+                ("t", "trigger.manual"),
+                ("s", "flow.split"),
+                ("x", "data.set"),
+            ],
             &[("t", "s"), ("s", "x"), ("t", "x")],
         );
         let g = Graph::new(&w);
         let order = g.topo_order().unwrap();
-        assert_eq!(g.scopes(&order), Err(ScopeError::Mixed { node: 2, a: 1, b: 0 }));
+        assert_eq!(
+            g.scopes(&order),
+            Err(ScopeError::Mixed {
+                node: 2,
+                a: 1,
+                b: 0
+            })
+        );
     }
 }

@@ -34,7 +34,10 @@ pub struct ConfigError {
 
 impl ConfigError {
     pub fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
-        ConfigError { path: path.into(), message: message.into() }
+        ConfigError {
+            path: path.into(),
+            message: message.into(),
+        }
     }
 }
 
@@ -59,7 +62,11 @@ impl KindSpec {
         let mut ports: Vec<String> = Vec::new();
         if self.kind == "flow.switch" {
             if let Some(cases) = config.get("cases").and_then(Value::as_array) {
-                ports.extend(cases.iter().filter_map(|c| c.get("port")?.as_str().map(str::to_string)));
+                ports.extend(
+                    cases
+                        .iter()
+                        .filter_map(|c| c.get("port")?.as_str().map(str::to_string)),
+                );
             }
         }
         ports.extend(self.outputs.iter().map(|p| p.to_string()));
@@ -102,7 +109,10 @@ fn schema_of<T: JsonSchema>() -> Value {
 fn check_as<T: DeserializeOwned + Validate>(config: &Value) -> Result<(), ConfigError> {
     let typed: T = serde_path_to_error::deserialize(config).map_err(|e| {
         let path = e.path().to_string();
-        ConfigError::new(if path == "." { String::new() } else { path }, e.into_inner().to_string())
+        ConfigError::new(
+            if path == "." { String::new() } else { path },
+            e.into_inner().to_string(),
+        )
     })?;
     typed.validate()
 }
@@ -142,18 +152,48 @@ macro_rules! kind {
 }
 
 static CATALOG: &[KindSpec] = &[
-    kind!("trigger.manual", "trigger", ManualTrigger, trigger,
-        "Starts a run by hand (`sluice run`, the editor's Run button, the API)."),
-    kind!("trigger.workflow", "trigger", WorkflowTrigger, trigger,
-        "Starts a run when another workflow calls this one with `flow.subworkflow`."),
-    kind!("trigger.webhook", "trigger", WebhookTrigger, trigger,
-        "Starts a run for each matching request to `/hook/{workflow}/{path}` on the trigger port."),
-    kind!("trigger.schedule", "trigger", ScheduleTrigger, trigger,
-        "Starts a run on a cron schedule (with seconds)."),
-    kind!("trigger.file", "trigger", FileTrigger, trigger,
-        "Starts a run when files in a folder are created, modified or removed."),
-    kind!("trigger.error", "trigger", ErrorTrigger, trigger,
-        "Starts a run when a run of another workflow fails."),
+    kind!(
+        "trigger.manual",
+        "trigger",
+        ManualTrigger,
+        trigger,
+        "Starts a run by hand (`sluice run`, the editor's Run button, the API)."
+    ),
+    kind!(
+        "trigger.workflow",
+        "trigger",
+        WorkflowTrigger,
+        trigger,
+        "Starts a run when another workflow calls this one with `flow.subworkflow`."
+    ),
+    kind!(
+        "trigger.webhook",
+        "trigger",
+        WebhookTrigger,
+        trigger,
+        "Starts a run for each matching request to `/hook/{workflow}/{path}` on the trigger port."
+    ),
+    kind!(
+        "trigger.schedule",
+        "trigger",
+        ScheduleTrigger,
+        trigger,
+        "Starts a run on a cron schedule (with seconds)."
+    ),
+    kind!(
+        "trigger.file",
+        "trigger",
+        FileTrigger,
+        trigger,
+        "Starts a run when files in a folder are created, modified or removed."
+    ),
+    kind!(
+        "trigger.error",
+        "trigger",
+        ErrorTrigger,
+        trigger,
+        "Starts a run when a run of another workflow fails."
+    ),
     kind!("flow.if", "flow", IfConfig, ["true", "false"], raw [],
         "Passes the message on `true` or `false` by a condition; the other port is skipped."),
     kind!("flow.switch", "flow", SwitchConfig, ["default"], raw [],
@@ -170,8 +210,14 @@ static CATALOG: &[KindSpec] = &[
         "Runs another workflow with this message (or `input`) and emits its output."),
     kind!("data.set", "data", SetConfig, ["out"], raw [],
         "Builds an object from templates (merged over the input with `keep_input`)."),
-    kind!("data.transform", "data", TransformConfig, ["out"], raw ["jq"],
-        "Transforms the message with a jq program."),
+    kind!(
+        "data.transform",
+        "data",
+        TransformConfig,
+        ["out"],
+        raw["jq"],
+        "Transforms the message with a jq program."
+    ),
     kind!("util.log", "util", LogConfig, ["out"], raw [],
         "Writes a line to the run log and passes the message on."),
     kind!("output.end", "output", EndConfig, [], raw [],
@@ -216,7 +262,10 @@ impl Validate for WebhookTrigger {
     fn validate(&self) -> Result<(), ConfigError> {
         let p = self.path.trim_matches('/');
         if p.is_empty() || p.split('/').any(|s| s.is_empty() || s == "." || s == "..") {
-            return Err(ConfigError::new("path", "must be a relative path like `orders` or `orders/new`"));
+            return Err(ConfigError::new(
+                "path",
+                "must be a relative path like `orders` or `orders/new`",
+            ));
         }
         Ok(())
     }
@@ -338,7 +387,10 @@ impl Validate for SwitchConfig {
             if !crate::validate::is_slug(&case.port) {
                 return Err(ConfigError::new(
                     format!("cases[{i}].port"),
-                    format!("`{}` is not a port name (letters, digits, `-`, `_`)", case.port),
+                    format!(
+                        "`{}` is not a port name (letters, digits, `-`, `_`)",
+                        case.port
+                    ),
                 ));
             }
             if case.port == "default" || case.port == "error" || !seen.insert(case.port.as_str()) {
@@ -413,11 +465,15 @@ pub struct WaitConfig {
 impl Validate for WaitConfig {
     fn validate(&self) -> Result<(), ConfigError> {
         match (&self.duration_ms, &self.until) {
-            (Some(_), Some(_)) => Err(ConfigError::new("", "set `duration_ms` or `until`, not both")),
+            (Some(_), Some(_)) => Err(ConfigError::new(
+                "",
+                "set `duration_ms` or `until`, not both",
+            )),
             (None, None) => Err(ConfigError::new("", "set `duration_ms` or `until`")),
-            (Some(Value::Number(n)), None) if n.as_u64().is_none() => {
-                Err(ConfigError::new("duration_ms", "must be a whole number of milliseconds ≥ 0"))
-            }
+            (Some(Value::Number(n)), None) if n.as_u64().is_none() => Err(ConfigError::new(
+                "duration_ms",
+                "must be a whole number of milliseconds ≥ 0",
+            )),
             _ => Ok(()),
         }
     }
@@ -511,7 +567,10 @@ impl Validate for RespondConfig {
     fn validate(&self) -> Result<(), ConfigError> {
         if let Some(Value::Number(n)) = &self.status {
             if !n.as_u64().is_some_and(|s| (100..=599).contains(&s)) {
-                return Err(ConfigError::new("status", "must be an HTTP status between 100 and 599"));
+                return Err(ConfigError::new(
+                    "status",
+                    "must be an HTTP status between 100 and 599",
+                ));
             }
         }
         Ok(())
@@ -529,12 +588,20 @@ pub fn reference_markdown() -> String {
     );
     for spec in CATALOG {
         out.push_str(&format!("\n## `{}`\n\n{}\n\n", spec.kind, spec.summary));
-        let inputs = if spec.is_trigger { "none (entry point)" } else { "`in`" };
+        let inputs = if spec.is_trigger {
+            "none (entry point)"
+        } else {
+            "`in`"
+        };
         let mut outputs: Vec<String> = spec.outputs.iter().map(|p| format!("`{p}`")).collect();
         if spec.kind == "flow.switch" {
             outputs.insert(0, "one per case".into());
         }
-        let outputs = if outputs.is_empty() { "none (exit)".to_string() } else { outputs.join(", ") };
+        let outputs = if outputs.is_empty() {
+            "none (exit)".to_string()
+        } else {
+            outputs.join(", ")
+        };
         out.push_str(&format!("- Input: {inputs}\n- Outputs: {outputs}\n"));
         if !spec.raw_fields.is_empty() {
             let raw: Vec<String> = spec.raw_fields.iter().map(|f| format!("`{f}`")).collect();
@@ -551,9 +618,20 @@ pub fn reference_markdown() -> String {
             Some(props) if !props.is_empty() => {
                 out.push_str("\n| config | type | required | description |\n|---|---|---|---|\n");
                 for (name, p) in props {
-                    let req = if required.contains(&name.as_str()) { "yes" } else { "no" };
-                    let desc = p.get("description").and_then(Value::as_str).unwrap_or("").replace('\n', " ");
-                    out.push_str(&format!("| `{name}` | {} | {req} | {desc} |\n", type_name(p, &schema)));
+                    let req = if required.contains(&name.as_str()) {
+                        "yes"
+                    } else {
+                        "no"
+                    };
+                    let desc = p
+                        .get("description")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .replace('\n', " ");
+                    out.push_str(&format!(
+                        "| `{name}` | {} | {req} | {desc} |\n",
+                        type_name(p, &schema)
+                    ));
                 }
             }
             _ => out.push_str("\nNo config.\n"),
@@ -576,13 +654,19 @@ fn type_name(p: &Value, root: &Value) -> String {
     }
     match p.get("type") {
         Some(Value::String(t)) if t == "array" => {
-            let item = p.get("items").map(|i| type_name(i, root)).unwrap_or_else(|| "any".into());
+            let item = p
+                .get("items")
+                .map(|i| type_name(i, root))
+                .unwrap_or_else(|| "any".into());
             format!("array of {item}")
         }
         Some(Value::String(t)) => t.clone(),
-        Some(Value::Array(ts)) => {
-            ts.iter().filter_map(Value::as_str).filter(|t| *t != "null").collect::<Vec<_>>().join(" or ")
-        }
+        Some(Value::Array(ts)) => ts
+            .iter()
+            .filter_map(Value::as_str)
+            .filter(|t| *t != "null")
+            .collect::<Vec<_>>()
+            .join(" or "),
         _ => match p.get("anyOf").and_then(Value::as_array) {
             Some(alts) => alts
                 .iter()
@@ -600,10 +684,15 @@ fn enum_values(p: &Value) -> Option<String> {
         Some(e) => e.iter().collect(),
         None => {
             let alts = p.get("oneOf")?.as_array()?;
-            alts.iter().map(|a| a.get("const")).collect::<Option<Vec<_>>>()?
+            alts.iter()
+                .map(|a| a.get("const"))
+                .collect::<Option<Vec<_>>>()?
         }
     };
-    let v: Vec<String> = values.iter().map(|v| format!("`{}`", v.as_str().unwrap_or_default())).collect();
+    let v: Vec<String> = values
+        .iter()
+        .map(|v| format!("`{}`", v.as_str().unwrap_or_default()))
+        .collect();
     Some(v.join(" / "))
 }
 
@@ -622,21 +711,33 @@ mod tests {
 
     #[test]
     fn config_errors_name_the_field() {
-        let err = spec("flow.split").unwrap().check_config(&json!({"concurrency": "lots"})).unwrap_err();
+        let err = spec("flow.split")
+            .unwrap()
+            .check_config(&json!({"concurrency": "lots"}))
+            .unwrap_err();
         assert_eq!(err.path, "concurrency");
         let err = spec("flow.switch")
             .unwrap()
             .check_config(&json!({"cases": [{"port": "a", "condition": "1"}, {"port": "a", "condition": "2"}]}))
             .unwrap_err();
-        assert_eq!(err.to_string(), "cases[1].port: port `a` is used twice or reserved");
-        let err = spec("data.set").unwrap().check_config(&json!({"vals": {}})).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "cases[1].port: port `a` is used twice or reserved"
+        );
+        let err = spec("data.set")
+            .unwrap()
+            .check_config(&json!({"vals": {}}))
+            .unwrap_err();
         assert!(err.message.contains("unknown field `vals`"), "{err}");
     }
 
     #[test]
     fn switch_ports_come_from_cases() {
         let cfg = json!({"cases": [{"port": "big", "condition": "{{ input > 10 }}"}]});
-        assert_eq!(spec("flow.switch").unwrap().output_ports(&cfg), ["big", "default"]);
+        assert_eq!(
+            spec("flow.switch").unwrap().output_ports(&cfg),
+            ["big", "default"]
+        );
     }
 
     #[test]

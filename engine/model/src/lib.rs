@@ -15,4 +15,4 @@ pub mod workflow;
 pub use graph::Graph;
 pub use kinds::{KindSpec, catalog};
 pub use validate::{Problem, validate};
-pub use workflow::{Edge, Endpoint, Node, OnError, ParseError, RetryPolicy, Workflow, FORMAT};
+pub use workflow::{Edge, Endpoint, FORMAT, Node, OnError, ParseError, RetryPolicy, Workflow};

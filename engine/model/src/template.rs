@@ -43,7 +43,10 @@ impl Error {
         if e.kind() == minijinja::ErrorKind::OutOfFuel {
             return Error::OutOfFuel;
         }
-        let mut msg = e.detail().map(str::to_string).unwrap_or_else(|| e.kind().to_string());
+        let mut msg = e
+            .detail()
+            .map(str::to_string)
+            .unwrap_or_else(|| e.kind().to_string());
         if let Some(line) = e.line() {
             msg = format!("{msg} (template line {line})");
         }
@@ -55,7 +58,11 @@ impl Error {
             }
             src = s.source();
         }
-        if syntax { Error::Syntax(msg) } else { Error::Eval(msg) }
+        if syntax {
+            Error::Syntax(msg)
+        } else {
+            Error::Eval(msg)
+        }
     }
 }
 
@@ -115,11 +122,19 @@ fn compile_at(v: &Value, raw: &[&str], path: &str) -> Result<Compiled, (String, 
                 .map(|(i, x)| compile_at(x, &[], &format!("{path}[{i}]")))
                 .collect::<Result<_, _>>()?,
         ),
-        Value::Object(map) if map.iter().any(|(k, x)| !raw.contains(&k.as_str()) && has_template(x)) => {
+        Value::Object(map)
+            if map
+                .iter()
+                .any(|(k, x)| !raw.contains(&k.as_str()) && has_template(x)) =>
+        {
             Compiled::Object(
                 map.iter()
                     .map(|(k, x)| {
-                        let sub = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+                        let sub = if path.is_empty() {
+                            k.clone()
+                        } else {
+                            format!("{path}.{k}")
+                        };
                         let c = if raw.contains(&k.as_str()) {
                             Compiled::Literal(x.clone())
                         } else {
@@ -152,11 +167,14 @@ pub fn compile_str(s: &str) -> Result<Compiled, Error> {
         if let Some((root, segs)) = simple_path(expr) {
             return Ok(Compiled::Path(root, segs));
         }
-        let compiled = ENV.compile_expression_owned(expr.to_string()).map_err(|e| Error::from_jinja(&e, true))?;
+        let compiled = ENV
+            .compile_expression_owned(expr.to_string())
+            .map_err(|e| Error::from_jinja(&e, true))?;
         return Ok(Compiled::Expr(compiled));
     }
     // Parse once now so syntax errors surface at validation time.
-    ENV.template_from_str(s).map_err(|e| Error::from_jinja(&e, true))?;
+    ENV.template_from_str(s)
+        .map_err(|e| Error::from_jinja(&e, true))?;
     Ok(Compiled::Text(s.to_string()))
 }
 
@@ -175,7 +193,10 @@ fn lone_expression(s: &str) -> Option<&str> {
 fn simple_path(expr: &str) -> Option<(Root, Vec<PathSeg>)> {
     let mut segs = Vec::new();
     let mut rest = expr;
-    let ident_end = |s: &str| s.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(s.len());
+    let ident_end = |s: &str| {
+        s.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(s.len())
+    };
     let n = ident_end(rest);
     let root = match &rest[..n] {
         "input" => Root::Input,
@@ -284,15 +305,23 @@ impl Compiled {
                 Arc::try_unwrap(shared).unwrap_or_else(|a| (*a).clone())
             }
             Compiled::Expr(expr) => {
-                let v = expr.eval(scope.context()).map_err(|e| Error::from_jinja(&e, false))?;
+                let v = expr
+                    .eval(scope.context())
+                    .map_err(|e| Error::from_jinja(&e, false))?;
                 to_json(&v)?
             }
             Compiled::Text(src) => Value::String(render_text(src, scope)?),
-            Compiled::Array(items) => {
-                Value::Array(items.iter().map(|c| c.eval_owned(scope)).collect::<Result<_, _>>()?)
-            }
+            Compiled::Array(items) => Value::Array(
+                items
+                    .iter()
+                    .map(|c| c.eval_owned(scope))
+                    .collect::<Result<_, _>>()?,
+            ),
             Compiled::Object(fields) => Value::Object(
-                fields.iter().map(|(k, c)| Ok((k.clone(), c.eval_owned(scope)?))).collect::<Result<_, Error>>()?,
+                fields
+                    .iter()
+                    .map(|(k, c)| Ok((k.clone(), c.eval_owned(scope)?)))
+                    .collect::<Result<_, Error>>()?,
             ),
         })
     }
@@ -330,9 +359,12 @@ fn eval_path(scope: &Scope, root: Root, segs: &[PathSeg]) -> Arc<Value> {
 }
 
 fn render_text(src: &str, scope: &Scope) -> Result<String, Error> {
-    let tmpl = ENV.template_from_str(src).map_err(|e| Error::from_jinja(&e, true))?;
+    let tmpl = ENV
+        .template_from_str(src)
+        .map_err(|e| Error::from_jinja(&e, true))?;
     let mut out = Bounded(Vec::new());
-    tmpl.render_captured_to(scope.context(), &mut out).map_err(|e| Error::from_jinja(&e, false))?;
+    tmpl.render_captured_to(scope.context(), &mut out)
+        .map_err(|e| Error::from_jinja(&e, false))?;
     String::from_utf8(out.0).map_err(|e| Error::Eval(e.to_string()))
 }
 
@@ -393,7 +425,10 @@ fn to_json_bounded(v: &JValue, budget: &mut usize, depth: usize) -> Result<Value
             let mut out = Map::new();
             for key in iter {
                 let item = v.get_item(&key).map_err(|e| Error::Eval(e.to_string()))?;
-                let k = key.as_str().map(str::to_string).unwrap_or_else(|| key.to_string());
+                let k = key
+                    .as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| key.to_string());
                 spend(budget, k.len() + 1)?;
                 out.insert(k, to_json_bounded(&item, budget, depth + 1)?);
             }
@@ -413,7 +448,12 @@ fn approx_size(v: &Value) -> usize {
     match v {
         Value::String(s) => s.len() + 2,
         Value::Array(a) => 2 + a.iter().map(approx_size).sum::<usize>(),
-        Value::Object(m) => 2 + m.iter().map(|(k, v)| k.len() + 3 + approx_size(v)).sum::<usize>(),
+        Value::Object(m) => {
+            2 + m
+                .iter()
+                .map(|(k, v)| k.len() + 3 + approx_size(v))
+                .sum::<usize>()
+        }
         _ => 8,
     }
 }
@@ -511,7 +551,8 @@ impl Object for JsonView {
         match self.get() {
             Value::Object(m) => {
                 let k = key.as_str()?;
-                m.contains_key(k).then(|| self.child(PathSeg::Key(k.to_string())))
+                m.contains_key(k)
+                    .then(|| self.child(PathSeg::Key(k.to_string())))
             }
             Value::Array(a) => {
                 let i = i64::try_from(key.clone()).ok()?;
@@ -525,7 +566,9 @@ impl Object for JsonView {
 
     fn enumerate(self: &Arc<Self>) -> Enumerator {
         match self.get() {
-            Value::Object(m) => Enumerator::Values(m.keys().map(|k| JValue::from(k.as_str())).collect()),
+            Value::Object(m) => {
+                Enumerator::Values(m.keys().map(|k| JValue::from(k.as_str())).collect())
+            }
             Value::Array(a) => Enumerator::Seq(a.len()),
             _ => Enumerator::Empty,
         }
@@ -564,18 +607,36 @@ mod tests {
 
     #[test]
     fn lone_expression_keeps_json_type() {
-        assert_eq!(eval("{{ input.total > 100 }}", json!({"total": 150})), Ok(json!(true)));
-        assert_eq!(eval("{{ input.items }}", json!({"items": [1, 2]})), Ok(json!([1, 2])));
-        assert_eq!(eval("{{ input.items | length }}", json!({"items": [1, 2]})), Ok(json!(2)));
+        assert_eq!(
+            eval("{{ input.total > 100 }}", json!({"total": 150})),
+            Ok(json!(true))
+        );
+        assert_eq!(
+            eval("{{ input.items }}", json!({"items": [1, 2]})),
+            Ok(json!([1, 2]))
+        );
+        assert_eq!(
+            eval("{{ input.items | length }}", json!({"items": [1, 2]})),
+            Ok(json!(2))
+        );
         assert_eq!(eval("{{ input.a + 1 }}", json!({"a": 41})), Ok(json!(42)));
-        assert_eq!(eval("{{ {'x': input.a} }}", json!({"a": "b"})), Ok(json!({"x": "b"})));
+        assert_eq!(
+            eval("{{ {'x': input.a} }}", json!({"a": "b"})),
+            Ok(json!({"x": "b"}))
+        );
         assert_eq!(eval("{{ input.missing }}", json!({})), Ok(json!(null)));
-        assert_eq!(eval("{{ input.missing.deeper }}", json!({})), Ok(json!(null)));
+        assert_eq!(
+            eval("{{ input.missing.deeper }}", json!({})),
+            Ok(json!(null))
+        );
     }
 
     #[test]
     fn text_is_interpolated() {
-        assert_eq!(eval("Hello {{ input.name }}!", json!({"name": "Ada"})), Ok(json!("Hello Ada!")));
+        assert_eq!(
+            eval("Hello {{ input.name }}!", json!({"name": "Ada"})),
+            Ok(json!("Hello Ada!"))
+        );
         assert_eq!(
             eval("{% for x in input %}{{ x }},{% endfor %}", json!([1, 2, 3])),
             Ok(json!("1,2,3,"))
@@ -586,24 +647,39 @@ mod tests {
     #[test]
     fn lone_input_is_shared_not_copied() {
         let input = Arc::new(json!({"big": "x"}));
-        let scope = Scope { input: input.clone(), ..Scope::with_input(Value::Null) };
+        let scope = Scope {
+            input: input.clone(),
+            ..Scope::with_input(Value::Null)
+        };
         let out = compile_str("{{ input }}").unwrap().eval(&scope).unwrap();
         assert!(Arc::ptr_eq(&input, &out));
     }
 
     #[test]
     fn loops_run_out_of_fuel() {
-        let err = eval("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", json!(null));
+        let err = eval(
+            "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+            json!(null),
+        );
         assert_eq!(err, Err(Error::OutOfFuel));
     }
 
     #[test]
     fn exploding_output_is_stopped() {
         // minijinja charges fuel per byte produced, so size blow-ups run dry too.
-        let err = eval("{% for i in range(100) %}{{ 'x' * 1000000 }}{% endfor %}", json!(null));
-        assert!(matches!(err, Err(Error::OutOfFuel | Error::TooLarge)), "{err:?}");
+        let err = eval(
+            "{% for i in range(100) %}{{ 'x' * 1000000 }}{% endfor %}",
+            json!(null),
+        );
+        assert!(
+            matches!(err, Err(Error::OutOfFuel | Error::TooLarge)),
+            "{err:?}"
+        );
         let err = eval("{{ ['x' * 10000000, 'y' * 10000000] }}", json!(null));
-        assert!(matches!(err, Err(Error::OutOfFuel | Error::TooLarge)), "{err:?}");
+        assert!(
+            matches!(err, Err(Error::OutOfFuel | Error::TooLarge)),
+            "{err:?}"
+        );
     }
 
     #[test]
@@ -614,7 +690,11 @@ mod tests {
 
     #[test]
     fn compile_skips_raw_fields() {
-        let c = compile(&json!({"jq": "{{ not a template }}", "x": "{{ input }}"}), &["jq"]).unwrap();
+        let c = compile(
+            &json!({"jq": "{{ not a template }}", "x": "{{ input }}"}),
+            &["jq"],
+        )
+        .unwrap();
         let v = c.eval(&Scope::with_input(json!(1))).unwrap();
         assert_eq!(*v, json!({"jq": "{{ not a template }}", "x": 1}));
     }

@@ -42,11 +42,21 @@ impl fmt::Display for Problem {
 }
 
 fn problem(node: Option<&str>, field: Option<&str>, message: impl Into<String>) -> Problem {
-    Problem { node: node.map(str::to_string), edge: None, field: field.map(str::to_string), message: message.into() }
+    Problem {
+        node: node.map(str::to_string),
+        edge: None,
+        field: field.map(str::to_string),
+        message: message.into(),
+    }
 }
 
 fn edge_problem(edge: usize, field: &str, message: impl Into<String>) -> Problem {
-    Problem { node: None, edge: Some(edge), field: Some(field.to_string()), message: message.into() }
+    Problem {
+        node: None,
+        edge: Some(edge),
+        field: Some(field.to_string()),
+        message: message.into(),
+    }
 }
 
 /// Node ids and port names: letters, digits, `-` and `_`, starting with a letter or digit.
@@ -54,31 +64,48 @@ pub fn is_slug(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 64
         && s.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
-        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
 /// Checks a workflow and returns every problem found (empty: valid).
 pub fn validate(wf: &Workflow) -> Vec<Problem> {
     let mut out = Vec::new();
     if wf.format != FORMAT {
-        out.push(problem(None, Some("format"), format!("is `{}`, expected `{FORMAT}`", wf.format)));
+        out.push(problem(
+            None,
+            Some("format"),
+            format!("is `{}`, expected `{FORMAT}`", wf.format),
+        ));
     }
     if !is_slug(&wf.id) {
-        out.push(problem(None, Some("id"), format!("`{}` is not a slug (letters, digits, `-`, `_`)", wf.id)));
+        out.push(problem(
+            None,
+            Some("id"),
+            format!("`{}` is not a slug (letters, digits, `-`, `_`)", wf.id),
+        ));
     }
 
     let mut seen = HashSet::new();
     for n in &wf.nodes {
         let node = Some(n.id.as_str());
         if !is_slug(&n.id) {
-            out.push(problem(node, Some("id"), "is not a slug (letters, digits, `-`, `_`; at most 64)"));
+            out.push(problem(
+                node,
+                Some("id"),
+                "is not a slug (letters, digits, `-`, `_`; at most 64)",
+            ));
         }
         if !seen.insert(n.id.as_str()) {
             out.push(problem(node, Some("id"), "is used by more than one node"));
         }
         if let Some(r) = &n.retry {
             if r.max_attempts == Some(0) {
-                out.push(problem(node, Some("retry.max_attempts"), "must be at least 1"));
+                out.push(problem(
+                    node,
+                    Some("retry.max_attempts"),
+                    "must be at least 1",
+                ));
             }
             if r.factor.is_some_and(|f| !(f.is_finite() && f >= 1.0)) {
                 out.push(problem(node, Some("retry.factor"), "must be a number ≥ 1"));
@@ -86,7 +113,11 @@ pub fn validate(wf: &Workflow) -> Vec<Problem> {
         }
         let Some(spec) = kinds::spec(&n.kind) else {
             let known: Vec<&str> = kinds::catalog().iter().map(|k| k.kind).collect();
-            out.push(problem(node, Some("kind"), format!("unknown kind `{}` (known: {})", n.kind, known.join(", "))));
+            out.push(problem(
+                node,
+                Some("kind"),
+                format!("unknown kind `{}` (known: {})", n.kind, known.join(", ")),
+            ));
             continue;
         };
         if !n.config.is_object() {
@@ -94,7 +125,11 @@ pub fn validate(wf: &Workflow) -> Vec<Problem> {
             continue;
         }
         if let Err(e) = spec.check_config(&n.config) {
-            let field = if e.path.is_empty() { "config".to_string() } else { format!("config.{}", e.path) };
+            let field = if e.path.is_empty() {
+                "config".to_string()
+            } else {
+                format!("config.{}", e.path)
+            };
             out.push(problem(node, Some(&field), e.message));
         }
         if !spec.is_trigger {
@@ -108,7 +143,11 @@ pub fn validate(wf: &Workflow) -> Vec<Problem> {
     for (i, e) in wf.edges.iter().enumerate() {
         let (src, dst) = (e.source(), e.target());
         match graph.by_id.get(src.node) {
-            None => out.push(edge_problem(i, "from", format!("node `{}` does not exist", src.node))),
+            None => out.push(edge_problem(
+                i,
+                "from",
+                format!("node `{}` does not exist", src.node),
+            )),
             Some(&from) => {
                 if let Some(spec) = graph.kinds[from] {
                     let node = &wf.nodes[from];
@@ -117,37 +156,59 @@ pub fn validate(wf: &Workflow) -> Vec<Problem> {
                         ports.push("error".into());
                     }
                     if !ports.iter().any(|p| p == src.port) {
-                        let list = if ports.is_empty() { "none".to_string() } else { ports.join(", ") };
+                        let list = if ports.is_empty() {
+                            "none".to_string()
+                        } else {
+                            ports.join(", ")
+                        };
                         out.push(edge_problem(
                             i,
                             "from",
-                            format!("node `{}` ({}) has no output port `{}` (ports: {list})", src.node, spec.kind, src.port),
+                            format!(
+                                "node `{}` ({}) has no output port `{}` (ports: {list})",
+                                src.node, spec.kind, src.port
+                            ),
                         ));
-                    } else if src.port == "error" && node.on_error.is_some_and(|o| o != OnError::Route) {
+                    } else if src.port == "error"
+                        && node.on_error.is_some_and(|o| o != OnError::Route)
+                    {
                         out.push(edge_problem(
                             i,
                             "from",
-                            format!("node `{}` has an `error` edge but `on_error` is not `route`", src.node),
+                            format!(
+                                "node `{}` has an `error` edge but `on_error` is not `route`",
+                                src.node
+                            ),
                         ));
                     }
                 }
             }
         }
         match graph.by_id.get(dst.node) {
-            None => out.push(edge_problem(i, "to", format!("node `{}` does not exist", dst.node))),
+            None => out.push(edge_problem(
+                i,
+                "to",
+                format!("node `{}` does not exist", dst.node),
+            )),
             Some(&to) => {
                 if let Some(spec) = graph.kinds[to] {
                     if spec.is_trigger {
                         out.push(edge_problem(
                             i,
                             "to",
-                            format!("node `{}` is a trigger ({}): triggers take no incoming edges", dst.node, spec.kind),
+                            format!(
+                                "node `{}` is a trigger ({}): triggers take no incoming edges",
+                                dst.node, spec.kind
+                            ),
                         ));
                     } else if dst.port != "in" {
                         out.push(edge_problem(
                             i,
                             "to",
-                            format!("node `{}` has no input port `{}` (ports: in)", dst.node, dst.port),
+                            format!(
+                                "node `{}` has no input port `{}` (ports: in)",
+                                dst.node, dst.port
+                            ),
                         ));
                     }
                 }
@@ -155,8 +216,16 @@ pub fn validate(wf: &Workflow) -> Vec<Problem> {
         }
     }
 
-    if !wf.nodes.iter().any(|n| kinds::spec(&n.kind).is_some_and(|k| k.is_trigger)) {
-        out.push(problem(None, Some("nodes"), "has no trigger: add a `trigger.*` node as an entry point"));
+    if !wf
+        .nodes
+        .iter()
+        .any(|n| kinds::spec(&n.kind).is_some_and(|k| k.is_trigger))
+    {
+        out.push(problem(
+            None,
+            Some("nodes"),
+            "has no trigger: add a `trigger.*` node as an entry point",
+        ));
     }
 
     match graph.topo_order() {
@@ -269,7 +338,9 @@ mod tests {
             r#"{"format": "sluice.workflow/v1", "id": "w", "nodes": [
                 {"id": "t", "kind": "trigger.manual"}, {"id": "u", "kind": "trigger.manual"}],
               "edges": [{"from": "t", "to": "u"}]}"#,
-            expect!["edges[0] to: node `u` is a trigger (trigger.manual): triggers take no incoming edges"],
+            expect![
+                "edges[0] to: node `u` is a trigger (trigger.manual): triggers take no incoming edges"
+            ],
         );
     }
 

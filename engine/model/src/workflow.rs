@@ -86,7 +86,11 @@ impl RetryPolicy {
     pub fn delay_ms(&self, next: u32) -> u64 {
         let exp = next.saturating_sub(2).min(64) as i32;
         let d = self.backoff_ms() as f64 * self.factor().max(0.0).powi(exp);
-        if d.is_finite() { (d as u64).min(Self::MAX_DELAY_MS) } else { Self::MAX_DELAY_MS }
+        if d.is_finite() {
+            (d as u64).min(Self::MAX_DELAY_MS)
+        } else {
+            Self::MAX_DELAY_MS
+        }
     }
 }
 
@@ -123,14 +127,21 @@ impl Endpoint<'_> {
     fn parse<'a>(s: &'a str, default_port: &'a str) -> Endpoint<'a> {
         match s.split_once(':') {
             Some((node, port)) => Endpoint { node, port },
-            None => Endpoint { node: s, port: default_port },
+            None => Endpoint {
+                node: s,
+                port: default_port,
+            },
         }
     }
 }
 
 impl Edge {
     pub fn new(from: impl Into<String>, to: impl Into<String>) -> Self {
-        Edge { from: from.into(), to: to.into(), extra: Map::new() }
+        Edge {
+            from: from.into(),
+            to: to.into(),
+            extra: Map::new(),
+        }
     }
     /// The output side (`node` or `node:port`, default port `out`).
     pub fn source(&self) -> Endpoint<'_> {
@@ -224,11 +235,21 @@ fn strip_position(msg: &str) -> String {
 
 /// Turns `nodes[2].retry` into `nodes[2] (id "check").retry` when the node id can be read.
 fn describe_path(text: &str, path: &str) -> String {
-    let Some(rest) = path.strip_prefix("nodes[") else { return path.to_string() };
-    let Some((idx, tail)) = rest.split_once(']') else { return path.to_string() };
-    let Ok(idx) = idx.parse::<usize>() else { return path.to_string() };
+    let Some(rest) = path.strip_prefix("nodes[") else {
+        return path.to_string();
+    };
+    let Some((idx, tail)) = rest.split_once(']') else {
+        return path.to_string();
+    };
+    let Ok(idx) = idx.parse::<usize>() else {
+        return path.to_string();
+    };
     let id = serde_json::from_str::<Value>(text).ok().and_then(|v| {
-        v.get("nodes")?.get(idx)?.get("id")?.as_str().map(str::to_string)
+        v.get("nodes")?
+            .get(idx)?
+            .get("id")?
+            .as_str()
+            .map(str::to_string)
     });
     match id {
         Some(id) => format!("nodes[{idx}] (id \"{id}\"){tail}"),
@@ -263,9 +284,14 @@ mod tests {
         assert_eq!(wf, again);
         assert_eq!(text, again.to_json_pretty(), "serialization is stable");
         // Nothing is added: defaults are not written out.
-        assert!(text.contains(r#""retry": {
+        assert!(
+            text.contains(
+                r#""retry": {
         "max_attempts": 2
-      }"#), "{text}");
+      }"#
+            ),
+            "{text}"
+        );
     }
 
     #[test]
@@ -281,9 +307,15 @@ mod tests {
             {"id": "a", "kind": "trigger.manual"},
             {"id": "b", "kind": "output.end", "retry": {"max_attempts": "three"}}]}"#;
         let err = Workflow::from_json(text).unwrap_err();
-        assert_eq!(err.path.as_deref(), Some("nodes[1] (id \"b\").retry.max_attempts"));
+        assert_eq!(
+            err.path.as_deref(),
+            Some("nodes[1] (id \"b\").retry.max_attempts")
+        );
         assert_eq!(err.line, 3);
-        assert!(err.message.contains("invalid type: string \"three\""), "{err}");
+        assert!(
+            err.message.contains("invalid type: string \"three\""),
+            "{err}"
+        );
     }
 
     #[test]
@@ -303,15 +335,38 @@ mod tests {
     #[test]
     fn endpoints_default_ports() {
         let e = Edge::new("check:true", "both");
-        assert_eq!(e.source(), Endpoint { node: "check", port: "true" });
-        assert_eq!(e.target(), Endpoint { node: "both", port: "in" });
+        assert_eq!(
+            e.source(),
+            Endpoint {
+                node: "check",
+                port: "true"
+            }
+        );
+        assert_eq!(
+            e.target(),
+            Endpoint {
+                node: "both",
+                port: "in"
+            }
+        );
     }
 
     #[test]
     fn backoff_grows_and_is_capped() {
-        let p = RetryPolicy { max_attempts: Some(5), backoff_ms: Some(100), factor: None };
-        assert_eq!([p.delay_ms(2), p.delay_ms(3), p.delay_ms(4)], [100, 200, 400]);
-        let huge = RetryPolicy { max_attempts: Some(100), backoff_ms: Some(u64::MAX), factor: Some(1e300) };
+        let p = RetryPolicy {
+            max_attempts: Some(5),
+            backoff_ms: Some(100),
+            factor: None,
+        };
+        assert_eq!(
+            [p.delay_ms(2), p.delay_ms(3), p.delay_ms(4)],
+            [100, 200, 400]
+        );
+        let huge = RetryPolicy {
+            max_attempts: Some(100),
+            backoff_ms: Some(u64::MAX),
+            factor: Some(1e300),
+        };
         assert_eq!(huge.delay_ms(99), RetryPolicy::MAX_DELAY_MS);
     }
 }

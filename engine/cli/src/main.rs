@@ -1,0 +1,428 @@
+//! The `sluice` command: run and validate workflows, inspect and resume runs.
+//! Exit codes: 0 success, 1 the run failed, 2 invalid workflow or usage.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
+use serde_json::{Value, json};
+use sluice_model::{Workflow, validate};
+use sluice_runtime::{Engine, Options, Plan, RunResult, Status};
+use sluice_store::{Record, RecordKind, RunRow, Stored};
+
+#[derive(Parser)]
+#[command(name = "sluice", version, about = "Local-first workflow engine")]
+struct Cli {
+    /// Where runs are kept (default: the platform data dir).
+    #[arg(long, global = true, env = "SLUICE_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a workflow (a *.flow.json file or a stored workflow id) and print its output.
+    Run {
+        workflow: String,
+        /// The input message: JSON text, or @file.
+        #[arg(long)]
+        input: Option<String>,
+        /// Which trigger to start at (default: the only manual trigger).
+        #[arg(long)]
+        trigger: Option<String>,
+    },
+    /// Check a workflow file and list every problem.
+    Validate { file: PathBuf },
+    /// Inspect and resume runs.
+    Runs {
+        #[command(subcommand)]
+        command: RunsCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum RunsCommand {
+    /// Runs, newest first.
+    List {
+        #[arg(long)]
+        json: bool,
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+    },
+    /// One run with every step attempt.
+    Show {
+        run: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Resume unfinished runs (all, or one) and wait for them.
+    Resume { run: Option<String> },
+}
+
+/// An error that decides the exit code.
+struct Exit(u8, String);
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // clap prints help/version to stdout with success, usage errors to stderr.
+            let code = if e.use_stderr() { 2 } else { 0 };
+            e.print().ok();
+            return ExitCode::from(code);
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("sluice: cannot start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match rt.block_on(dispatch(cli)) {
+        Ok(code) => ExitCode::from(code),
+        Err(Exit(code, msg)) => {
+            eprintln!("{msg}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+fn usage(msg: impl std::fmt::Display) -> Exit {
+    Exit(2, format!("sluice: {msg}"))
+}
+
+fn internal(e: impl std::fmt::Display) -> Exit {
+    Exit(2, format!("sluice: {e}"))
+}
+
+fn data_dir(flag: Option<PathBuf>) -> Result<PathBuf, Exit> {
+    if let Some(d) = flag {
+        return Ok(d);
+    }
+    directories::ProjectDirs::from("dev", "sluice", "sluice")
+        .map(|p| p.data_dir().to_path_buf())
+        .ok_or_else(|| usage("no home directory: pass --data-dir or set SLUICE_DATA_DIR"))
+}
+
+async fn open(flag: Option<PathBuf>) -> Result<Engine, Exit> {
+    let dir = data_dir(flag)?;
+    Engine::open(&dir, Options::default())
+        .await
+        .map_err(|e| internal(format!("cannot open the data dir {}: {e}", dir.display())))
+}
+
+async fn dispatch(cli: Cli) -> Result<u8, Exit> {
+    match cli.command {
+        Command::Validate { file } => {
+            let wf = read_workflow(&file)?;
+            let problems = validate(&wf);
+            if problems.is_empty() {
+                println!(
+                    "{}: ok ({} nodes, {} edges)",
+                    file.display(),
+                    wf.nodes.len(),
+                    wf.edges.len()
+                );
+                Ok(0)
+            } else {
+                Err(invalid(&file.display().to_string(), &problems))
+            }
+        }
+        Command::Run {
+            workflow,
+            input,
+            trigger,
+        } => {
+            let input = parse_input(input.as_deref())?;
+            let engine = open(cli.data_dir).await?;
+            let plan = if Path::new(&workflow).exists() || workflow.ends_with(".json") {
+                let path = PathBuf::from(&workflow);
+                let wf = read_workflow(&path)?;
+                let plan = Plan::new(wf).map_err(|e| invalid(&workflow, &e.0))?;
+                engine
+                    .store()
+                    .put_workflow(&plan.workflow.id, &plan.workflow.name, &plan.definition)
+                    .await
+                    .map_err(internal)?;
+                plan
+            } else {
+                engine.workflow(&workflow).await.map_err(|e| match e {
+                    sluice_runtime::executor::Error::Invalid(i) => invalid(&workflow, &i.0),
+                    other => usage(other),
+                })?
+            };
+            let handle = engine
+                .start(plan, trigger.as_deref(), Arc::new(input))
+                .await
+                .map_err(usage)?;
+            let result = handle.wait().await;
+            report(&result)
+        }
+        Command::Runs { command } => {
+            let engine = open(cli.data_dir).await?;
+            match command {
+                RunsCommand::List { json, limit } => {
+                    let rows = engine.store().list_runs(limit).await.map_err(internal)?;
+                    if json {
+                        let list: Vec<Value> = rows.iter().map(run_summary).collect();
+                        println!(
+                            "{}",
+                            serde_json::to_string_pretty(&list).unwrap_or_default()
+                        );
+                    } else {
+                        println!(
+                            "{:<32} {:<24} {:<10} {:>10}",
+                            "RUN", "WORKFLOW", "STATUS", "DURATION"
+                        );
+                        for r in &rows {
+                            let dur = r
+                                .finished_at_us
+                                .map(|f| format_us(f - r.created_at_us))
+                                .unwrap_or_else(|| "-".into());
+                            println!(
+                                "{:<32} {:<24} {:<10} {:>10}",
+                                r.id, r.workflow_id, r.status, dur
+                            );
+                        }
+                    }
+                    Ok(0)
+                }
+                RunsCommand::Show { run, json } => {
+                    let row = engine
+                        .store()
+                        .get_run(&run)
+                        .await
+                        .map_err(internal)?
+                        .ok_or_else(|| usage(format!("run `{run}` not found")))?;
+                    let records = engine.store().run_records(&run).await.map_err(internal)?;
+                    let mut v = run_summary(&row);
+                    v["steps"] = Value::Array(steps(&records));
+                    if json {
+                        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+                    } else {
+                        print_run(&v);
+                    }
+                    Ok(0)
+                }
+                RunsCommand::Resume { run } => {
+                    let handles = match run {
+                        Some(id) => vec![engine.resume(&id).await.map_err(usage)?],
+                        None => engine.resume_all().await.map_err(internal)?,
+                    };
+                    if handles.is_empty() {
+                        eprintln!("sluice: no unfinished runs");
+                    }
+                    let mut code = 0;
+                    for h in handles {
+                        let r = h.wait().await;
+                        eprintln!("run {} {}", r.id, r.status.as_str());
+                        if r.status != Status::Succeeded {
+                            code = 1;
+                        }
+                    }
+                    Ok(code)
+                }
+            }
+        }
+    }
+}
+
+fn invalid(what: &str, problems: &[sluice_model::Problem]) -> Exit {
+    let mut msg = format!(
+        "{what}: invalid workflow ({} problem{}):",
+        problems.len(),
+        if problems.len() == 1 { "" } else { "s" }
+    );
+    for p in problems {
+        msg.push_str(&format!("\n  - {p}"));
+    }
+    Exit(2, msg)
+}
+
+fn read_workflow(path: &Path) -> Result<Workflow, Exit> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| usage(format!("cannot read {}: {e}", path.display())))?;
+    Workflow::from_json(&text).map_err(|e| Exit(2, format!("{}: {e}", path.display())))
+}
+
+fn parse_input(input: Option<&str>) -> Result<Value, Exit> {
+    let Some(input) = input else {
+        return Ok(Value::Null);
+    };
+    let (what, text) = match input.strip_prefix('@') {
+        Some(file) => (
+            file.to_string(),
+            std::fs::read_to_string(file)
+                .map_err(|e| usage(format!("cannot read input file {file}: {e}")))?,
+        ),
+        None => ("--input".to_string(), input.to_string()),
+    };
+    serde_json::from_str(&text).map_err(|e| {
+        usage(format!(
+            "{what}: invalid JSON at line {}, column {}: {}",
+            e.line(),
+            e.column(),
+            strip_pos(&e.to_string())
+        ))
+    })
+}
+
+fn strip_pos(s: &str) -> &str {
+    s.rfind(" at line ").map(|i| &s[..i]).unwrap_or(s)
+}
+
+fn report(result: &RunResult) -> Result<u8, Exit> {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&result.output).unwrap_or_default()
+    );
+    match result.status {
+        Status::Succeeded => Ok(0),
+        status => {
+            let err = result.error.clone().unwrap_or(Value::Null);
+            let node = err["node"]
+                .as_str()
+                .map(|n| format!(" at node `{n}`"))
+                .unwrap_or_default();
+            let message = err["message"].as_str().unwrap_or("no message");
+            Err(Exit(
+                1,
+                format!(
+                    "sluice: run {} {}{node}: {message}",
+                    result.id,
+                    status.as_str()
+                ),
+            ))
+        }
+    }
+}
+
+fn run_summary(r: &RunRow) -> Value {
+    json!({
+        "id": r.id,
+        "workflow": r.workflow_id,
+        "trigger": r.trigger,
+        "status": r.status,
+        "output": r.output,
+        "error": r.error,
+        "created_at_us": r.created_at_us,
+        "finished_at_us": r.finished_at_us,
+    })
+}
+
+/// Step attempts from journal records: one entry per (node, lineage, activation, attempt).
+fn steps(records: &[Record]) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::new();
+    let mut index: std::collections::HashMap<(String, String, String, u32), usize> =
+        Default::default();
+    for r in records {
+        let key = (
+            r.node.to_string(),
+            r.lineage.clone(),
+            r.activation.clone(),
+            r.attempt,
+        );
+        let value = |s: &Option<Stored>| s.as_ref().and_then(Stored::value).map(|v| (*v).clone());
+        match r.kind {
+            RecordKind::Skipped => out.push(json!({
+                "node": &*r.node, "lineage": r.lineage, "status": "skipped", "at_us": r.at_us,
+            })),
+            RecordKind::Started => {
+                index.insert(key, out.len());
+                out.push(json!({
+                    "node": &*r.node, "lineage": r.lineage, "activation": r.activation, "attempt": r.attempt,
+                    "status": "running", "started_at_us": r.at_us, "input": value(&r.data),
+                }));
+            }
+            RecordKind::Succeeded | RecordKind::Failed => {
+                let Some(&i) = index.get(&key) else { continue };
+                let step = &mut out[i];
+                step["finished_at_us"] = json!(r.at_us);
+                step["duration_us"] = json!(r.duration_us);
+                if r.kind == RecordKind::Succeeded {
+                    step["status"] = json!("succeeded");
+                    step["output"] = value(&r.data)
+                        .map(|pairs| {
+                            let mut m = serde_json::Map::new();
+                            for p in pairs.as_array().into_iter().flatten() {
+                                m.insert(p[0].as_str().unwrap_or("out").to_string(), p[1].clone());
+                            }
+                            Value::Object(m)
+                        })
+                        .unwrap_or(Value::Null);
+                } else {
+                    step["status"] = json!("failed");
+                    step["error"] = r.error.clone().unwrap_or(Value::Null);
+                }
+            }
+        }
+    }
+    out
+}
+
+fn print_run(v: &Value) {
+    println!("run       {}", v["id"].as_str().unwrap_or(""));
+    println!("workflow  {}", v["workflow"].as_str().unwrap_or(""));
+    println!("status    {}", v["status"].as_str().unwrap_or(""));
+    if !v["error"].is_null() {
+        println!("error     {}", v["error"]);
+    }
+    println!("output    {}", v["output"]);
+    println!(
+        "\n{:<20} {:<8} {:<6} {:>3} {:<10} {:>10}  input -> output",
+        "NODE", "LINEAGE", "ACT", "TRY", "STATUS", "DURATION"
+    );
+    for s in v["steps"].as_array().into_iter().flatten() {
+        let dur = s["duration_us"]
+            .as_i64()
+            .map(format_us)
+            .unwrap_or_else(|| "-".into());
+        let io = format!(
+            "{} -> {}",
+            short(&s["input"]),
+            if s["status"] == "failed" {
+                short(&s["error"])
+            } else {
+                short(&s["output"])
+            }
+        );
+        println!(
+            "{:<20} {:<8} {:<6} {:>3} {:<10} {:>10}  {}",
+            s["node"].as_str().unwrap_or(""),
+            s["lineage"].as_str().unwrap_or(""),
+            s["activation"].as_str().unwrap_or(""),
+            s["attempt"]
+                .as_u64()
+                .map(|a| a.to_string())
+                .unwrap_or_default(),
+            s["status"].as_str().unwrap_or(""),
+            dur,
+            io
+        );
+    }
+}
+
+fn short(v: &Value) -> String {
+    let s = v.to_string();
+    if s.len() > 60 {
+        format!("{}…", &s[..s.floor_char_boundary(59)])
+    } else {
+        s
+    }
+}
+
+fn format_us(us: i64) -> String {
+    if us < 1000 {
+        format!("{us}µs")
+    } else if us < 1_000_000 {
+        format!("{:.1}ms", us as f64 / 1000.0)
+    } else {
+        format!("{:.2}s", us as f64 / 1e6)
+    }
+}

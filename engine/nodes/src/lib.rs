@@ -1,0 +1,330 @@
+//! The built-in node kinds. A node gets its (compiled) config, its input and
+//! a [`Host`] for side channels (logs, sub-workflows) and returns messages per
+//! output port, or an error that says whether retrying can help.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
+pub mod jq;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+use sluice_model::template::{self, Compiled, Scope};
+
+pub type Msg = Arc<Value>;
+
+/// A node failure: terminal (never retried) or retryable.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct Error {
+    pub message: String,
+    pub retryable: bool,
+}
+
+impl Error {
+    pub fn terminal(message: impl Into<String>) -> Self {
+        Error {
+            message: message.into(),
+            retryable: false,
+        }
+    }
+    pub fn retryable(message: impl Into<String>) -> Self {
+        Error {
+            message: message.into(),
+            retryable: true,
+        }
+    }
+}
+
+impl From<template::Error> for Error {
+    fn from(e: template::Error) -> Self {
+        Error::terminal(format!("template: {e}"))
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+pub type Outputs = Vec<(String, Msg)>;
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What a node may ask of the engine.
+pub trait Host: Send + Sync {
+    /// Appends a line to the run log.
+    fn log(&self, level: &str, message: &str);
+    /// Runs another workflow; with `wait`, resolves to its output.
+    fn subworkflow(
+        &self,
+        workflow: String,
+        trigger: Option<String>,
+        input: Msg,
+        wait: bool,
+    ) -> BoxFuture<'_, Result<Value>>;
+}
+
+/// One invocation of a node.
+pub struct Call<'a> {
+    pub kind: &'a str,
+    pub node_id: &'a str,
+    /// The config with templates compiled.
+    pub config: &'a Compiled,
+    /// The config as written (for fields that are not templates).
+    pub raw: &'a Value,
+    pub scope: Scope,
+    /// When attempt 1 of this step started (unix µs): waits count from it.
+    pub first_started_at_us: i64,
+    pub host: &'a dyn Host,
+    pub jq: Option<Arc<jq::Program>>,
+}
+
+/// Runs a node. Pure kinds complete without awaiting.
+pub async fn execute(call: Call<'_>) -> Result<Outputs> {
+    if let Some(result) = execute_pure(&call) {
+        return result;
+    }
+    match call.kind {
+        "flow.wait" => wait(&call).await,
+        "flow.subworkflow" => subworkflow(&call).await,
+        "data.transform" => transform(&call).await,
+        other => Err(Error::terminal(format!(
+            "node kind `{other}` cannot run in this build"
+        ))),
+    }
+}
+
+fn out(msg: Msg) -> Result<Outputs> {
+    Ok(vec![("out".to_string(), msg)])
+}
+
+/// Evaluates the config's templates.
+fn config(call: &Call<'_>) -> Result<Msg> {
+    Ok(call.config.eval(&call.scope)?)
+}
+
+/// The kinds that need no I/O; `None` for the others.
+pub fn execute_pure(call: &Call<'_>) -> Option<Result<Outputs>> {
+    Some(match call.kind {
+        k if k.starts_with("trigger.") => out(call.scope.input.clone()),
+        "flow.join" | "flow.merge" => out(call.scope.input.clone()),
+        "flow.if" => (|| {
+            let cfg = config(call)?;
+            let port = if template::truthy(&cfg["condition"]) {
+                "true"
+            } else {
+                "false"
+            };
+            Ok(vec![(port.to_string(), call.scope.input.clone())])
+        })(),
+        "flow.switch" => (|| {
+            let cfg = config(call)?;
+            let cases = cfg
+                .get("cases")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            let port = cases
+                .iter()
+                .find(|c| template::truthy(&c["condition"]))
+                .and_then(|c| c["port"].as_str())
+                .unwrap_or("default");
+            Ok(vec![(port.to_string(), call.scope.input.clone())])
+        })(),
+        "flow.split" => (|| {
+            let items = match call.raw.get("items") {
+                None => call.scope.input.clone(),
+                Some(_) => match config(call)?.get("items") {
+                    Some(v) => Arc::new(v.clone()),
+                    None => Arc::new(Value::Null),
+                },
+            };
+            if !items.is_array() {
+                return Err(Error::terminal(format!(
+                    "flow.split: `items` must be an array, got {}",
+                    type_name(&items)
+                )));
+            }
+            out(items)
+        })(),
+        "data.set" => (|| {
+            let cfg = config(call)?;
+            let values = cfg
+                .get("values")
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default();
+            let keep = call
+                .raw
+                .get("keep_input")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+            if !keep {
+                return out(Arc::new(Value::Object(values)));
+            }
+            let mut base = match &*call.scope.input {
+                Value::Object(m) => m.clone(),
+                Value::Null => Map::new(),
+                other => {
+                    return Err(Error::terminal(format!(
+                        "data.set: `keep_input` needs an object input, got {}",
+                        type_name(other)
+                    )));
+                }
+            };
+            base.extend(values);
+            out(Arc::new(Value::Object(base)))
+        })(),
+        "util.log" => (|| {
+            let cfg = config(call)?;
+            let message = match &cfg["message"] {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            let level = call
+                .raw
+                .get("level")
+                .and_then(Value::as_str)
+                .unwrap_or("info");
+            call.host.log(level, &message);
+            out(call.scope.input.clone())
+        })(),
+        "output.end" => match call.raw.get("value") {
+            None => out(call.scope.input.clone()),
+            Some(_) => config(call).map(|c| vec![("out".into(), Arc::new(c["value"].clone()))]),
+        },
+        "output.respond" => (|| {
+            let cfg = config(call)?;
+            let status = match cfg.get("status") {
+                None | Some(Value::Null) => 200,
+                Some(v) => v
+                    .as_u64()
+                    .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+                    .filter(|s| (100..=599).contains(s))
+                    .ok_or_else(|| {
+                        Error::terminal(format!(
+                            "output.respond: status `{v}` is not an HTTP status"
+                        ))
+                    })?,
+            };
+            let body = if call.raw.get("body").is_some() {
+                cfg["body"].clone()
+            } else {
+                (*call.scope.input).clone()
+            };
+            let headers = cfg.get("headers").cloned().unwrap_or_else(|| json!({}));
+            out(Arc::new(
+                json!({"status": status, "headers": headers, "body": body}),
+            ))
+        })(),
+        _ => return None,
+    })
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+async fn wait(call: &Call<'_>) -> Result<Outputs> {
+    let cfg = config(call)?;
+    let now_us = now_us();
+    let until_us = if let Some(d) = cfg.get("duration_ms").filter(|v| !v.is_null()) {
+        let ms = d
+            .as_u64()
+            .or_else(|| d.as_str().and_then(|s| s.trim().parse().ok()))
+            .ok_or_else(|| {
+                Error::terminal(format!(
+                    "flow.wait: duration_ms `{d}` is not a number of milliseconds"
+                ))
+            })?;
+        call.first_started_at_us
+            .saturating_add((ms as i64).saturating_mul(1000))
+    } else {
+        let until = cfg.get("until").and_then(Value::as_str).unwrap_or_default();
+        let t = time::OffsetDateTime::parse(until, &time::format_description::well_known::Rfc3339)
+            .map_err(|e| {
+                Error::terminal(format!(
+                    "flow.wait: until `{until}` is not an RFC 3339 time: {e}"
+                ))
+            })?;
+        (t.unix_timestamp_nanos() / 1000) as i64
+    };
+    if until_us > now_us {
+        tokio::time::sleep(Duration::from_micros((until_us - now_us) as u64)).await;
+    }
+    out(call.scope.input.clone())
+}
+
+async fn subworkflow(call: &Call<'_>) -> Result<Outputs> {
+    let cfg = config(call)?;
+    let workflow = cfg["workflow"].as_str().unwrap_or_default().to_string();
+    let trigger = cfg
+        .get("trigger")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let input = match call.raw.get("input") {
+        Some(_) => Arc::new(cfg["input"].clone()),
+        None => call.scope.input.clone(),
+    };
+    let wait = cfg.get("wait").and_then(Value::as_bool).unwrap_or(true);
+    let result = call
+        .host
+        .subworkflow(workflow, trigger, input, wait)
+        .await?;
+    out(Arc::new(result))
+}
+
+/// Longest a jq program may run.
+const JQ_DEADLINE: Duration = Duration::from_secs(10);
+
+async fn transform(call: &Call<'_>) -> Result<Outputs> {
+    let filter = match &call.jq {
+        Some(f) => f.clone(),
+        None => {
+            let code = call.raw.get("jq").and_then(Value::as_str).unwrap_or(".");
+            Arc::new(jq::Program::compile(code).map_err(Error::terminal)?)
+        }
+    };
+    let input = call.scope.input.clone();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    // jaq has no fuel: run it on its own thread (with a large stack for deep
+    // programs) and give up waiting at the deadline.
+    let spawned = std::thread::Builder::new()
+        .name("sluice-jq".into())
+        .stack_size(64 << 20)
+        .spawn(move || {
+            let result = jq::run_jq(&filter.0, &input, 10_000);
+            // The receiver may have given up (deadline): nothing to do then.
+            tx.send(result).ok();
+        });
+    if let Err(e) = spawned {
+        return Err(Error::retryable(format!(
+            "data.transform: could not start jq: {e}"
+        )));
+    }
+    match tokio::time::timeout(JQ_DEADLINE, rx).await {
+        Err(_) => Err(Error::terminal(format!(
+            "data.transform: jq program ran longer than {} s",
+            JQ_DEADLINE.as_secs()
+        ))),
+        Ok(Err(_)) => Err(Error::terminal("data.transform: jq program crashed")),
+        Ok(Ok(Err(e))) => Err(Error::terminal(format!("data.transform: {e}"))),
+        Ok(Ok(Ok(mut values))) => {
+            let v = if values.len() == 1 {
+                values.remove(0)
+            } else {
+                Value::Array(values)
+            };
+            out(Arc::new(v))
+        }
+    }
+}
+
+pub fn now_us() -> i64 {
+    (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1000) as i64
+}

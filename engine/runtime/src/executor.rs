@@ -1,0 +1,925 @@
+//! The local executor: drives the state machine with tokio, runs nodes, and
+//! journals every step in SQLite before and after it runs. After a crash,
+//! [`Engine::resume`] replays the journal into a fresh state machine and
+//! carries on: finished steps are never run again; steps that were in flight
+//! run again with the same idempotency key.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use sluice_model::Workflow;
+use sluice_model::template::{NodeOutputs, Scope};
+use sluice_nodes::{self as nodes, Host};
+use sluice_store::{LogLine, NewRun, Record, RecordKind, Store, Stored};
+use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::task::JoinSet;
+
+use crate::machine::{
+    Action, Activation, Event, Hist, Lineage, Msg, Run, Status, StepError, StepKey,
+};
+use crate::plan::{Invalid, Plan};
+
+/// Errors of the executor (not of runs: a failed run is a [`RunResult`]).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Store(#[from] sluice_store::Error),
+    #[error(transparent)]
+    Invalid(#[from] Invalid),
+    #[error("{0}")]
+    Usage(String),
+    #[error("run `{0}` not found")]
+    RunNotFound(String),
+    #[error("workflow `{0}` not found")]
+    WorkflowNotFound(String),
+    #[error("run `{run}`: the journal cannot be replayed: {message}")]
+    Corrupt { run: String, message: String },
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunResult {
+    pub id: String,
+    pub status: Status,
+    pub output: Value,
+    pub error: Option<Value>,
+}
+
+/// Engine settings.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Steps running at once across all runs.
+    pub max_concurrent_steps: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            max_concurrent_steps: 256,
+        }
+    }
+}
+
+/// The engine: cheap to clone.
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Store,
+    permits: Arc<Semaphore>,
+    /// Test hook: append each step execution to this file (counts side effects).
+    exec_log: Option<Mutex<std::fs::File>>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("data_dir", &self.inner.store.data_dir())
+            .finish()
+    }
+}
+
+/// A run being driven; `wait` for its result.
+#[derive(Debug)]
+pub struct RunHandle {
+    pub id: String,
+    done: oneshot::Receiver<RunResult>,
+}
+
+impl RunHandle {
+    pub async fn wait(self) -> RunResult {
+        let id = self.id.clone();
+        self.done.await.unwrap_or_else(|_| RunResult {
+            id,
+            status: Status::Failed,
+            output: Value::Null,
+            error: Some(json!({"message": "the engine stopped before the run finished"})),
+        })
+    }
+}
+
+impl Engine {
+    pub async fn open(data_dir: &Path, options: Options) -> Result<Engine> {
+        let store = Store::open(data_dir).await?;
+        let exec_log = std::env::var_os("SLUICE_TEST_EXEC_LOG").and_then(|p| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .ok()
+                .map(Mutex::new)
+        });
+        Ok(Engine {
+            inner: Arc::new(Inner {
+                store,
+                permits: Arc::new(Semaphore::new(options.max_concurrent_steps.max(1))),
+                exec_log,
+            }),
+        })
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    /// Loads a stored workflow by id.
+    pub async fn workflow(&self, id: &str) -> Result<Arc<Plan>> {
+        let text = self
+            .store()
+            .get_workflow(id)
+            .await?
+            .ok_or_else(|| Error::WorkflowNotFound(id.to_string()))?;
+        let wf = Workflow::from_json(&text)
+            .map_err(|e| Error::Usage(format!("stored workflow `{id}`: {e}")))?;
+        Ok(Plan::new(wf)?)
+    }
+
+    /// Starts a run; returns once the run is durably recorded.
+    pub async fn start(
+        &self,
+        plan: Arc<Plan>,
+        trigger: Option<&str>,
+        input: Msg,
+    ) -> Result<RunHandle> {
+        let id = new_run_id();
+        self.start_with_id(id, plan, trigger, input, None).await
+    }
+
+    async fn start_with_id(
+        &self,
+        id: String,
+        plan: Arc<Plan>,
+        trigger: Option<&str>,
+        input: Msg,
+        parent: Option<String>,
+    ) -> Result<RunHandle> {
+        let entry = plan.entry(trigger).map_err(Error::Usage)?;
+        self.store()
+            .create_run(&NewRun {
+                id: id.clone(),
+                workflow_id: plan.workflow.id.clone(),
+                definition: plan.definition.clone(),
+                trigger: plan.nodes[entry].id.to_string(),
+                input: input.clone(),
+                created_at_us: nodes::now_us(),
+                parent_run: parent,
+            })
+            .await?;
+        let (run, actions) = Run::start(plan, entry, input);
+        Ok(self.spawn_driver(id, run, actions, Replay::default()))
+    }
+
+    /// Resumes every unfinished top-level run; sub-workflow runs are resumed by their parents.
+    pub async fn resume_all(&self) -> Result<Vec<RunHandle>> {
+        let mut handles = Vec::new();
+        for row in self.store().unfinished_runs().await? {
+            if row.parent_run.is_some() {
+                continue;
+            }
+            handles.push(self.resume(&row.id).await?);
+        }
+        Ok(handles)
+    }
+
+    /// Rebuilds a run from its journal and drives it to the end.
+    pub async fn resume(&self, run_id: &str) -> Result<RunHandle> {
+        let row = self
+            .store()
+            .get_run(run_id)
+            .await?
+            .ok_or_else(|| Error::RunNotFound(run_id.to_string()))?;
+        let corrupt = |message: String| Error::Corrupt {
+            run: run_id.to_string(),
+            message,
+        };
+        let wf = Workflow::from_json(&row.definition).map_err(|e| corrupt(e.to_string()))?;
+        let plan = Plan::new(wf)?;
+        let entry = plan.entry(Some(&row.trigger)).map_err(corrupt)?;
+        let records = self.store().run_records(run_id).await?;
+        let (mut run, actions) = Run::start(plan.clone(), entry, row.input.clone());
+        let mut replay = Replay::default();
+        replay.absorb(actions);
+        for rec in &records {
+            replay.next_seq = replay.next_seq.max(rec.seq + 1);
+            let Some(key) = parse_key(&plan, rec) else {
+                return Err(corrupt(format!(
+                    "record {} names an unknown step {}/{}",
+                    rec.seq, rec.node, rec.lineage
+                )));
+            };
+            match rec.kind {
+                RecordKind::Started => {
+                    replay.first_started.entry(key.clone()).or_insert(rec.at_us);
+                    if matches!(replay.pending.get(&key), Some(Pending::Retry { .. })) {
+                        let acts = run.apply(Event::RetryDue { key: key.clone() });
+                        replay.absorb(acts);
+                    }
+                }
+                RecordKind::Succeeded => {
+                    let outputs = decode_outputs(rec).map_err(corrupt)?;
+                    replay.pending.remove(&key);
+                    let acts = run.apply(Event::Succeeded { key, outputs });
+                    replay.absorb(acts);
+                }
+                RecordKind::Failed => {
+                    let message = rec
+                        .error
+                        .as_ref()
+                        .and_then(|e| e["message"].as_str())
+                        .unwrap_or("")
+                        .to_string();
+                    let retryable = rec
+                        .error
+                        .as_ref()
+                        .and_then(|e| e["retryable"].as_bool())
+                        .unwrap_or(false);
+                    replay.pending.remove(&key);
+                    replay.failed_at.insert(key.clone(), rec.at_us);
+                    let acts = run.apply(Event::Failed {
+                        key,
+                        error: StepError { message, retryable },
+                    });
+                    replay.absorb(acts);
+                }
+                RecordKind::Skipped => {
+                    replay.skipped.insert((key.node, key.lineage));
+                }
+            }
+        }
+        // What is left: steps in flight at the crash, retries not yet due, or the end.
+        let mut actions = Vec::new();
+        for (key, p) in std::mem::take(&mut replay.pending) {
+            actions.push(match p {
+                Pending::Start {
+                    attempt,
+                    input,
+                    hist,
+                } => Action::Start {
+                    key,
+                    attempt,
+                    input,
+                    hist,
+                },
+                Pending::Retry { attempt, delay_ms } => {
+                    let due = replay
+                        .failed_at
+                        .get(&key)
+                        .copied()
+                        .unwrap_or_else(nodes::now_us)
+                        + delay_ms as i64 * 1000;
+                    let left = ((due - nodes::now_us()).max(0) / 1000) as u64;
+                    Action::Retry {
+                        key,
+                        attempt,
+                        delay_ms: left,
+                    }
+                }
+            });
+        }
+        actions.extend(replay.skips_to_write.drain(..));
+        if let Some(finish) = replay.finish.take() {
+            actions.push(finish);
+        }
+        Ok(self.spawn_driver(run_id.to_string(), run, actions, replay))
+    }
+
+    fn spawn_driver(
+        &self,
+        id: String,
+        run: Run,
+        actions: Vec<Action>,
+        replay: Replay,
+    ) -> RunHandle {
+        let (done_tx, done) = oneshot::channel();
+        let driver = Driver::new(self.clone(), Arc::from(id.as_str()), run, replay);
+        tokio::spawn(async move {
+            let result = driver.drive(actions).await;
+            // The caller may not be waiting.
+            done_tx.send(result).ok();
+        });
+        RunHandle { id, done }
+    }
+}
+
+fn new_run_id() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let t = nodes::now_us();
+    // Time-ordered, unique within and across processes (pid + counter).
+    format!(
+        "r{:013x}{:05x}{:04x}",
+        t,
+        std::process::id() & 0xfffff,
+        n & 0xffff
+    )
+}
+
+/// What a replay found still to do.
+#[derive(Default)]
+struct Replay {
+    next_seq: u64,
+    pending: std::collections::BTreeMap<StepKey, Pending>,
+    first_started: HashMap<StepKey, i64>,
+    failed_at: HashMap<StepKey, i64>,
+    skipped: HashSet<(usize, Lineage)>,
+    skips_to_write: Vec<Action>,
+    finish: Option<Action>,
+}
+
+enum Pending {
+    Start {
+        attempt: u32,
+        input: Msg,
+        hist: Option<Arc<Hist>>,
+    },
+    Retry {
+        attempt: u32,
+        delay_ms: u64,
+    },
+}
+
+impl Replay {
+    fn absorb(&mut self, actions: Vec<Action>) {
+        for a in actions {
+            match a {
+                Action::Start {
+                    key,
+                    attempt,
+                    input,
+                    hist,
+                } => {
+                    self.pending.insert(
+                        key,
+                        Pending::Start {
+                            attempt,
+                            input,
+                            hist,
+                        },
+                    );
+                }
+                Action::Retry {
+                    key,
+                    attempt,
+                    delay_ms,
+                } => {
+                    self.pending
+                        .insert(key, Pending::Retry { attempt, delay_ms });
+                }
+                Action::Skipped { node, lineage } => {
+                    if !self.skipped.contains(&(node, lineage.clone())) {
+                        self.skips_to_write.push(Action::Skipped { node, lineage });
+                    }
+                }
+                Action::Abort { keys } => {
+                    for k in keys {
+                        self.pending.remove(&k);
+                    }
+                }
+                finish @ Action::Finish { .. } => self.finish = Some(finish),
+            }
+        }
+    }
+}
+
+fn parse_key(plan: &Plan, rec: &Record) -> Option<StepKey> {
+    Some(StepKey {
+        node: plan.node_index(&rec.node)?,
+        lineage: Lineage::parse(&rec.lineage)?,
+        activation: if rec.kind == RecordKind::Skipped {
+            Activation::default()
+        } else {
+            Activation::parse(&rec.activation)?
+        },
+    })
+}
+
+fn decode_outputs(rec: &Record) -> Result<Vec<(String, Msg)>, String> {
+    let v = rec
+        .data
+        .as_ref()
+        .and_then(Stored::value)
+        .ok_or_else(|| format!("record {} has no outputs", rec.seq))?;
+    let pairs = v
+        .as_array()
+        .ok_or_else(|| format!("record {}: outputs are not an array", rec.seq))?;
+    pairs
+        .iter()
+        .map(|p| {
+            let port = p
+                .get(0)
+                .and_then(Value::as_str)
+                .ok_or_else(|| format!("record {}: bad output", rec.seq))?;
+            Ok((
+                port.to_string(),
+                Arc::new(p.get(1).cloned().unwrap_or(Value::Null)),
+            ))
+        })
+        .collect()
+}
+
+/// What a finished step task reports back.
+struct Done {
+    key: StepKey,
+    attempt: u32,
+    started: Instant,
+    result: Result<Vec<(String, Msg)>, StepError>,
+    logs: Vec<(String, String)>,
+}
+
+enum Wake {
+    Step(Done),
+    RetryDue(StepKey),
+}
+
+struct Driver {
+    engine: Engine,
+    run_id: Arc<str>,
+    run: Run,
+    plan: Arc<Plan>,
+    seq: u64,
+    first_started: HashMap<StepKey, i64>,
+    tasks: JoinSet<()>,
+    handles: HashMap<StepKey, tokio::task::AbortHandle>,
+    tx: mpsc::UnboundedSender<Wake>,
+    rx: mpsc::UnboundedReceiver<Wake>,
+    run_info: Arc<Value>,
+}
+
+impl Driver {
+    fn new(engine: Engine, run_id: Arc<str>, run: Run, replay: Replay) -> Driver {
+        let plan = run.plan().clone();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let run_info = Arc::new(json!({
+            "id": run_id.as_ref(),
+            "workflow": plan.workflow.id,
+        }));
+        Driver {
+            engine,
+            run_id,
+            run,
+            plan,
+            seq: replay.next_seq,
+            first_started: replay.first_started,
+            tasks: JoinSet::new(),
+            handles: HashMap::new(),
+            tx,
+            rx,
+            run_info,
+        }
+    }
+
+    fn next_seq(&mut self) -> u64 {
+        let s = self.seq;
+        self.seq += 1;
+        s
+    }
+
+    fn key_strings(&self, key: &StepKey) -> (Arc<str>, String, String) {
+        (
+            self.plan.nodes[key.node].id.clone(),
+            key.lineage.to_string(),
+            key.activation.to_string(),
+        )
+    }
+
+    async fn journal(
+        &mut self,
+        kind: RecordKind,
+        key: &StepKey,
+        attempt: u32,
+        data: Option<&Value>,
+        error: Option<Value>,
+        duration_us: Option<i64>,
+    ) -> Result<()> {
+        let (node, lineage, activation) = self.key_strings(key);
+        let data = match data {
+            Some(v) => Some(self.engine.store().blobs().store_value(v)?),
+            None => None,
+        };
+        let rec = Record {
+            run_id: self.run_id.clone(),
+            seq: self.next_seq(),
+            kind,
+            node,
+            lineage,
+            activation,
+            attempt,
+            at_us: nodes::now_us(),
+            data,
+            error,
+            duration_us,
+        };
+        self.engine.store().journal().append(rec).await?;
+        Ok(())
+    }
+
+    async fn drive(mut self, mut actions: Vec<Action>) -> RunResult {
+        loop {
+            match self.carry_out(std::mem::take(&mut actions)).await {
+                Ok(Some(result)) => return result,
+                Ok(None) => {}
+                Err(e) => return self.internal_failure(e).await,
+            }
+            let Some(wake) = self.rx.recv().await else {
+                return self
+                    .internal_failure(Error::Usage("step channel closed".into()))
+                    .await;
+            };
+            let event = match wake {
+                Wake::RetryDue(key) => Event::RetryDue { key },
+                Wake::Step(done) => {
+                    self.handles.remove(&done.key);
+                    let duration = Some(done.started.elapsed().as_micros() as i64);
+                    let logged = self.write_logs(&done).await;
+                    let journaled = match &done.result {
+                        Ok(outputs) => {
+                            let pairs = Value::Array(
+                                outputs.iter().map(|(p, m)| json!([p, &**m])).collect(),
+                            );
+                            self.journal(
+                                RecordKind::Succeeded,
+                                &done.key,
+                                done.attempt,
+                                Some(&pairs),
+                                None,
+                                duration,
+                            )
+                            .await
+                        }
+                        Err(e) => {
+                            let err = json!({"message": e.message, "retryable": e.retryable});
+                            self.journal(
+                                RecordKind::Failed,
+                                &done.key,
+                                done.attempt,
+                                None,
+                                Some(err),
+                                duration,
+                            )
+                            .await
+                        }
+                    };
+                    if let Err(e) = logged.and(journaled) {
+                        return self.internal_failure(e).await;
+                    }
+                    match done.result {
+                        Ok(outputs) => Event::Succeeded {
+                            key: done.key,
+                            outputs,
+                        },
+                        Err(error) => Event::Failed {
+                            key: done.key,
+                            error,
+                        },
+                    }
+                }
+            };
+            actions = self.run.apply(event);
+        }
+    }
+
+    async fn write_logs(&self, done: &Done) -> Result<()> {
+        for (level, message) in &done.logs {
+            let line = LogLine {
+                run_id: self.run_id.clone(),
+                node: self.plan.nodes[done.key.node].id.to_string(),
+                lineage: done.key.lineage.to_string(),
+                level: level.clone(),
+                message: message.clone(),
+                at_us: nodes::now_us(),
+            };
+            self.engine.store().journal().log(line).await?;
+        }
+        Ok(())
+    }
+
+    /// Carries out actions; returns the result when the run is over.
+    async fn carry_out(&mut self, actions: Vec<Action>) -> Result<Option<RunResult>> {
+        for action in actions {
+            match action {
+                Action::Start {
+                    key,
+                    attempt,
+                    input,
+                    hist,
+                } => {
+                    let first = *self
+                        .first_started
+                        .entry(key.clone())
+                        .or_insert_with(nodes::now_us);
+                    self.journal(RecordKind::Started, &key, attempt, Some(&input), None, None)
+                        .await?;
+                    self.spawn_step(key, attempt, input, hist, first);
+                }
+                Action::Retry { key, delay_ms, .. } => {
+                    let tx = self.tx.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+                        // The run may be over: then nobody listens.
+                        tx.send(Wake::RetryDue(key)).ok();
+                    });
+                }
+                Action::Skipped { node, lineage } => {
+                    let key = StepKey {
+                        node,
+                        lineage,
+                        activation: Activation::default(),
+                    };
+                    self.journal(RecordKind::Skipped, &key, 0, None, None, None)
+                        .await?;
+                }
+                Action::Abort { keys } => {
+                    for k in keys {
+                        if let Some(h) = self.handles.remove(&k) {
+                            h.abort();
+                        }
+                    }
+                }
+                Action::Finish {
+                    status,
+                    output,
+                    error,
+                } => {
+                    let stored = self.engine.store().blobs().store_value(&output)?;
+                    self.engine
+                        .store()
+                        .journal()
+                        .finish_run(
+                            &self.run_id,
+                            status.as_str(),
+                            Some(stored),
+                            error.clone(),
+                            nodes::now_us(),
+                        )
+                        .await?;
+                    self.tasks.abort_all();
+                    return Ok(Some(RunResult {
+                        id: self.run_id.to_string(),
+                        status,
+                        output,
+                        error,
+                    }));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    fn spawn_step(
+        &mut self,
+        key: StepKey,
+        attempt: u32,
+        input: Msg,
+        hist: Option<Arc<Hist>>,
+        first_started_at_us: i64,
+    ) {
+        let engine = self.engine.clone();
+        let plan = self.plan.clone();
+        let tx = self.tx.clone();
+        let run_id = self.run_id.clone();
+        let run_info = self.run_info.clone();
+        let handle_key = key.clone();
+        let handle = self.tasks.spawn(async move {
+            let permit = engine.inner.permits.clone().acquire_owned().await;
+            let started = Instant::now();
+            let node = &plan.nodes[key.node];
+            let idem = format!("{}/{}/{}/{}", run_id, node.id, key.lineage, key.activation);
+            if let Some(log) = &engine.inner.exec_log {
+                use std::io::Write;
+                if let Ok(mut f) = log.lock() {
+                    // Test hook only: a failed write just means a missing count.
+                    writeln!(f, "{idem} {attempt}").ok();
+                }
+            }
+            let host = StepHost {
+                engine: engine.clone(),
+                idem: idem.clone(),
+                logs: Mutex::new(Vec::new()),
+            };
+            let scope = Scope {
+                input: input.clone(),
+                nodes: Arc::new(HistView {
+                    plan: plan.clone(),
+                    hist,
+                }),
+                run: run_info,
+                vars: plan.vars.clone(),
+            };
+            let call = nodes::Call {
+                kind: node.kind,
+                node_id: &node.id,
+                config: &node.config,
+                raw: &node.raw_config,
+                scope,
+                first_started_at_us,
+                host: &host,
+                jq: node.jq.clone(),
+            };
+            let result = if node.disabled {
+                Ok(vec![("out".to_string(), input)])
+            } else {
+                let fut = nodes::execute(call);
+                match node.timeout_ms {
+                    Some(ms) => match tokio::time::timeout(Duration::from_millis(ms), fut).await {
+                        Ok(r) => r,
+                        Err(_) => Err(nodes::Error::retryable(format!("timed out after {ms} ms"))),
+                    },
+                    None => fut.await,
+                }
+            };
+            drop(permit);
+            let result = result.map_err(|e| StepError {
+                message: e.message,
+                retryable: e.retryable,
+            });
+            let logs = host.logs.into_inner().unwrap_or_default();
+            // The driver may be gone (run aborted): nothing to report then.
+            tx.send(Wake::Step(Done {
+                key,
+                attempt,
+                started,
+                result,
+                logs,
+            }))
+            .ok();
+        });
+        self.handles.insert(handle_key, handle);
+    }
+
+    async fn internal_failure(&mut self, e: Error) -> RunResult {
+        self.tasks.abort_all();
+        let error = json!({"message": format!("engine error: {e}")});
+        // Best effort: the journal itself may be what failed.
+        if let Err(e2) = self
+            .engine
+            .store()
+            .journal()
+            .finish_run(
+                &self.run_id,
+                "failed",
+                None,
+                Some(error.clone()),
+                nodes::now_us(),
+            )
+            .await
+        {
+            tracing_log(&format!(
+                "run {}: could not record the failure: {e2}",
+                self.run_id
+            ));
+        }
+        RunResult {
+            id: self.run_id.to_string(),
+            status: Status::Failed,
+            output: Value::Null,
+            error: Some(error),
+        }
+    }
+}
+
+fn tracing_log(msg: &str) {
+    eprintln!("sluice: {msg}");
+}
+
+/// `nodes.<id>` for a step: the outputs on the path of its message.
+#[derive(Debug)]
+struct HistView {
+    plan: Arc<Plan>,
+    hist: Option<Arc<Hist>>,
+}
+
+impl HistView {
+    fn walk(&self, mut visit: impl FnMut(&Hist) -> bool) {
+        let mut stack: Vec<Arc<Hist>> = self.hist.iter().cloned().collect();
+        let mut seen: HashSet<*const Hist> = HashSet::new();
+        while let Some(h) = stack.pop() {
+            if !seen.insert(Arc::as_ptr(&h)) {
+                continue;
+            }
+            if h.node != usize::MAX && visit(&h) {
+                return;
+            }
+            stack.extend(h.parents.iter().rev().cloned());
+        }
+    }
+}
+
+impl NodeOutputs for HistView {
+    fn get(&self, id: &str) -> Option<Msg> {
+        let target = self.plan.node_index(id)?;
+        let mut found = None;
+        self.walk(|h| {
+            if h.node == target {
+                found = Some(h.output.clone());
+                true
+            } else {
+                false
+            }
+        });
+        found
+    }
+
+    fn ids(&self) -> Vec<String> {
+        let mut ids = Vec::new();
+        self.walk(|h| {
+            let id = self.plan.nodes[h.node].id.to_string();
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+            false
+        });
+        ids
+    }
+}
+
+struct StepHost {
+    engine: Engine,
+    idem: String,
+    logs: Mutex<Vec<(String, String)>>,
+}
+
+impl Host for StepHost {
+    fn log(&self, level: &str, message: &str) {
+        if let Ok(mut logs) = self.logs.lock() {
+            if logs.len() < 1000 {
+                logs.push((level.to_string(), message.chars().take(8192).collect()));
+            }
+        }
+    }
+
+    fn subworkflow(
+        &self,
+        workflow: String,
+        trigger: Option<String>,
+        input: Msg,
+        wait: bool,
+    ) -> nodes::BoxFuture<'_, nodes::Result<Value>> {
+        Box::pin(async move {
+            let engine = &self.engine;
+            // The child's id derives from this step's idempotency key: after a
+            // crash the same child is found again instead of started twice.
+            let child_id = format!("r{}", &blake3::hash(self.idem.as_bytes()).to_hex()[..24]);
+            let parent = self.idem.split('/').next().map(str::to_string);
+            let existing = engine
+                .store()
+                .get_run(&child_id)
+                .await
+                .map_err(|e| nodes::Error::retryable(e.to_string()))?;
+            let handle = match existing {
+                Some(row) if row.status != "running" => {
+                    return child_result(
+                        RunResult {
+                            id: row.id,
+                            status: match row.status.as_str() {
+                                "succeeded" => Status::Succeeded,
+                                "cancelled" => Status::Cancelled,
+                                _ => Status::Failed,
+                            },
+                            output: row.output.unwrap_or(Value::Null),
+                            error: row.error,
+                        },
+                        &workflow,
+                    );
+                }
+                Some(_) => engine.resume(&child_id).await,
+                None => {
+                    let plan = engine
+                        .workflow(&workflow)
+                        .await
+                        .map_err(|e| nodes::Error::terminal(format!("flow.subworkflow: {e}")))?;
+                    engine
+                        .start_with_id(child_id, plan, trigger.as_deref(), input, parent)
+                        .await
+                }
+            }
+            .map_err(|e| nodes::Error::terminal(format!("flow.subworkflow: {e}")))?;
+            if !wait {
+                return Ok(json!({"run_id": handle.id}));
+            }
+            child_result(handle.wait().await, &workflow)
+        })
+    }
+}
+
+fn child_result(r: RunResult, workflow: &str) -> nodes::Result<Value> {
+    match r.status {
+        Status::Succeeded => Ok(r.output),
+        _ => Err(nodes::Error::terminal(format!(
+            "sub-workflow `{workflow}` (run {}) {}: {}",
+            r.id,
+            r.status.as_str(),
+            r.error
+                .as_ref()
+                .and_then(|e| e["message"].as_str())
+                .unwrap_or("no error message")
+        ))),
+    }
+}

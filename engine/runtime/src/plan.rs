@@ -1,0 +1,236 @@
+//! A validated workflow compiled for running: roles, policies, scopes and
+//! compiled templates, shared (`Arc<Plan>`) by every run of one version.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::Value;
+use sluice_model::graph::Graph;
+use sluice_model::kinds::MergeMode;
+use sluice_model::template::{self, Compiled};
+use sluice_model::{OnError, Problem, RetryPolicy, Workflow, validate};
+
+/// How the state machine treats a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Trigger,
+    Normal,
+    Merge(MergeMode),
+    Split {
+        concurrency: usize,
+    },
+    /// Collects the elements of the split at this node index.
+    Join {
+        split: usize,
+    },
+    Exit,
+}
+
+#[derive(Debug)]
+pub struct PlanNode {
+    pub id: Arc<str>,
+    pub kind: &'static str,
+    pub role: Role,
+    pub retry: RetryPolicy,
+    pub on_error: OnError,
+    pub timeout_ms: Option<u64>,
+    pub disabled: bool,
+    /// The node config with its templates compiled.
+    pub config: Compiled,
+    /// The raw config (for kinds that read it directly).
+    pub raw_config: Value,
+    /// `data.transform`: the compiled jq program.
+    pub jq: Option<Arc<sluice_nodes::jq::Program>>,
+    /// Split nodes this node runs inside, outermost first.
+    pub scope: Vec<usize>,
+}
+
+/// Everything a run needs to know about its workflow, computed once.
+#[derive(Debug)]
+pub struct Plan {
+    pub workflow: Workflow,
+    /// The workflow JSON this plan was built from (pinned in each run).
+    pub definition: String,
+    pub graph: Graph,
+    pub nodes: Vec<PlanNode>,
+    pub order: Vec<usize>,
+    /// Nodes per scope (key: the split stack), in topological order.
+    pub members: HashMap<Vec<usize>, Vec<usize>>,
+    /// The workflow's `vars` (template context `vars`).
+    pub vars: Arc<Value>,
+}
+
+/// Why a workflow cannot be planned.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("invalid workflow:\n{}", .0.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n"))]
+pub struct Invalid(pub Vec<Problem>);
+
+impl Plan {
+    pub fn new(workflow: Workflow) -> Result<Arc<Plan>, Invalid> {
+        let problems = validate(&workflow);
+        if !problems.is_empty() {
+            return Err(Invalid(problems));
+        }
+        let definition = workflow.to_json_pretty();
+        let graph = Graph::new(&workflow);
+        let order = graph.topo_order().map_err(|_| Invalid(vec![]))?;
+        let scopes = graph.scopes(&order).map_err(|_| Invalid(vec![]))?;
+        let mut nodes = Vec::with_capacity(workflow.nodes.len());
+        let mut problems = Vec::new();
+        for (i, n) in workflow.nodes.iter().enumerate() {
+            let Some(spec) = graph.kinds[i] else { continue };
+            let role = match spec.kind {
+                _ if spec.is_trigger => Role::Trigger,
+                _ if spec.is_exit() => Role::Exit,
+                "flow.merge" => {
+                    let mode = n
+                        .config
+                        .get("mode")
+                        .cloned()
+                        .map(serde_json::from_value)
+                        .transpose();
+                    Role::Merge(mode.ok().flatten().unwrap_or_default())
+                }
+                "flow.split" => Role::Split {
+                    concurrency: n
+                        .config
+                        .get("concurrency")
+                        .and_then(Value::as_u64)
+                        .unwrap_or(8)
+                        .max(1) as usize,
+                },
+                "flow.join" => {
+                    let split = graph.incoming[i]
+                        .first()
+                        .and_then(|&e| {
+                            let src = graph.edges[e].from;
+                            let mut s = scopes[src].clone();
+                            if graph.kind_name(src) == "flow.split" {
+                                s.push(src);
+                            }
+                            s.last().copied()
+                        })
+                        .unwrap_or(usize::MAX);
+                    Role::Join { split }
+                }
+                _ => Role::Normal,
+            };
+            let has_error_edges = graph.outgoing[i]
+                .iter()
+                .any(|&e| graph.edges[e].from_port == "error");
+            let on_error = n.on_error.unwrap_or(if has_error_edges {
+                OnError::Route
+            } else {
+                OnError::Fail
+            });
+            let config = match template::compile(&n.config, spec.raw_fields) {
+                Ok(c) => c,
+                Err((path, e)) => {
+                    problems.push(Problem {
+                        node: Some(n.id.clone()),
+                        edge: None,
+                        field: Some(format!("config.{path}")),
+                        message: e.to_string(),
+                    });
+                    continue;
+                }
+            };
+            let jq = if spec.kind == "data.transform" {
+                let code = n.config.get("jq").and_then(Value::as_str).unwrap_or(".");
+                match sluice_nodes::jq::Program::compile(code) {
+                    Ok(f) => Some(Arc::new(f)),
+                    Err(message) => {
+                        problems.push(Problem {
+                            node: Some(n.id.clone()),
+                            edge: None,
+                            field: Some("config.jq".into()),
+                            message,
+                        });
+                        continue;
+                    }
+                }
+            } else {
+                None
+            };
+            nodes.push(PlanNode {
+                jq,
+                id: Arc::from(n.id.as_str()),
+                kind: spec.kind,
+                role,
+                retry: n.retry.unwrap_or(RetryPolicy {
+                    max_attempts: Some(1),
+                    backoff_ms: None,
+                    factor: None,
+                }),
+                on_error,
+                timeout_ms: n.timeout_ms,
+                disabled: n.disabled,
+                config,
+                raw_config: n.config.clone(),
+                scope: scopes[i].clone(),
+            });
+        }
+        if !problems.is_empty() {
+            return Err(Invalid(problems));
+        }
+        let mut members: HashMap<Vec<usize>, Vec<usize>> = HashMap::new();
+        for &i in &order {
+            members.entry(scopes[i].clone()).or_default().push(i);
+        }
+        let vars = Arc::new(
+            workflow
+                .extra
+                .get("vars")
+                .cloned()
+                .unwrap_or_else(|| Value::Object(Default::default())),
+        );
+        Ok(Arc::new(Plan {
+            workflow,
+            definition,
+            graph,
+            nodes,
+            order,
+            members,
+            vars,
+        }))
+    }
+
+    pub fn node_index(&self, id: &str) -> Option<usize> {
+        self.graph.by_id.get(id).copied()
+    }
+
+    /// The trigger a run starts at: the one named, else the only
+    /// `trigger.manual`, else the only trigger.
+    pub fn entry(&self, name: Option<&str>) -> Result<usize, String> {
+        let triggers: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].role == Role::Trigger)
+            .collect();
+        if let Some(name) = name {
+            return match self.node_index(name) {
+                Some(i) if self.nodes[i].role == Role::Trigger => Ok(i),
+                Some(_) => Err(format!("node `{name}` is not a trigger")),
+                None => Err(format!(
+                    "no node `{name}` in workflow `{}`",
+                    self.workflow.id
+                )),
+            };
+        }
+        let manual: Vec<usize> = triggers
+            .iter()
+            .copied()
+            .filter(|&i| self.nodes[i].kind == "trigger.manual")
+            .collect();
+        match (manual.as_slice(), triggers.as_slice()) {
+            ([one], _) | ([], [one]) => Ok(*one),
+            _ => Err(format!(
+                "workflow `{}` has several triggers ({}): choose one with --trigger",
+                self.workflow.id,
+                triggers
+                    .iter()
+                    .map(|&i| self.nodes[i].id.as_ref())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        }
+    }
+}

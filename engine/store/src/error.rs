@@ -1,0 +1,84 @@
+//! The store's error type.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("database: {0}")]
+    Db(#[from] sqlx::Error),
+
+    #[error("database migrations: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error("serializing a value: {0}")]
+    Serialize(#[source] serde_json::Error),
+
+    #[error("invalid stored JSON: {0}")]
+    InvalidJson(#[source] serde_json::Error),
+
+    #[error("invalid blob hash {0:?}: expected 64 lowercase hex characters")]
+    InvalidHash(String),
+
+    #[error("blob {0} is missing")]
+    BlobMissing(String),
+
+    #[error("blob {hash} is corrupt: {detail}")]
+    BlobCorrupt { hash: String, detail: String },
+
+    #[error("corrupt {table} row {key}: {detail}")]
+    Corrupt {
+        table: &'static str,
+        key: String,
+        detail: String,
+    },
+
+    #[error("invalid inline value: must be non-empty JSON text not starting with '@'")]
+    InvalidInline,
+
+    #[error("record seq {0} is out of range (max {max})", max = i64::MAX)]
+    SeqOutOfRange(u64),
+
+    #[error("invalid final run status {0:?}: expected succeeded, failed or cancelled")]
+    InvalidStatus(String),
+
+    #[error("run {0} not found")]
+    RunNotFound(String),
+
+    /// The batch holding this command could not be committed; every waiter of
+    /// the batch gets the same underlying error.
+    #[error("journal write failed: {0}")]
+    Journal(#[source] Arc<sqlx::Error>),
+
+    /// Queued writes (appends or log lines) that were accepted earlier could
+    /// not be committed. Returned by the next `flush` (any run) or the next
+    /// `finish_run` of the affected run.
+    #[error("{count} queued journal write(s) could not be committed; first failure: {first}")]
+    WritesLost {
+        count: u64,
+        #[source]
+        first: Arc<Error>,
+    },
+
+    #[error("the journal writer has stopped")]
+    WriterClosed,
+
+    #[error("background task failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
+}
+
+impl Error {
+    pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Error {
+        let path = path.into();
+        move |source| Error::Io { path, source }
+    }
+}

@@ -1,0 +1,269 @@
+//! The run journal: record types and [`Journal`], the handle that queues
+//! writes for the group-commit writer task (see `journal/writer.rs`).
+//!
+//! Ordering guarantee: commands from all handles go through one queue and are
+//! committed in queue order, in whole batches. A waiter (`create_run`,
+//! `finish_run`, `flush`) returns only after everything queued before it is
+//! committed, or with an error naming what was not.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::blobs::{Blobs, Stored, check_hash};
+use crate::{Error, Result};
+
+mod writer;
+
+pub(crate) use writer::spawn_writer;
+
+/// Longer log messages are cut (on a char boundary) to keep the logs bounded.
+pub const MAX_LOG_MESSAGE: usize = 64 * 1024;
+
+/// Run statuses as stored in `runs.status`.
+pub mod status {
+    pub const RUNNING: &str = "running";
+    pub const SUCCEEDED: &str = "succeeded";
+    pub const FAILED: &str = "failed";
+    pub const CANCELLED: &str = "cancelled";
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecordKind {
+    Started = 1,
+    Succeeded = 2,
+    Failed = 3,
+    Skipped = 4,
+}
+
+impl RecordKind {
+    pub fn from_i64(v: i64) -> Option<RecordKind> {
+        Some(match v {
+            1 => RecordKind::Started,
+            2 => RecordKind::Succeeded,
+            3 => RecordKind::Failed,
+            4 => RecordKind::Skipped,
+            _ => return None,
+        })
+    }
+}
+
+/// One journal record: a step (node, lineage, activation, attempt) started,
+/// succeeded, failed or was skipped.
+#[derive(Clone, Debug)]
+pub struct Record {
+    pub run_id: Arc<str>,
+    /// Assigned by the caller, per run, strictly increasing.
+    pub seq: u64,
+    pub kind: RecordKind,
+    pub node: Arc<str>,
+    /// Split indices, e.g. "" or "3" or "3.1".
+    pub lineage: String,
+    /// e.g. "0" or "0.1".
+    pub activation: String,
+    pub attempt: u32,
+    /// Unix micros.
+    pub at_us: i64,
+    /// Started: the step input; Succeeded: the outputs; Failed: None.
+    pub data: Option<Stored>,
+    /// Failed: `{"message": ..., "retryable": ...}`.
+    pub error: Option<Value>,
+    pub duration_us: Option<i64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogLine {
+    pub run_id: Arc<str>,
+    pub node: String,
+    pub lineage: String,
+    pub level: String,
+    pub message: String,
+    pub at_us: i64,
+}
+
+/// Cheap clonable handle to the journal writer. The writer stops once every
+/// handle (and every [`crate::Store`]) is dropped, after committing what was
+/// queued.
+#[derive(Clone, Debug)]
+pub struct Journal {
+    tx: mpsc::Sender<Command>,
+    blobs: Blobs,
+}
+
+impl Journal {
+    pub(crate) fn new(tx: mpsc::Sender<Command>, blobs: Blobs) -> Journal {
+        Journal { tx, blobs }
+    }
+
+    /// Queues a record. Returns once it is queued (waiting only for queue
+    /// capacity): it is durable after a later `flush` or `finish_run` returns
+    /// `Ok`. A `Stored::Loaded` value is serialized here, on the caller's task.
+    pub async fn append(&self, rec: Record) -> Result<()> {
+        let row = JournalRow {
+            seq: i64::try_from(rec.seq).map_err(|_| Error::SeqOutOfRange(rec.seq))?,
+            kind: rec.kind as i64,
+            lineage: rec.lineage.into(),
+            activation: rec.activation.into(),
+            attempt: i64::from(rec.attempt),
+            at_us: rec.at_us,
+            data: rec.data.map(|d| db_text(&self.blobs, d)).transpose()?,
+            error: rec.error.map(|e| Arc::from(e.to_string())),
+            duration_us: rec.duration_us,
+            run_id: rec.run_id,
+            node: rec.node,
+        };
+        self.send(Command::Append(row)).await
+    }
+
+    /// Queues a log line (not durable yet, like `append`).
+    pub async fn log(&self, line: LogLine) -> Result<()> {
+        let mut message = line.message;
+        if message.len() > MAX_LOG_MESSAGE {
+            let mut end = MAX_LOG_MESSAGE;
+            while !message.is_char_boundary(end) {
+                end -= 1;
+            }
+            message.truncate(end);
+            message.push_str(" [truncated]");
+        }
+        let row = LogRow {
+            run_id: line.run_id,
+            node: line.node.into(),
+            lineage: line.lineage.into(),
+            level: line.level.into(),
+            message: message.into(),
+            at_us: line.at_us,
+        };
+        self.send(Command::Log(row)).await
+    }
+
+    /// Marks a run finished and waits until that and everything queued before
+    /// it is committed. `status` is `succeeded`, `failed` or `cancelled`.
+    /// Returns [`Error::WritesLost`] if an earlier queued write of this run
+    /// could not be committed (the status itself is then still saved).
+    pub async fn finish_run(
+        &self,
+        run_id: &str,
+        status: &str,
+        output: Option<Stored>,
+        error: Option<Value>,
+        finished_at_us: i64,
+    ) -> Result<()> {
+        if ![status::SUCCEEDED, status::FAILED, status::CANCELLED].contains(&status) {
+            return Err(Error::InvalidStatus(status.to_owned()));
+        }
+        let finish = FinishRun {
+            run_id: run_id.into(),
+            status: status.into(),
+            output: output.map(|o| db_text(&self.blobs, o)).transpose()?,
+            error: error.map(|e| Arc::from(e.to_string())),
+            finished_at_us,
+        };
+        self.wait(|done| Command::Finish(finish, done)).await
+    }
+
+    /// Waits until everything queued before is committed. Returns
+    /// [`Error::WritesLost`] if a queued write (any run) failed since the
+    /// previous flush.
+    pub async fn flush(&self) -> Result<()> {
+        self.wait(Command::Flush).await
+    }
+
+    pub(crate) async fn insert_run(&self, run: RunInsert) -> Result<()> {
+        self.wait(|done| Command::CreateRun(run, done)).await
+    }
+
+    async fn send(&self, cmd: Command) -> Result<()> {
+        self.tx.send(cmd).await.map_err(|_| Error::WriterClosed)
+    }
+
+    async fn wait(&self, cmd: impl FnOnce(Waiter) -> Command) -> Result<()> {
+        let (done, rx) = oneshot::channel();
+        self.send(cmd(done)).await?;
+        rx.await.map_err(|_| Error::WriterClosed)?
+    }
+}
+
+/// The column text of a stored value: inline JSON as is, a blob as "@" + hash.
+pub(crate) fn db_text(blobs: &Blobs, stored: Stored) -> Result<Arc<str>> {
+    match stored {
+        Stored::Inline(text) => {
+            if text.is_empty() || text.starts_with('@') {
+                return Err(Error::InvalidInline);
+            }
+            Ok(text.into())
+        }
+        Stored::Blob(hash) => {
+            check_hash(&hash)?;
+            Ok(format!("@{hash}").into())
+        }
+        Stored::Loaded(v) => db_text(blobs, blobs.store_value(&v)?),
+    }
+}
+
+/// Resolves column text written by [`db_text`].
+pub(crate) fn resolve_text(blobs: &Blobs, text: &str) -> Result<Value> {
+    match text.strip_prefix('@') {
+        Some(hash) => blobs.load_value(hash),
+        None => serde_json::from_str(text).map_err(Error::InvalidJson),
+    }
+}
+
+type Waiter = oneshot::Sender<Result<()>>;
+
+/// What handles send to the writer. Text is `Arc<str>` so the writer can bind
+/// it without copying and still keep the batch for a retry.
+#[derive(Debug)]
+pub(crate) enum Command {
+    CreateRun(RunInsert, Waiter),
+    Append(JournalRow),
+    Log(LogRow),
+    Finish(FinishRun, Waiter),
+    Flush(Waiter),
+}
+
+#[derive(Debug)]
+pub(crate) struct RunInsert {
+    pub id: Arc<str>,
+    pub workflow_id: Arc<str>,
+    pub definition: Arc<str>,
+    pub trigger: Arc<str>,
+    pub input: Arc<str>,
+    pub created_at_us: i64,
+    pub parent_run: Option<Arc<str>>,
+}
+
+#[derive(Debug)]
+pub(crate) struct JournalRow {
+    pub run_id: Arc<str>,
+    pub seq: i64,
+    pub kind: i64,
+    pub node: Arc<str>,
+    pub lineage: Arc<str>,
+    pub activation: Arc<str>,
+    pub attempt: i64,
+    pub at_us: i64,
+    pub data: Option<Arc<str>>,
+    pub error: Option<Arc<str>>,
+    pub duration_us: Option<i64>,
+}
+
+#[derive(Debug)]
+pub(crate) struct LogRow {
+    pub run_id: Arc<str>,
+    pub node: Arc<str>,
+    pub lineage: Arc<str>,
+    pub level: Arc<str>,
+    pub message: Arc<str>,
+    pub at_us: i64,
+}
+
+#[derive(Debug)]
+pub(crate) struct FinishRun {
+    pub run_id: Arc<str>,
+    pub status: Arc<str>,
+    pub output: Option<Arc<str>>,
+    pub error: Option<Arc<str>>,
+    pub finished_at_us: i64,
+}

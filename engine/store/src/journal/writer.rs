@@ -1,0 +1,373 @@
+//! The group-commit journal writer: one task owning one connection.
+//!
+//! It waits for a command, takes everything else already queued (up to
+//! [`MAX_BATCH`]), writes the lot in one transaction with multi-row INSERTs,
+//! commits (one fsync for the whole batch), then answers the batch's waiters.
+//! If the batch fails, it is retried in one transaction command by command,
+//! each under a savepoint, so one bad command (a duplicate seq, a record for
+//! an unknown run) fails alone instead of taking other runs' writes with it.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use sqlx::{Connection, QueryBuilder, Sqlite, SqliteConnection};
+use tokio::sync::mpsc;
+
+use super::{Command, FinishRun, Journal, JournalRow, LogRow, RunInsert, Waiter};
+use crate::blobs::Blobs;
+use crate::{Error, Result};
+
+/// Queue capacity: appends wait (backpressure) when this many are pending.
+const QUEUE: usize = 16 * 1024;
+/// Most commands written in one transaction.
+const MAX_BATCH: usize = 4096;
+/// Rows per INSERT statement. A fixed set of sizes keeps the number of
+/// distinct statements small, so they stay in the prepared-statement cache.
+/// 500 rows x 11 columns stays far below SQLite's 32766 bind parameters.
+const CHUNKS: [usize; 10] = [500, 256, 128, 64, 32, 16, 8, 4, 2, 1];
+
+pub(crate) fn spawn_writer(conn: SqliteConnection, blobs: Blobs) -> Journal {
+    let (tx, rx) = mpsc::channel(QUEUE);
+    let writer = Writer {
+        conn,
+        rx,
+        lost_since_flush: None,
+        lost_by_run: HashMap::new(),
+    };
+    // Detached on purpose: the task ends when the last handle is dropped.
+    drop(tokio::spawn(writer.run()));
+    Journal::new(tx, blobs)
+}
+
+struct Writer {
+    conn: SqliteConnection,
+    rx: mpsc::Receiver<Command>,
+    /// Fire-and-forget writes that failed since the last flush.
+    lost_since_flush: Option<Lost>,
+    /// Fire-and-forget writes that failed, per run, until its finish_run.
+    lost_by_run: HashMap<Arc<str>, Lost>,
+}
+
+struct Lost {
+    count: u64,
+    first: Arc<Error>,
+}
+
+type Outcome = Result<()>;
+
+impl Writer {
+    async fn run(mut self) {
+        let mut batch = Vec::with_capacity(MAX_BATCH);
+        while self.rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
+            let outcomes = self.write(&batch).await;
+            self.complete(batch.drain(..), outcomes);
+        }
+        if let Err(e) = self.conn.close().await {
+            tracing::warn!(error = %e, "closing the journal connection");
+        }
+    }
+
+    /// One outcome per command, in order.
+    async fn write(&mut self, batch: &[Command]) -> Vec<Outcome> {
+        let e = match write_batch(&mut self.conn, batch).await {
+            Ok(outcomes) => return outcomes,
+            Err(e) => e,
+        };
+        if batch.len() > 1 {
+            tracing::error!(commands = batch.len(), error = %e, "journal batch failed; retrying command by command");
+            match write_one_by_one(&mut self.conn, batch).await {
+                Ok(outcomes) => return outcomes,
+                Err(e2) => {
+                    tracing::error!(commands = batch.len(), error = %e2, "journal batch could not be committed");
+                    return fail_all(batch.len(), e2);
+                }
+            }
+        }
+        tracing::error!(error = %e, "journal write could not be committed");
+        fail_all(batch.len(), e)
+    }
+
+    fn complete(&mut self, batch: impl Iterator<Item = Command>, outcomes: Vec<Outcome>) {
+        let mut lost_now = 0u64;
+        for (cmd, outcome) in batch.zip(outcomes) {
+            match cmd {
+                Command::Append(JournalRow { run_id, .. })
+                | Command::Log(LogRow { run_id, .. }) => {
+                    if let Err(e) = outcome {
+                        self.lose(run_id, e);
+                        lost_now += 1;
+                    }
+                }
+                Command::CreateRun(_, done) => reply(done, outcome),
+                Command::Finish(finish, done) => {
+                    let result =
+                        outcome.and_then(|()| match self.lost_by_run.remove(&finish.run_id) {
+                            Some(lost) => Err(lost.into_error()),
+                            None => Ok(()),
+                        });
+                    reply(done, result);
+                }
+                Command::Flush(done) => {
+                    let lost = self.lost_since_flush.take();
+                    let result =
+                        outcome.and_then(|()| lost.map_or(Ok(()), |l| Err(l.into_error())));
+                    reply(done, result);
+                }
+            }
+        }
+        if lost_now > 0 {
+            tracing::error!(
+                count = lost_now,
+                "queued journal writes could not be committed"
+            );
+        }
+    }
+
+    fn lose(&mut self, run_id: Arc<str>, e: Error) {
+        let e = Arc::new(e);
+        let lost = self.lost_since_flush.get_or_insert_with(|| Lost {
+            count: 0,
+            first: e.clone(),
+        });
+        lost.count += 1;
+        let lost = self
+            .lost_by_run
+            .entry(run_id)
+            .or_insert_with(|| Lost { count: 0, first: e });
+        lost.count += 1;
+    }
+}
+
+impl Lost {
+    fn into_error(self) -> Error {
+        Error::WritesLost {
+            count: self.count,
+            first: self.first,
+        }
+    }
+}
+
+fn reply(done: Waiter, result: Result<()>) {
+    if done.send(result).is_err() {
+        tracing::debug!("journal waiter went away before its write completed");
+    }
+}
+
+fn fail_all(n: usize, e: sqlx::Error) -> Vec<Outcome> {
+    let e = Arc::new(e);
+    (0..n).map(|_| Err(Error::Journal(e.clone()))).collect()
+}
+
+/// The fast path: the whole batch in one transaction, grouped by table.
+/// Reordering within the batch is safe: it commits atomically, runs are
+/// inserted before the records that reference them, and finishes go last.
+async fn write_batch(
+    conn: &mut SqliteConnection,
+    batch: &[Command],
+) -> Result<Vec<Outcome>, sqlx::Error> {
+    let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+    match write_grouped(&mut tx, batch).await {
+        Ok(outcomes) => {
+            tx.commit().await?;
+            Ok(outcomes)
+        }
+        Err(e) => {
+            if let Err(e2) = tx.rollback().await {
+                tracing::warn!(error = %e2, "rolling back a failed journal batch");
+            }
+            Err(e)
+        }
+    }
+}
+
+async fn write_grouped(
+    conn: &mut SqliteConnection,
+    batch: &[Command],
+) -> Result<Vec<Outcome>, sqlx::Error> {
+    let runs: Vec<&RunInsert> = batch
+        .iter()
+        .filter_map(|c| match c {
+            Command::CreateRun(run, _) => Some(run),
+            _ => None,
+        })
+        .collect();
+    insert_runs(conn, &runs).await?;
+    let records: Vec<&JournalRow> = batch
+        .iter()
+        .filter_map(|c| match c {
+            Command::Append(row) => Some(row),
+            _ => None,
+        })
+        .collect();
+    insert_journal(conn, &records).await?;
+    let logs: Vec<&LogRow> = batch
+        .iter()
+        .filter_map(|c| match c {
+            Command::Log(row) => Some(row),
+            _ => None,
+        })
+        .collect();
+    insert_logs(conn, &logs).await?;
+    let mut outcomes = Vec::with_capacity(batch.len());
+    for cmd in batch {
+        outcomes.push(match cmd {
+            Command::Finish(finish, _) => finish_run(conn, finish).await?,
+            _ => Ok(()),
+        });
+    }
+    Ok(outcomes)
+}
+
+/// The slow path after a failed batch: in queue order, each command under its
+/// own savepoint, all in one transaction.
+async fn write_one_by_one(
+    conn: &mut SqliteConnection,
+    batch: &[Command],
+) -> Result<Vec<Outcome>, sqlx::Error> {
+    let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+    let mut outcomes = Vec::with_capacity(batch.len());
+    for cmd in batch {
+        if let Command::Flush(_) = cmd {
+            outcomes.push(Ok(()));
+            continue;
+        }
+        let mut savepoint = tx.begin().await?;
+        match write_one(&mut savepoint, cmd).await {
+            Ok(outcome) => {
+                savepoint.commit().await?;
+                outcomes.push(outcome);
+            }
+            Err(e) => {
+                // If SQLite already rolled back the whole transaction, this
+                // fails and so does the batch.
+                savepoint.rollback().await?;
+                outcomes.push(Err(Error::Journal(Arc::new(e))));
+            }
+        }
+    }
+    tx.commit().await?;
+    Ok(outcomes)
+}
+
+async fn write_one(conn: &mut SqliteConnection, cmd: &Command) -> Result<Outcome, sqlx::Error> {
+    match cmd {
+        Command::CreateRun(run, _) => insert_runs(conn, &[run]).await?,
+        Command::Append(row) => insert_journal(conn, &[row]).await?,
+        Command::Log(row) => insert_logs(conn, &[row]).await?,
+        Command::Finish(finish, _) => return finish_run(conn, finish).await,
+        Command::Flush(_) => {}
+    }
+    Ok(Ok(()))
+}
+
+/// Splits `rows` into slices whose lengths come from [`CHUNKS`].
+fn chunks<T>(mut rest: &[T]) -> impl Iterator<Item = &[T]> {
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let n = CHUNKS
+            .iter()
+            .copied()
+            .find(|&c| c <= rest.len())
+            .unwrap_or(rest.len());
+        let (chunk, tail) = rest.split_at(n);
+        rest = tail;
+        Some(chunk)
+    })
+}
+
+async fn insert_runs(conn: &mut SqliteConnection, runs: &[&RunInsert]) -> Result<(), sqlx::Error> {
+    for chunk in chunks(runs) {
+        let mut qb = QueryBuilder::<Sqlite>::new(
+            "INSERT INTO runs (id, workflow_id, definition, \"trigger\", input, created_at_us, parent_run) ",
+        );
+        qb.push_values(chunk, |mut b, r| {
+            b.push_bind(r.id.clone())
+                .push_bind(r.workflow_id.clone())
+                .push_bind(r.definition.clone())
+                .push_bind(r.trigger.clone())
+                .push_bind(r.input.clone())
+                .push_bind(r.created_at_us)
+                .push_bind(r.parent_run.clone());
+        });
+        qb.build().execute(&mut *conn).await?;
+    }
+    Ok(())
+}
+
+async fn insert_journal(
+    conn: &mut SqliteConnection,
+    rows: &[&JournalRow],
+) -> Result<(), sqlx::Error> {
+    for chunk in chunks(rows) {
+        let mut qb = QueryBuilder::<Sqlite>::new(
+            "INSERT INTO journal (run_id, seq, kind, node, lineage, activation, attempt, at_us, data, error, duration_us) ",
+        );
+        qb.push_values(chunk, |mut b, r| {
+            b.push_bind(r.run_id.clone())
+                .push_bind(r.seq)
+                .push_bind(r.kind)
+                .push_bind(r.node.clone())
+                .push_bind(r.lineage.clone())
+                .push_bind(r.activation.clone())
+                .push_bind(r.attempt)
+                .push_bind(r.at_us)
+                .push_bind(r.data.clone())
+                .push_bind(r.error.clone())
+                .push_bind(r.duration_us);
+        });
+        qb.build().execute(&mut *conn).await?;
+    }
+    Ok(())
+}
+
+async fn insert_logs(conn: &mut SqliteConnection, rows: &[&LogRow]) -> Result<(), sqlx::Error> {
+    for chunk in chunks(rows) {
+        let mut qb = QueryBuilder::<Sqlite>::new(
+            "INSERT INTO logs (run_id, node, lineage, level, message, at_us) ",
+        );
+        qb.push_values(chunk, |mut b, r| {
+            b.push_bind(r.run_id.clone())
+                .push_bind(r.node.clone())
+                .push_bind(r.lineage.clone())
+                .push_bind(r.level.clone())
+                .push_bind(r.message.clone())
+                .push_bind(r.at_us);
+        });
+        qb.build().execute(&mut *conn).await?;
+    }
+    Ok(())
+}
+
+async fn finish_run(conn: &mut SqliteConnection, f: &FinishRun) -> Result<Outcome, sqlx::Error> {
+    let done = sqlx::query(
+        "UPDATE runs SET status = ?, output = ?, error = ?, finished_at_us = ? WHERE id = ?",
+    )
+    .bind(f.status.clone())
+    .bind(f.output.clone())
+    .bind(f.error.clone())
+    .bind(f.finished_at_us)
+    .bind(f.run_id.clone())
+    .execute(&mut *conn)
+    .await?;
+    Ok(if done.rows_affected() == 0 {
+        Err(Error::RunNotFound(f.run_id.to_string()))
+    } else {
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_use_fixed_sizes_and_cover_everything() {
+        let rows: Vec<u32> = (0..1234).collect();
+        let sizes: Vec<usize> = chunks(&rows).map(<[u32]>::len).collect();
+        assert_eq!(sizes, [500, 500, 128, 64, 32, 8, 2]);
+        assert!(sizes.iter().all(|s| CHUNKS.contains(s)));
+        assert_eq!(chunks::<u32>(&[]).count(), 0);
+    }
+}

@@ -1,0 +1,18 @@
+//! Sluice storage: SQLite (via sqlx, WAL) for workflows, runs, the run
+//! journal and run logs; a content-addressed blob store for large values; and
+//! the group-commit journal writer that makes journaling cheap.
+//!
+//! Architecture invariant: every write that belongs to a run's history goes
+//! through the one journal writer task and its one connection, so run rows,
+//! records, logs and finishes commit in the order they were queued.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
+mod blobs;
+mod error;
+mod journal;
+mod store;
+
+pub use blobs::{Blobs, INLINE_LIMIT, Stored};
+pub use error::{Error, Result};
+pub use journal::{Journal, LogLine, MAX_LOG_MESSAGE, Record, RecordKind, status};
+pub use store::{NewRun, RunRow, Store, WorkflowRow};

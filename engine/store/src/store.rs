@@ -1,0 +1,401 @@
+//! [`Store`]: opening the data dir, and the workflow and run tables.
+//!
+//! Reads and workflow writes go through a small pool; everything that belongs
+//! to a run's history (run rows, journal, logs, finishes) goes through the
+//! journal writer so it is ordered with the journal.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+use sqlx::migrate::Migrator;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{Connection, SqliteConnection, SqlitePool};
+
+use crate::blobs::{Blobs, Stored};
+use crate::journal::{
+    Journal, LogLine, Record, RecordKind, RunInsert, db_text, resolve_text, spawn_writer,
+};
+use crate::{Error, Result};
+
+static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
+
+/// Reader connections (workflow writes share them).
+const READERS: u32 = 4;
+
+/// A run to create.
+#[derive(Clone, Debug)]
+pub struct NewRun {
+    pub id: String,
+    pub workflow_id: String,
+    /// The workflow JSON pinned for this run.
+    pub definition: String,
+    pub trigger: String,
+    pub input: Arc<Value>,
+    pub created_at_us: i64,
+    pub parent_run: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunRow {
+    pub id: String,
+    pub workflow_id: String,
+    pub definition: String,
+    pub trigger: String,
+    pub input: Arc<Value>,
+    /// running | succeeded | failed | cancelled
+    pub status: String,
+    pub output: Option<Value>,
+    pub error: Option<Value>,
+    pub created_at_us: i64,
+    pub finished_at_us: Option<i64>,
+    pub parent_run: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkflowRow {
+    pub id: String,
+    pub name: String,
+    pub updated_at_us: i64,
+}
+
+/// The data dir's database, blob store and journal writer. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    dir: PathBuf,
+    pool: SqlitePool,
+    blobs: Blobs,
+    journal: Journal,
+}
+
+type RunTuple = (
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    Option<String>,
+    Option<String>,
+    i64,
+    Option<i64>,
+    Option<String>,
+);
+
+const RUN_COLUMNS: &str = "id, workflow_id, definition, \"trigger\", input, status, output, error, created_at_us, finished_at_us, parent_run";
+
+type RecordTuple = (
+    i64,
+    i64,
+    String,
+    String,
+    String,
+    i64,
+    i64,
+    Option<String>,
+    Option<String>,
+    Option<i64>,
+);
+
+impl Store {
+    /// Opens (creating) the store in `dir`: `sluice.db` in WAL mode with
+    /// `synchronous=FULL`, migrated; `blobs/`; and the journal writer task.
+    /// Must be called inside a tokio runtime.
+    pub async fn open(dir: &Path) -> Result<Store> {
+        let dir = dir.to_path_buf();
+        let blobs = {
+            let dir = dir.clone();
+            tokio::task::spawn_blocking(move || {
+                std::fs::create_dir_all(&dir).map_err(Error::io(&dir))?;
+                Blobs::open(dir.join("blobs"))
+            })
+            .await??
+        };
+        let options = SqliteConnectOptions::new()
+            .filename(dir.join("sluice.db"))
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .foreign_keys(true)
+            .busy_timeout(Duration::from_secs(5));
+        let mut writer = SqliteConnection::connect_with(&options).await?;
+        MIGRATOR.run(&mut writer).await?;
+        let pool = SqlitePoolOptions::new()
+            .max_connections(READERS)
+            .connect_with(options)
+            .await?;
+        let journal = spawn_writer(writer, blobs.clone());
+        Ok(Store {
+            inner: Arc::new(Inner {
+                dir,
+                pool,
+                blobs,
+                journal,
+            }),
+        })
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    pub fn journal(&self) -> Journal {
+        self.inner.journal.clone()
+    }
+
+    pub fn blobs(&self) -> &Blobs {
+        &self.inner.blobs
+    }
+
+    /// Inserts or replaces a workflow; `updated_at_us` is now.
+    pub async fn put_workflow(&self, id: &str, name: &str, definition: &str) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO workflows (id, name, definition, updated_at_us) VALUES (?, ?, ?, ?) \
+             ON CONFLICT (id) DO UPDATE SET name = excluded.name, definition = excluded.definition, \
+             updated_at_us = excluded.updated_at_us",
+        )
+        .bind(id)
+        .bind(name)
+        .bind(definition)
+        .bind(now_us())
+        .execute(&self.inner.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// The workflow JSON text, as stored.
+    pub async fn get_workflow(&self, id: &str) -> Result<Option<String>> {
+        Ok(
+            sqlx::query_scalar("SELECT definition FROM workflows WHERE id = ?")
+                .bind(id)
+                .fetch_optional(&self.inner.pool)
+                .await?,
+        )
+    }
+
+    /// All workflows, by id.
+    pub async fn list_workflows(&self) -> Result<Vec<WorkflowRow>> {
+        let rows: Vec<(String, String, i64)> =
+            sqlx::query_as("SELECT id, name, updated_at_us FROM workflows ORDER BY id")
+                .fetch_all(&self.inner.pool)
+                .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, name, updated_at_us)| WorkflowRow {
+                id,
+                name,
+                updated_at_us,
+            })
+            .collect())
+    }
+
+    /// Creates a run (status `running`). Goes through the journal queue, so it
+    /// is ordered before anything the caller appends afterwards, and returns
+    /// once committed.
+    pub async fn create_run(&self, run: &NewRun) -> Result<()> {
+        let blobs = self.inner.blobs.clone();
+        let input = run.input.clone();
+        // The input may be large: serialize it off the async threads.
+        let input = tokio::task::spawn_blocking(move || {
+            let stored = blobs.store_value(&input)?;
+            db_text(&blobs, stored)
+        })
+        .await??;
+        let insert = RunInsert {
+            id: run.id.as_str().into(),
+            workflow_id: run.workflow_id.as_str().into(),
+            definition: run.definition.as_str().into(),
+            trigger: run.trigger.as_str().into(),
+            input,
+            created_at_us: run.created_at_us,
+            parent_run: run.parent_run.as_deref().map(Arc::from),
+        };
+        self.inner.journal.insert_run(insert).await
+    }
+
+    pub async fn get_run(&self, id: &str) -> Result<Option<RunRow>> {
+        let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?");
+        let row: Option<RunTuple> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(id)
+            .fetch_optional(&self.inner.pool)
+            .await?;
+        Ok(self.decode_runs(row.into_iter().collect()).await?.pop())
+    }
+
+    /// The newest `limit` runs, newest first (by created_at, then id).
+    pub async fn list_runs(&self, limit: u32) -> Result<Vec<RunRow>> {
+        let sql =
+            format!("SELECT {RUN_COLUMNS} FROM runs ORDER BY created_at_us DESC, id DESC LIMIT ?");
+        let rows: Vec<RunTuple> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(i64::from(limit))
+            .fetch_all(&self.inner.pool)
+            .await?;
+        self.decode_runs(rows).await
+    }
+
+    /// Runs still `running` (to resume after a restart), oldest first.
+    pub async fn unfinished_runs(&self) -> Result<Vec<RunRow>> {
+        let sql = format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE status = 'running' ORDER BY created_at_us, id"
+        );
+        let rows: Vec<RunTuple> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .fetch_all(&self.inner.pool)
+            .await?;
+        self.decode_runs(rows).await
+    }
+
+    /// The committed journal of one run in seq order, values loaded
+    /// (`Record::data` is `Stored::Loaded`).
+    pub async fn run_records(&self, run_id: &str) -> Result<Vec<Record>> {
+        let rows: Vec<RecordTuple> = sqlx::query_as(
+            "SELECT seq, kind, node, lineage, activation, attempt, at_us, data, error, duration_us \
+             FROM journal WHERE run_id = ? ORDER BY seq",
+        )
+        .bind(run_id)
+        .fetch_all(&self.inner.pool)
+        .await?;
+        let blobs = self.inner.blobs.clone();
+        let run_id: Arc<str> = run_id.into();
+        // Parsing (and loading blobs) is blocking work.
+        tokio::task::spawn_blocking(move || decode_records(&blobs, &run_id, rows)).await?
+    }
+
+    /// The committed log lines of one run, in the order they were queued.
+    pub async fn run_logs(&self, run_id: &str) -> Result<Vec<LogLine>> {
+        let rows: Vec<(String, String, String, String, i64)> = sqlx::query_as(
+            "SELECT node, lineage, level, message, at_us FROM logs WHERE run_id = ? ORDER BY id",
+        )
+        .bind(run_id)
+        .fetch_all(&self.inner.pool)
+        .await?;
+        let run_id: Arc<str> = run_id.into();
+        Ok(rows
+            .into_iter()
+            .map(|(node, lineage, level, message, at_us)| LogLine {
+                run_id: run_id.clone(),
+                node,
+                lineage,
+                level,
+                message,
+                at_us,
+            })
+            .collect())
+    }
+
+    async fn decode_runs(&self, rows: Vec<RunTuple>) -> Result<Vec<RunRow>> {
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        let blobs = self.inner.blobs.clone();
+        tokio::task::spawn_blocking(move || {
+            rows.into_iter()
+                .map(|row| decode_run(&blobs, row))
+                .collect()
+        })
+        .await?
+    }
+}
+
+fn decode_run(blobs: &Blobs, row: RunTuple) -> Result<RunRow> {
+    let (
+        id,
+        workflow_id,
+        definition,
+        trigger,
+        input,
+        status,
+        output,
+        error,
+        created_at_us,
+        finished_at_us,
+        parent_run,
+    ) = row;
+    let corrupt = |column: &str, e: Error| Error::Corrupt {
+        table: "runs",
+        key: id.clone(),
+        detail: format!("{column}: {e}"),
+    };
+    let input = resolve_text(blobs, &input).map_err(|e| corrupt("input", e))?;
+    let output = output
+        .map(|t| resolve_text(blobs, &t))
+        .transpose()
+        .map_err(|e| corrupt("output", e))?;
+    let error = error
+        .map(|t| serde_json::from_str(&t).map_err(Error::InvalidJson))
+        .transpose()
+        .map_err(|e| corrupt("error", e))?;
+    Ok(RunRow {
+        id,
+        workflow_id,
+        definition,
+        trigger,
+        input: Arc::new(input),
+        status,
+        output,
+        error,
+        created_at_us,
+        finished_at_us,
+        parent_run,
+    })
+}
+
+fn decode_records(blobs: &Blobs, run_id: &Arc<str>, rows: Vec<RecordTuple>) -> Result<Vec<Record>> {
+    // Records of one run share few node names: share their allocations.
+    let mut nodes: HashMap<String, Arc<str>> = HashMap::new();
+    rows.into_iter()
+        .map(
+            |(seq, kind, node, lineage, activation, attempt, at_us, data, error, duration_us)| {
+                let corrupt = |detail: String| Error::Corrupt {
+                    table: "journal",
+                    key: format!("{run_id}/{seq}"),
+                    detail,
+                };
+                let node = match nodes.get(&node) {
+                    Some(n) => n.clone(),
+                    None => {
+                        let n: Arc<str> = node.as_str().into();
+                        nodes.insert(node, n.clone());
+                        n
+                    }
+                };
+                let data = data
+                    .map(|t| resolve_text(blobs, &t).map(|v| Stored::Loaded(Arc::new(v))))
+                    .transpose()
+                    .map_err(|e| corrupt(format!("data: {e}")))?;
+                let error = error
+                    .map(|t| serde_json::from_str(&t))
+                    .transpose()
+                    .map_err(|e| corrupt(format!("error: {e}")))?;
+                Ok(Record {
+                    run_id: run_id.clone(),
+                    seq: u64::try_from(seq).map_err(|_| corrupt(format!("seq {seq}")))?,
+                    kind: RecordKind::from_i64(kind)
+                        .ok_or_else(|| corrupt(format!("kind {kind}")))?,
+                    node,
+                    lineage,
+                    activation,
+                    attempt: u32::try_from(attempt)
+                        .map_err(|_| corrupt(format!("attempt {attempt}")))?,
+                    at_us,
+                    data,
+                    error,
+                    duration_us,
+                })
+            },
+        )
+        .collect()
+}
+
+/// Unix micros now (0 if the clock is before 1970).
+pub(crate) fn now_us() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+}

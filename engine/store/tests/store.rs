@@ -1,0 +1,552 @@
+//! Store tests on real SQLite files with the real migrations.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Value, json};
+use sluice_store::{Error, LogLine, NewRun, Record, RecordKind, Store, Stored, status};
+use tempfile::TempDir;
+
+/// Every test gets a hard timeout.
+async fn timed<F: Future<Output = Result<()>>>(f: F) -> Result<()> {
+    tokio::time::timeout(Duration::from_secs(60), f)
+        .await
+        .context("test timed out")?
+}
+
+async fn open() -> Result<(TempDir, Store)> {
+    let dir = tempfile::tempdir()?;
+    let store = Store::open(&dir.path().join("data")).await?;
+    Ok((dir, store))
+}
+
+fn new_run(id: &str, created_at_us: i64) -> NewRun {
+    NewRun {
+        id: id.into(),
+        workflow_id: "wf".into(),
+        definition: r#"{"format":"sluice.workflow/v1","nodes":[]}"#.into(),
+        trigger: "start".into(),
+        input: Arc::new(json!({"n": created_at_us})),
+        created_at_us,
+        parent_run: None,
+    }
+}
+
+fn record(run: &str, seq: u64, kind: RecordKind, data: Option<Stored>) -> Record {
+    Record {
+        run_id: run.into(),
+        seq,
+        kind,
+        node: "node".into(),
+        lineage: String::new(),
+        activation: "0".into(),
+        attempt: 0,
+        at_us: 1_000 + seq as i64,
+        data,
+        error: None,
+        duration_us: None,
+    }
+}
+
+/// Compares a record read back with the one appended, values resolved.
+#[track_caller]
+fn assert_same_record(store: &Store, got: &Record, want: &Record) {
+    let value = |s: &Option<Stored>| {
+        s.as_ref()
+            .map(|s| store.blobs().resolve(s).expect("resolve"))
+    };
+    assert_eq!(
+        (
+            &got.run_id,
+            got.seq,
+            got.kind,
+            &got.node,
+            &got.lineage,
+            &got.activation,
+            got.attempt,
+            got.at_us,
+            &got.error,
+            got.duration_us
+        ),
+        (
+            &want.run_id,
+            want.seq,
+            want.kind,
+            &want.node,
+            &want.lineage,
+            &want.activation,
+            want.attempt,
+            want.at_us,
+            &want.error,
+            want.duration_us
+        )
+    );
+    assert!(
+        matches!(got.data, None | Some(Stored::Loaded(_))),
+        "reads return loaded values"
+    );
+    assert_eq!(value(&got.data), value(&want.data));
+}
+
+fn big_value() -> Value {
+    // About 1 MB of JSON.
+    let items: Vec<Value> = (0..10_000)
+        .map(|i| json!({"i": i, "text": "x".repeat(80)}))
+        .collect();
+    Value::Array(items)
+}
+
+fn blob_files(store: &Store) -> Result<Vec<std::path::PathBuf>> {
+    let mut files = Vec::new();
+    for shard in std::fs::read_dir(store.blobs().dir())? {
+        let shard = shard?;
+        if shard.file_name() == "tmp" {
+            continue;
+        }
+        for f in std::fs::read_dir(shard.path())? {
+            files.push(f?.path());
+        }
+    }
+    Ok(files)
+}
+
+#[tokio::test]
+async fn open_twice_runs_migrations_once() -> Result<()> {
+    timed(async {
+        let dir = tempfile::tempdir()?;
+        let store = Store::open(dir.path()).await?;
+        store.put_workflow("a", "First", r#"{"v":1}"#).await?;
+        drop(store);
+        let store = Store::open(dir.path()).await?;
+        assert_eq!(
+            store.get_workflow("a").await?.as_deref(),
+            Some(r#"{"v":1}"#)
+        );
+        // A second store on the same dir at the same time also works.
+        let other = Store::open(dir.path()).await?;
+        other.put_workflow("a", "Renamed", r#"{"v":2}"#).await?;
+        let list = store.list_workflows().await?;
+        assert_eq!(list.len(), 1);
+        assert_eq!(
+            (list[0].id.as_str(), list[0].name.as_str()),
+            ("a", "Renamed")
+        );
+        assert!(list[0].updated_at_us > 0);
+        assert_eq!(
+            store.get_workflow("a").await?.as_deref(),
+            Some(r#"{"v":2}"#)
+        );
+        assert_eq!(store.get_workflow("missing").await?, None);
+        assert!(store.data_dir().join("sluice.db").exists());
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn run_and_journal_survive_reopen() -> Result<()> {
+    timed(async {
+        let dir = tempfile::tempdir()?;
+        let store = Store::open(dir.path()).await?;
+        let mut run = new_run("r1", 42);
+        run.parent_run = Some("r0".into());
+        store.create_run(&run).await?;
+        let journal = store.journal();
+        let blobs = store.blobs();
+        let records = vec![
+            record(
+                "r1",
+                1,
+                RecordKind::Started,
+                Some(blobs.store_value(&json!({"in": 1}))?),
+            ),
+            Record {
+                lineage: "3.1".into(),
+                activation: "0.1".into(),
+                attempt: 2,
+                duration_us: Some(1234),
+                ..record(
+                    "r1",
+                    2,
+                    RecordKind::Succeeded,
+                    Some(blobs.store_value(&big_value())?),
+                )
+            },
+            Record {
+                error: Some(json!({"message": "boom", "retryable": false})),
+                ..record("r1", 3, RecordKind::Failed, None)
+            },
+            record(
+                "r1",
+                5,
+                RecordKind::Skipped,
+                Some(Stored::Loaded(Arc::new(json!("loaded")))),
+            ),
+        ];
+        for r in &records {
+            journal.append(r.clone()).await?;
+        }
+        journal
+            .log(LogLine {
+                run_id: "r1".into(),
+                node: "node".into(),
+                lineage: "3".into(),
+                level: "info".into(),
+                message: "hello".into(),
+                at_us: 7,
+            })
+            .await?;
+        let output = blobs.store_value(&json!({"end": [1, 2]}))?;
+        journal
+            .finish_run(
+                "r1",
+                status::SUCCEEDED,
+                Some(output),
+                Some(json!({"note": 1})),
+                99,
+            )
+            .await?;
+        drop(journal);
+        drop(store);
+
+        let store = Store::open(dir.path()).await?;
+        let got = store.run_records("r1").await?;
+        assert_eq!(got.len(), records.len());
+        for (got, want) in got.iter().zip(&records) {
+            assert_same_record(&store, got, want);
+        }
+        let row = store.get_run("r1").await?.context("run row")?;
+        assert_eq!(row.id, "r1");
+        assert_eq!(row.workflow_id, run.workflow_id);
+        assert_eq!(row.definition, run.definition);
+        assert_eq!(row.trigger, run.trigger);
+        assert_eq!(row.input, run.input);
+        assert_eq!(row.status, "succeeded");
+        assert_eq!(row.output, Some(json!({"end": [1, 2]})));
+        assert_eq!(row.error, Some(json!({"note": 1})));
+        assert_eq!(row.created_at_us, 42);
+        assert_eq!(row.finished_at_us, Some(99));
+        assert_eq!(row.parent_run.as_deref(), Some("r0"));
+        let logs = store.run_logs("r1").await?;
+        assert_eq!(logs.len(), 1);
+        assert_eq!(
+            (
+                logs[0].lineage.as_str(),
+                logs[0].message.as_str(),
+                logs[0].at_us
+            ),
+            ("3", "hello", 7)
+        );
+        assert!(store.get_run("nope").await?.is_none());
+        assert!(store.run_records("nope").await?.is_empty());
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn big_values_go_to_shared_blob_files() -> Result<()> {
+    timed(async {
+        let (_dir, store) = open().await?;
+        let v = big_value();
+        let a = store.blobs().store_value(&v)?;
+        let Stored::Blob(hash) = &a else {
+            bail!("1 MB value stored as {a:?}");
+        };
+        assert_eq!(hash.len(), 64);
+        assert_eq!(store.blobs().load_value(hash)?, v);
+        let b = store.blobs().store_value(&v)?;
+        assert!(matches!(&b, Stored::Blob(h) if h == hash));
+        assert_eq!(
+            blob_files(&store)?.len(),
+            1,
+            "equal values share one blob file"
+        );
+        let size = std::fs::metadata(&blob_files(&store)?[0])?.len();
+        assert!(size > 900_000, "blob holds the JSON text ({size} bytes)");
+
+        // A big run input goes to the same blob and reads back.
+        let mut run = new_run("big", 1);
+        run.input = Arc::new(v.clone());
+        store.create_run(&run).await?;
+        assert_eq!(blob_files(&store)?.len(), 1);
+        assert_eq!(*store.get_run("big").await?.context("run")?.input, v);
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn load_value_refuses_paths() -> Result<()> {
+    timed(async {
+        let (_dir, store) = open().await?;
+        for bad in ["../etc/passwd", "../../sluice.db", "/etc/passwd"] {
+            assert!(
+                matches!(store.blobs().load_value(bad), Err(Error::InvalidHash(_))),
+                "{bad}"
+            );
+        }
+        // Nor can a forged blob reference get in through the journal.
+        store.create_run(&new_run("r", 1)).await?;
+        let rec = record(
+            "r",
+            1,
+            RecordKind::Started,
+            Some(Stored::Blob("../etc/passwd".into())),
+        );
+        assert!(matches!(
+            store.journal().append(rec).await,
+            Err(Error::InvalidHash(_))
+        ));
+        let rec = record(
+            "r",
+            1,
+            RecordKind::Started,
+            Some(Stored::Inline("@abc".into())),
+        );
+        assert!(matches!(
+            store.journal().append(rec).await,
+            Err(Error::InvalidInline)
+        ));
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn list_runs_newest_first() -> Result<()> {
+    timed(async {
+        let (_dir, store) = open().await?;
+        for (id, at) in [("a", 10), ("b", 30), ("c", 20), ("d", 30)] {
+            store.create_run(&new_run(id, at)).await?;
+        }
+        let ids =
+            |rows: Vec<sluice_store::RunRow>| rows.into_iter().map(|r| r.id).collect::<Vec<_>>();
+        assert_eq!(ids(store.list_runs(10).await?), ["d", "b", "c", "a"]);
+        assert_eq!(ids(store.list_runs(2).await?), ["d", "b"]);
+        assert!(store.list_runs(0).await?.is_empty());
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn unfinished_runs_are_the_running_ones_oldest_first() -> Result<()> {
+    timed(async {
+        let (_dir, store) = open().await?;
+        for (id, at) in [("a", 4), ("b", 3), ("c", 2), ("d", 1)] {
+            store.create_run(&new_run(id, at)).await?;
+        }
+        let journal = store.journal();
+        journal
+            .finish_run("a", status::FAILED, None, Some(json!({"message": "x"})), 5)
+            .await?;
+        journal
+            .finish_run("c", status::CANCELLED, None, None, 5)
+            .await?;
+        let ids: Vec<String> = store
+            .unfinished_runs()
+            .await?
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+        assert_eq!(ids, ["d", "b"]);
+        let a = store.get_run("a").await?.context("a")?;
+        assert_eq!((a.status.as_str(), a.finished_at_us), ("failed", Some(5)));
+        assert!(
+            store
+                .get_run("b")
+                .await?
+                .context("b")?
+                .finished_at_us
+                .is_none()
+        );
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn finish_run_checks_status_and_run() -> Result<()> {
+    timed(async {
+        let (_dir, store) = open().await?;
+        let journal = store.journal();
+        assert!(matches!(
+            journal.finish_run("x", "running", None, None, 1).await,
+            Err(Error::InvalidStatus(_))
+        ));
+        assert!(matches!(
+            journal.finish_run("x", status::SUCCEEDED, None, None, 1).await,
+            Err(Error::RunNotFound(id)) if id == "x"
+        ));
+        assert!(matches!(store.create_run(&new_run("r", 1)).await, Ok(())));
+        assert!(
+            matches!(
+                store.create_run(&new_run("r", 1)).await,
+                Err(Error::Journal(_))
+            ),
+            "duplicate run id"
+        );
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn flush_waits_for_queued_writes() -> Result<()> {
+    timed(async {
+        let (_dir, store) = open().await?;
+        store.create_run(&new_run("r", 1)).await?;
+        let journal = store.journal();
+        for seq in 1..=50 {
+            journal
+                .append(record(
+                    "r",
+                    seq,
+                    RecordKind::Started,
+                    Some(Stored::Inline(seq.to_string())),
+                ))
+                .await?;
+            journal
+                .log(LogLine {
+                    run_id: "r".into(),
+                    node: "n".into(),
+                    lineage: String::new(),
+                    level: "info".into(),
+                    message: format!("line {seq}"),
+                    at_us: 0,
+                })
+                .await?;
+        }
+        journal.flush().await?;
+        let got = store.run_records("r").await?;
+        assert_eq!(got.len(), 50);
+        assert!(got.iter().zip(1..).all(|(r, seq)| r.seq == seq
+            && r.data.as_ref().and_then(Stored::value) == Some(Arc::new(json!(seq)))));
+        let logs = store.run_logs("r").await?;
+        assert_eq!(
+            logs.iter().map(|l| l.message.clone()).collect::<Vec<_>>(),
+            (1..=50).map(|i| format!("line {i}")).collect::<Vec<_>>()
+        );
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_bad_write_fails_alone() -> Result<()> {
+    timed(async {
+        let (_dir, store) = open().await?;
+        store.create_run(&new_run("good", 1)).await?;
+        store.create_run(&new_run("bad", 2)).await?;
+        let journal = store.journal();
+        journal
+            .append(record("good", 1, RecordKind::Started, None))
+            .await?;
+        journal
+            .append(record("bad", 1, RecordKind::Started, None))
+            .await?;
+        journal
+            .append(record("bad", 1, RecordKind::Started, None))
+            .await?; // duplicate seq
+        journal
+            .append(record("ghost", 1, RecordKind::Started, None))
+            .await?; // no such run
+        journal
+            .append(record("good", 2, RecordKind::Succeeded, None))
+            .await?;
+        match journal.flush().await {
+            Err(Error::WritesLost { count: 2, .. }) => {}
+            other => bail!("flush: {other:?}"),
+        }
+        journal
+            .flush()
+            .await
+            .context("losses are reported once per flush")?;
+        assert_eq!(store.run_records("good").await?.len(), 2);
+        assert_eq!(store.run_records("bad").await?.len(), 1);
+        journal
+            .finish_run("good", status::SUCCEEDED, None, None, 3)
+            .await?;
+        match journal
+            .finish_run("bad", status::SUCCEEDED, None, None, 3)
+            .await
+        {
+            Err(Error::WritesLost { count: 1, .. }) => {}
+            other => bail!("finish_run(bad): {other:?}"),
+        }
+        assert_eq!(
+            store.get_run("bad").await?.context("bad")?.status,
+            "succeeded"
+        );
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn ten_thousand_appends_then_flush() -> Result<()> {
+    timed(async {
+        let (_dir, store) = open().await?;
+        store.create_run(&new_run("r", 1)).await?;
+        let journal = store.journal();
+        let data = store
+            .blobs()
+            .store_value(&json!({"payload": "x".repeat(100)}))?;
+        let start = Instant::now();
+        for seq in 1..=10_000 {
+            journal
+                .append(record("r", seq, RecordKind::Succeeded, Some(data.clone())))
+                .await?;
+        }
+        journal.flush().await?;
+        let elapsed = start.elapsed();
+        eprintln!(
+            "10000 appends + flush: {elapsed:?} ({:.0} rows/s)",
+            10_000.0 / elapsed.as_secs_f64()
+        );
+        let got = store.run_records("r").await?;
+        assert_eq!(got.len(), 10_000);
+        assert!(got.iter().zip(1..).all(|(r, seq)| r.seq == seq));
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_runs_keep_per_run_order() -> Result<()> {
+    timed(async {
+        let (_dir, store) = open().await?;
+        let mut tasks = tokio::task::JoinSet::new();
+        for r in 0..8 {
+            let store = store.clone();
+            tasks.spawn(async move {
+                let id = format!("run{r}");
+                store.create_run(&new_run(&id, r)).await?;
+                let journal = store.journal();
+                for seq in 1..=2_000 {
+                    let data = Stored::Inline(format!("{{\"seq\":{seq}}}"));
+                    journal
+                        .append(record(&id, seq, RecordKind::Started, Some(data)))
+                        .await?;
+                }
+                journal
+                    .finish_run(&id, status::SUCCEEDED, None, None, 0)
+                    .await?;
+                anyhow::Ok(())
+            });
+        }
+        while let Some(done) = tasks.join_next().await {
+            done??;
+        }
+        for r in 0..8 {
+            let got = store.run_records(&format!("run{r}")).await?;
+            assert_eq!(got.len(), 2_000);
+            assert!(got.iter().zip(1..).all(|(rec, seq)| rec.seq == seq));
+        }
+        assert!(store.unfinished_runs().await?.is_empty());
+        Ok(())
+    })
+    .await
+}
