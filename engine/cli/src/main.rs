@@ -1,5 +1,6 @@
 //! The `sluice` command: run and validate workflows, inspect and resume runs.
 //! Exit codes: 0 success, 1 the run failed, 2 invalid workflow or usage.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

@@ -36,11 +36,19 @@ const WORKFLOW: &str = r#"{
 }"#;
 
 fn sluice(data: &Path, args: &[&str]) -> std::process::Output {
-    Command::new(SLUICE).args(args).env("SLUICE_DATA_DIR", data).output().unwrap()
+    Command::new(SLUICE)
+        .args(args)
+        .env("SLUICE_DATA_DIR", data)
+        .output()
+        .unwrap()
 }
 
 fn json_of(out: &std::process::Output) -> Value {
-    assert!(out.status.success(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
@@ -64,7 +72,10 @@ fn killed_runs_resume_without_redoing_finished_steps() {
 
     let reference_dir = dir.path().join("reference");
     let reference = json_of(&sluice(&reference_dir, &["run", flow, "--input", input]));
-    assert_eq!(reference["end"][5], serde_json::json!({"n": 6, "total": 37}));
+    assert_eq!(
+        reference["end"][5],
+        serde_json::json!({"n": 6, "total": 37})
+    );
 
     // Kill after this many step executions: early, inside the first waits,
     // between branch steps, and near the end.
@@ -93,13 +104,23 @@ fn killed_runs_resume_without_redoing_finished_steps() {
         let runs = json_of(&sluice(&data, &["runs", "list", "--json"]));
         let run = runs[0]["id"].as_str().unwrap().to_string();
         let before = json_of(&sluice(&data, &["runs", "show", &run, "--json"]));
-        assert_eq!(before["status"], "running", "kill at {kill_at}: the kill came too late to test anything");
+        assert_eq!(
+            before["status"], "running",
+            "kill at {kill_at}: the kill came too late to test anything"
+        );
         let finished: Vec<String> = before["steps"]
             .as_array()
             .unwrap()
             .iter()
             .filter(|s| s["status"] == "succeeded")
-            .map(|s| format!("{run}/{}/{}/{}", s["node"].as_str().unwrap(), s["lineage"].as_str().unwrap(), s["activation"].as_str().unwrap()))
+            .map(|s| {
+                format!(
+                    "{run}/{}/{}/{}",
+                    s["node"].as_str().unwrap(),
+                    s["lineage"].as_str().unwrap(),
+                    s["activation"].as_str().unwrap()
+                )
+            })
             .collect();
 
         let resumed = Command::new(SLUICE)
@@ -108,14 +129,22 @@ fn killed_runs_resume_without_redoing_finished_steps() {
             .env("SLUICE_TEST_EXEC_LOG", &log)
             .output()
             .unwrap();
-        assert!(resumed.status.success(), "kill at {kill_at}: {}", String::from_utf8_lossy(&resumed.stderr));
+        assert!(
+            resumed.status.success(),
+            "kill at {kill_at}: {}",
+            String::from_utf8_lossy(&resumed.stderr)
+        );
 
         let after = json_of(&sluice(&data, &["runs", "show", &run, "--json"]));
         assert_eq!(after["status"], "succeeded", "kill at {kill_at}");
         assert_eq!(after["output"], reference, "kill at {kill_at}");
         let counts = exec_counts(&log);
         for key in &finished {
-            assert_eq!(counts.get(key), Some(&1), "kill at {kill_at}: finished step {key} ran again");
+            assert_eq!(
+                counts.get(key),
+                Some(&1),
+                "kill at {kill_at}: finished step {key} ran again"
+            );
         }
         for (key, n) in &counts {
             assert!(*n <= 2, "kill at {kill_at}: step {key} ran {n} times");

@@ -165,10 +165,8 @@ impl Graph {
                 }
             }
             let mut scope = inner.map(|(_, s)| s).unwrap_or_default();
-            if self.kind_name(node) == "flow.join" {
-                if scope.pop().is_none() {
-                    return Err(ScopeError::JoinOutsideSplit { join: node });
-                }
+            if self.kind_name(node) == "flow.join" && scope.pop().is_none() {
+                return Err(ScopeError::JoinOutsideSplit { join: node });
             }
             scopes[node] = scope;
         }

@@ -60,14 +60,14 @@ impl KindSpec {
     /// The output ports of a node of this kind with this config.
     pub fn output_ports(&self, config: &Value) -> Vec<String> {
         let mut ports: Vec<String> = Vec::new();
-        if self.kind == "flow.switch" {
-            if let Some(cases) = config.get("cases").and_then(Value::as_array) {
-                ports.extend(
-                    cases
-                        .iter()
-                        .filter_map(|c| c.get("port")?.as_str().map(str::to_string)),
-                );
-            }
+        if self.kind == "flow.switch"
+            && let Some(cases) = config.get("cases").and_then(Value::as_array)
+        {
+            ports.extend(
+                cases
+                    .iter()
+                    .filter_map(|c| c.get("port")?.as_str().map(str::to_string)),
+            );
         }
         ports.extend(self.outputs.iter().map(|p| p.to_string()));
         ports
@@ -565,13 +565,13 @@ pub struct RespondConfig {
 }
 impl Validate for RespondConfig {
     fn validate(&self) -> Result<(), ConfigError> {
-        if let Some(Value::Number(n)) = &self.status {
-            if !n.as_u64().is_some_and(|s| (100..=599).contains(&s)) {
-                return Err(ConfigError::new(
-                    "status",
-                    "must be an HTTP status between 100 and 599",
-                ));
-            }
+        if let Some(Value::Number(n)) = &self.status
+            && !n.as_u64().is_some_and(|s| (100..=599).contains(&s))
+        {
+            return Err(ConfigError::new(
+                "status",
+                "must be an HTTP status between 100 and 599",
+            ));
         }
         Ok(())
     }

@@ -283,7 +283,7 @@ impl Engine {
                 }
             });
         }
-        actions.extend(replay.skips_to_write.drain(..));
+        actions.append(&mut replay.skips_to_write);
         if let Some(finish) = replay.finish.take() {
             actions.push(finish);
         }
@@ -848,10 +848,10 @@ struct StepHost {
 
 impl Host for StepHost {
     fn log(&self, level: &str, message: &str) {
-        if let Ok(mut logs) = self.logs.lock() {
-            if logs.len() < 1000 {
-                logs.push((level.to_string(), message.chars().take(8192).collect()));
-            }
+        if let Ok(mut logs) = self.logs.lock()
+            && logs.len() < 1000
+        {
+            logs.push((level.to_string(), message.chars().take(8192).collect()));
         }
     }
 

@@ -859,13 +859,12 @@ impl Run {
         let plan = self.plan.clone();
         let scope = &plan.nodes[split].scope;
         for &n in plan.members.get(scope).map(Vec::as_slice).unwrap_or(&[]) {
-            if plan.nodes[n].role == (Role::Join { split }) {
-                if let Some(inst) = self.instances.get_mut(&(n, lineage.clone())) {
-                    if inst.pending > 0 {
-                        inst.pending = 0;
-                        work.push((n, lineage.clone()));
-                    }
-                }
+            if plan.nodes[n].role == (Role::Join { split })
+                && let Some(inst) = self.instances.get_mut(&(n, lineage.clone()))
+                && inst.pending > 0
+            {
+                inst.pending = 0;
+                work.push((n, lineage.clone()));
             }
         }
     }

@@ -19,14 +19,28 @@ async fn harness() -> Harness {
 }
 
 fn plan(nodes: Value, edges: Value) -> Arc<Plan> {
-    let wf = Workflow::from_value(json!({"format": "sluice.workflow/v1", "id": "t", "nodes": nodes, "edges": edges}))
-        .unwrap();
+    let wf = Workflow::from_value(
+        json!({"format": "sluice.workflow/v1", "id": "t", "nodes": nodes, "edges": edges}),
+    )
+    .unwrap();
     Plan::new(wf).unwrap()
 }
 
-async fn run_with(h: &Harness, nodes: Value, edges: Value, trigger: Option<&str>, input: Value) -> RunResult {
-    let handle = h.engine.start(plan(nodes, edges), trigger, Arc::new(input)).await.unwrap();
-    tokio::time::timeout(std::time::Duration::from_secs(20), handle.wait()).await.unwrap()
+async fn run_with(
+    h: &Harness,
+    nodes: Value,
+    edges: Value,
+    trigger: Option<&str>,
+    input: Value,
+) -> RunResult {
+    let handle = h
+        .engine
+        .start(plan(nodes, edges), trigger, Arc::new(input))
+        .await
+        .unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(20), handle.wait())
+        .await
+        .unwrap()
 }
 
 #[track_caller]
@@ -81,8 +95,18 @@ fn if_workflow() -> (Value, Value) {
 async fn if_skips_the_other_branch_until_a_merge() {
     let h = harness().await;
     let (nodes, edges) = if_workflow();
-    let r = run_with(&h, nodes.clone(), edges.clone(), None, json!({"total": 150})).await;
-    ok(&r, json!({"gold_end": {"seen": true}, "end": {"gold": {"tier": "gold"}}}));
+    let r = run_with(
+        &h,
+        nodes.clone(),
+        edges.clone(),
+        None,
+        json!({"total": 150}),
+    )
+    .await;
+    ok(
+        &r,
+        json!({"gold_end": {"seen": true}, "end": {"gold": {"tier": "gold"}}}),
+    );
     // The skip propagates through after_gold to gold_end; the merge still runs.
     let r = run_with(&h, nodes, edges, None, json!({"total": 5})).await;
     ok(&r, json!({"end": {"basic": {"tier": "basic"}}}));
@@ -104,18 +128,24 @@ async fn switch_takes_the_first_matching_case_or_default() {
         {"from": "t", "to": "sw"}, {"from": "sw:big", "to": "big"},
         {"from": "sw:medium", "to": "medium"}, {"from": "sw:default", "to": "small"}
     ]);
-    ok(&run_with(&h, nodes.clone(), edges.clone(), None, json!(500)).await, json!({"big": "big"}));
-    ok(&run_with(&h, nodes.clone(), edges.clone(), None, json!(50)).await, json!({"medium": "medium"}));
-    ok(&run_with(&h, nodes, edges, None, json!(5)).await, json!({"small": "small 5"}));
+    ok(
+        &run_with(&h, nodes.clone(), edges.clone(), None, json!(500)).await,
+        json!({"big": "big"}),
+    );
+    ok(
+        &run_with(&h, nodes.clone(), edges.clone(), None, json!(50)).await,
+        json!({"medium": "medium"}),
+    );
+    ok(
+        &run_with(&h, nodes, edges, None, json!(5)).await,
+        json!({"small": "small 5"}),
+    );
 }
 
 #[tokio::test]
 async fn merge_modes() {
     let h = harness().await;
-    for (mode, expect) in [
-        ("all", json!({"a": 1, "b": 2})),
-        ("append", json!([1, 2])),
-    ] {
+    for (mode, expect) in [("all", json!({"a": 1, "b": 2})), ("append", json!([1, 2]))] {
         let r = run_with(
             &h,
             json!([
@@ -132,7 +162,11 @@ async fn merge_modes() {
             json!(1),
         )
         .await;
-        let expect = if mode == "all" { json!({"a1": 1, "b": 2}) } else { expect };
+        let expect = if mode == "all" {
+            json!({"a1": 1, "b": 2})
+        } else {
+            expect
+        };
         ok(&r, json!({"end": expect}));
     }
     // `first`: only the first message to arrive; with one branch skipped it is the other.
@@ -213,7 +247,10 @@ async fn split_of_a_non_array_fails_naming_the_node() {
     assert_eq!(r.status, Status::Failed);
     let err = r.error.unwrap();
     assert_eq!(err["node"], "each");
-    assert_eq!(err["message"], "flow.split: `items` must be an array, got a number");
+    assert_eq!(
+        err["message"],
+        "flow.split: `items` must be an array, got a number"
+    );
 }
 
 #[tokio::test]
@@ -254,8 +291,14 @@ async fn several_entries_and_exits() {
         {"id": "c", "kind": "output.end"}
     ]);
     let edges = json!([{"from": "by_hand", "to": "a"}, {"from": "by_hand", "to": "c"}, {"from": "from_flow", "to": "b"}]);
-    ok(&run_with(&h, nodes.clone(), edges.clone(), None, json!(1)).await, json!({"a": "hand 1", "c": 1}));
-    ok(&run_with(&h, nodes, edges, Some("from_flow"), json!(2)).await, json!({"b": "flow 2"}));
+    ok(
+        &run_with(&h, nodes.clone(), edges.clone(), None, json!(1)).await,
+        json!({"a": "hand 1", "c": 1}),
+    );
+    ok(
+        &run_with(&h, nodes, edges, Some("from_flow"), json!(2)).await,
+        json!({"b": "flow 2"}),
+    );
 }
 
 fn failing(on_error: &str) -> (Value, Value) {
@@ -282,13 +325,21 @@ async fn on_error_fail_continue_route() {
     assert_eq!(r.status, Status::Failed);
     assert_eq!(
         r.error,
-        Some(json!({"node": "boom", "message": "data.transform: jq runtime error: \"nope\"", "retryable": false, "attempts": 1}))
+        Some(
+            json!({"node": "boom", "message": "data.transform: jq runtime error: \"nope\"", "retryable": false, "attempts": 1})
+        )
     );
     let error = json!({"node": "boom", "message": "data.transform: jq runtime error: \"nope\"", "retryable": false, "attempts": 1});
     let (nodes, edges) = failing("continue");
-    ok(&run_with(&h, nodes, edges, None, json!(1)).await, json!({"out": {"error": error, "input": 1}}));
+    ok(
+        &run_with(&h, nodes, edges, None, json!(1)).await,
+        json!({"out": {"error": error, "input": 1}}),
+    );
     let (nodes, edges) = failing("route");
-    ok(&run_with(&h, nodes, edges, None, json!(1)).await, json!({"handled": {"error": error, "input": 1}}));
+    ok(
+        &run_with(&h, nodes, edges, None, json!(1)).await,
+        json!({"handled": {"error": error, "input": 1}}),
+    );
 }
 
 #[tokio::test]
@@ -312,10 +363,16 @@ async fn retries_only_retryable_errors_with_backoff() {
     assert_eq!(r.status, Status::Failed);
     assert_eq!(
         r.error,
-        Some(json!({"node": "slow", "message": "timed out after 20 ms", "retryable": true, "attempts": 3}))
+        Some(
+            json!({"node": "slow", "message": "timed out after 20 ms", "retryable": true, "attempts": 3})
+        )
     );
     // 3 × 20 ms timeouts + 30 ms + 60 ms of backoff.
-    assert!(t0.elapsed() >= std::time::Duration::from_millis(150), "{:?}", t0.elapsed());
+    assert!(
+        t0.elapsed() >= std::time::Duration::from_millis(150),
+        "{:?}",
+        t0.elapsed()
+    );
     // A terminal error is not retried even with attempts left.
     let r = run_with(
         &h,
@@ -349,7 +406,10 @@ async fn templates_see_earlier_nodes_on_the_path() {
         json!({"x": 1}),
     )
     .await;
-    ok(&r, json!({"end": {"who": "Ada", "total": 3, "trigger": 1, "text": "Ada owes 3", "vars": null}}));
+    ok(
+        &r,
+        json!({"end": {"who": "Ada", "total": 3, "trigger": 1, "text": "Ada owes 3", "vars": null}}),
+    );
 }
 
 #[tokio::test]
@@ -367,10 +427,16 @@ async fn a_runaway_template_fails_its_step_and_the_engine_lives() {
     )
     .await;
     assert_eq!(r.status, Status::Failed);
-    assert_eq!(r.error.unwrap()["message"], "template: template ran out of fuel (more than 200000 steps): is it looping?");
+    assert_eq!(
+        r.error.unwrap()["message"],
+        "template: template ran out of fuel (more than 200000 steps): is it looping?"
+    );
     // The engine still runs other work.
     let (nodes, edges) = if_workflow();
-    ok(&run_with(&h, nodes, edges, None, json!({"total": 5})).await, json!({"end": {"basic": {"tier": "basic"}}}));
+    ok(
+        &run_with(&h, nodes, edges, None, json!({"total": 5})).await,
+        json!({"end": {"basic": {"tier": "basic"}}}),
+    );
 }
 
 #[tokio::test]
@@ -396,12 +462,18 @@ async fn wait_passes_the_message_through() {
 #[tokio::test]
 async fn subworkflow_runs_a_stored_workflow() {
     let h = harness().await;
-    let child = Workflow::from_value(json!({"format": "sluice.workflow/v1", "id": "child", "nodes": [
+    let child = Workflow::from_value(
+        json!({"format": "sluice.workflow/v1", "id": "child", "nodes": [
         {"id": "called", "kind": "trigger.workflow"},
         {"id": "res", "kind": "output.end", "config": {"value": "{{ input.n * 10 }}"}}],
-        "edges": [{"from": "called", "to": "res"}]}))
+        "edges": [{"from": "called", "to": "res"}]}),
+    )
     .unwrap();
-    h.engine.store().put_workflow("child", "", &child.to_json_pretty()).await.unwrap();
+    h.engine
+        .store()
+        .put_workflow("child", "", &child.to_json_pretty())
+        .await
+        .unwrap();
     let r = run_with(
         &h,
         json!([
