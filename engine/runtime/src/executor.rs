@@ -195,6 +195,12 @@ impl Engine {
             .get_run(run_id)
             .await?
             .ok_or_else(|| Error::RunNotFound(run_id.to_string()))?;
+        if row.status != "running" {
+            return Err(Error::Usage(format!(
+                "run `{run_id}` already {}: nothing to resume",
+                row.status
+            )));
+        }
         let corrupt = |message: String| Error::Corrupt {
             run: run_id.to_string(),
             message,
@@ -205,6 +211,12 @@ impl Engine {
         let records = self.store().run_records(run_id).await?;
         let (mut run, actions) = Run::start(plan.clone(), entry, row.input.clone());
         let mut replay = Replay::default();
+        // Skips already journaled are not written again.
+        for rec in records.iter().filter(|r| r.kind == RecordKind::Skipped) {
+            if let Some(key) = parse_key(&plan, rec) {
+                replay.skipped.insert((key.node, key.lineage));
+            }
+        }
         replay.absorb(actions);
         for rec in &records {
             replay.next_seq = replay.next_seq.max(rec.seq + 1);

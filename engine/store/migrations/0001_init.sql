@@ -43,7 +43,7 @@ CREATE TABLE journal (
     error       TEXT,
     duration_us INTEGER,
     PRIMARY KEY (run_id, seq)
-);
+) WITHOUT ROWID;
 
 CREATE TABLE logs (
     id      INTEGER PRIMARY KEY,

@@ -84,7 +84,8 @@ pub struct LogLine {
 
 /// Cheap clonable handle to the journal writer. The writer stops once every
 /// handle (and every [`crate::Store`]) is dropped, after committing what was
-/// queued.
+/// queued, provided the tokio runtime is still running: `flush` before
+/// shutting the runtime down.
 #[derive(Clone, Debug)]
 pub struct Journal {
     tx: mpsc::Sender<Command>,

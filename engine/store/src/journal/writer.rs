@@ -59,9 +59,7 @@ impl Writer {
     async fn run(mut self) {
         let mut batch = Vec::with_capacity(MAX_BATCH);
         while self.rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
-            let t0 = std::time::Instant::now();
             let outcomes = self.write(&batch).await;
-            eprintln!("BATCH {} {:?}", batch.len(), t0.elapsed());
             self.complete(batch.drain(..), outcomes);
         }
         if let Err(e) = self.conn.close().await {
