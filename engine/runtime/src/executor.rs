@@ -748,10 +748,6 @@ impl Driver {
                 }
             };
             drop(permit);
-            let result = result.map_err(|e| StepError {
-                message: e.message,
-                retryable: e.retryable,
-            });
             let logs = host.logs.into_inner().unwrap_or_default();
             // The driver may be gone (run aborted): nothing to report then.
             tx.send(Wake::Step(Done {

@@ -124,29 +124,9 @@ pub struct Hist {
     pub parents: Vec<Arc<Hist>>,
 }
 
-/// Why a step failed.
-#[derive(Debug, Clone, PartialEq)]
-pub struct StepError {
-    pub message: String,
-    /// Retryable errors (timeouts, 5xx, connection refused) are tried again
-    /// while attempts remain; terminal ones (bad config, 4xx) never are.
-    pub retryable: bool,
-}
-
-impl StepError {
-    pub fn terminal(message: impl Into<String>) -> Self {
-        StepError {
-            message: message.into(),
-            retryable: false,
-        }
-    }
-    pub fn retryable(message: impl Into<String>) -> Self {
-        StepError {
-            message: message.into(),
-            retryable: true,
-        }
-    }
-}
+/// Why a step failed: the node error itself, terminal or retryable; the
+/// retry policy branches on it.
+pub use sluice_nodes::Error as StepError;
 
 /// What happens to a run.
 #[derive(Debug, Clone)]
@@ -658,30 +638,15 @@ impl Run {
             let child = lineage.child(&act, idx);
             let mut scope = plan.nodes[split].scope.clone();
             scope.push(split);
+            // Without members only joins are downstream: the element goes straight to them.
             let has_members = plan.members.get(&scope).is_some_and(|m| !m.is_empty());
-            if !has_members {
-                // Only joins downstream: the element goes straight to them.
-                for &e in &plan.graph.outgoing[split] {
-                    if plan.graph.edges[e].from_port == "out" {
-                        self.deliver(
-                            e,
-                            &child,
-                            &Activation::default(),
-                            split,
-                            item.clone(),
-                            hist.clone(),
-                            work,
-                            actions,
-                        );
-                    }
+            if has_members {
+                if let Some(state) = self.splits.get_mut(&(split, lineage.clone())) {
+                    state.live_children += 1;
                 }
-                continue;
+                self.child_scope.insert(child.clone(), scope.clone());
+                self.open_lineage(&child);
             }
-            if let Some(state) = self.splits.get_mut(&(split, lineage.clone())) {
-                state.live_children += 1;
-            }
-            self.child_scope.insert(child.clone(), scope.clone());
-            self.open_lineage(&child);
             for &e in &plan.graph.outgoing[split] {
                 if plan.graph.edges[e].from_port == "out" {
                     let to = plan.graph.edges[e].to;
