@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 use serde_json::{Value, json};
-use sluice_model::{Workflow, validate};
+use sluice_model::Workflow;
 use sluice_runtime::{Engine, Options, Plan, RunResult, Status};
 use sluice_store::{Record, RecordKind, RunRow, Stored};
 
@@ -122,18 +122,12 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
     match cli.command {
         Command::Validate { file } => {
             let wf = read_workflow(&file)?;
-            let problems = validate(&wf);
-            if problems.is_empty() {
-                println!(
-                    "{}: ok ({} nodes, {} edges)",
-                    file.display(),
-                    wf.nodes.len(),
-                    wf.edges.len()
-                );
-                Ok(0)
-            } else {
-                Err(invalid(&file.display().to_string(), &problems))
-            }
+            let (nodes, edges) = (wf.nodes.len(), wf.edges.len());
+            // Planning checks everything validation does, plus what needs the
+            // engine's node kinds (jq programs).
+            Plan::new(wf).map_err(|e| invalid(&file.display().to_string(), &e.0))?;
+            println!("{}: ok ({nodes} nodes, {edges} edges)", file.display());
+            Ok(0)
         }
         Command::Run {
             workflow,
@@ -335,6 +329,12 @@ fn steps(records: &[Record]) -> Vec<Value> {
                 "node": &*r.node, "lineage": r.lineage, "status": "skipped", "at_us": r.at_us,
             })),
             RecordKind::Started => {
+                // A second start of the same attempt: the first was cut short by a crash.
+                if let Some(&i) = index.get(&key)
+                    && out[i]["status"] == "running"
+                {
+                    out[i]["status"] = json!("interrupted");
+                }
                 index.insert(key, out.len());
                 out.push(json!({
                     "node": &*r.node, "lineage": r.lineage, "activation": r.activation, "attempt": r.attempt,

@@ -140,6 +140,17 @@ impl Graph {
         }
     }
 
+    /// The split scope of the messages on edge `e`: its source's scope, plus
+    /// the source itself for the element edges (`out`) of a `flow.split`.
+    pub fn edge_scope(&self, e: usize, scopes: &[Vec<usize>]) -> Vec<usize> {
+        let edge = &self.edges[e];
+        let mut s = scopes[edge.from].clone();
+        if self.kind_name(edge.from) == "flow.split" && edge.from_port == "out" {
+            s.push(edge.from);
+        }
+        s
+    }
+
     /// The split scope of each node: the stack of `flow.split` nodes whose
     /// elements it runs once per. Requires an acyclic graph (`order`).
     pub fn scopes(&self, order: &[usize]) -> Result<Vec<Vec<usize>>, ScopeError> {
@@ -148,10 +159,7 @@ impl Graph {
             let mut inner: Option<(usize, Vec<usize>)> = None;
             for &e in &self.incoming[node] {
                 let src = self.edges[e].from;
-                let mut s = scopes[src].clone();
-                if self.kind_name(src) == "flow.split" {
-                    s.push(src);
-                }
+                let s = self.edge_scope(e, &scopes);
                 match &inner {
                     None => inner = Some((src, s)),
                     Some((a, first)) if *first != s => {

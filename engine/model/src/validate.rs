@@ -111,6 +111,14 @@ pub fn validate(wf: &Workflow) -> Vec<Problem> {
                 out.push(problem(node, Some("retry.factor"), "must be a number ≥ 1"));
             }
         }
+        if n.kind == "flow.split" && n.on_error == Some(OnError::Continue) {
+            out.push(problem(
+                node,
+                Some("on_error"),
+                "a flow.split cannot `continue` after an error (the error is not a list to split): \
+                 use `route` and connect its `error` port",
+            ));
+        }
         let Some(spec) = kinds::spec(&n.kind) else {
             let known: Vec<&str> = kinds::catalog().iter().map(|k| k.kind).collect();
             out.push(problem(
@@ -351,6 +359,19 @@ mod tests {
                 {"id": "t", "kind": "trigger.manual"}, {"id": "j", "kind": "flow.join"}],
               "edges": [{"from": "t", "to": "j"}]}"#,
             expect!["node `j`: flow.join is not inside a flow.split: nothing to join"],
+        );
+    }
+
+    #[test]
+    fn split_cannot_continue_after_an_error() {
+        check(
+            r#"{"format": "sluice.workflow/v1", "id": "w", "nodes": [
+                {"id": "t", "kind": "trigger.manual"},
+                {"id": "s", "kind": "flow.split", "on_error": "continue"}],
+              "edges": [{"from": "t", "to": "s"}]}"#,
+            expect![
+                "node `s` on_error: a flow.split cannot `continue` after an error (the error is not a list to split): use `route` and connect its `error` port"
+            ],
         );
     }
 }

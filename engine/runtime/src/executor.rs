@@ -161,6 +161,7 @@ impl Engine {
         parent: Option<String>,
     ) -> Result<RunHandle> {
         let entry = plan.entry(trigger).map_err(Error::Usage)?;
+        let created_at_us = nodes::now_us();
         self.store()
             .create_run(&NewRun {
                 id: id.clone(),
@@ -168,12 +169,13 @@ impl Engine {
                 definition: plan.definition.clone(),
                 trigger: plan.nodes[entry].id.to_string(),
                 input: input.clone(),
-                created_at_us: nodes::now_us(),
+                created_at_us,
                 parent_run: parent,
             })
             .await?;
+        let info = run_info(&id, &plan, &plan.nodes[entry].id, created_at_us);
         let (run, actions) = Run::start(plan, entry, input);
-        Ok(self.spawn_driver(id, run, actions, Replay::default()))
+        Ok(self.spawn_driver(id, run, actions, Replay::default(), info))
     }
 
     /// Resumes every unfinished top-level run; sub-workflow runs are resumed by their parents.
@@ -299,7 +301,8 @@ impl Engine {
         if let Some(finish) = replay.finish.take() {
             actions.push(finish);
         }
-        Ok(self.spawn_driver(run_id.to_string(), run, actions, replay))
+        let info = run_info(run_id, &plan, &row.trigger, row.created_at_us);
+        Ok(self.spawn_driver(run_id.to_string(), run, actions, replay, info))
     }
 
     fn spawn_driver(
@@ -308,9 +311,10 @@ impl Engine {
         run: Run,
         actions: Vec<Action>,
         replay: Replay,
+        info: Value,
     ) -> RunHandle {
         let (done_tx, done) = oneshot::channel();
-        let driver = Driver::new(self.clone(), Arc::from(id.as_str()), run, replay);
+        let driver = Driver::new(self.clone(), Arc::from(id.as_str()), run, replay, info);
         tokio::spawn(async move {
             let result = driver.drive(actions).await;
             // The caller may not be waiting.
@@ -318,6 +322,18 @@ impl Engine {
         });
         RunHandle { id, done }
     }
+}
+
+/// The template context `run`: `id`, `workflow`, `trigger`, `started_at` (RFC 3339).
+fn run_info(id: &str, plan: &Plan, trigger: &str, started_at_us: i64) -> Value {
+    let started_at =
+        time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(started_at_us) * 1000)
+            .ok()
+            .and_then(|t| {
+                t.format(&time::format_description::well_known::Rfc3339)
+                    .ok()
+            });
+    json!({"id": id, "workflow": plan.workflow.id, "trigger": trigger, "started_at": started_at})
 }
 
 fn new_run_id() -> String {
@@ -466,13 +482,10 @@ struct Driver {
 }
 
 impl Driver {
-    fn new(engine: Engine, run_id: Arc<str>, run: Run, replay: Replay) -> Driver {
+    fn new(engine: Engine, run_id: Arc<str>, run: Run, replay: Replay, info: Value) -> Driver {
         let plan = run.plan().clone();
         let (tx, rx) = mpsc::unbounded_channel();
-        let run_info = Arc::new(json!({
-            "id": run_id.as_ref(),
-            "workflow": plan.workflow.id,
-        }));
+        let run_info = Arc::new(info);
         Driver {
             engine,
             run_id,

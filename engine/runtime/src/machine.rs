@@ -419,19 +419,16 @@ impl Run {
                     value,
                 );
             }
-            Role::Split { concurrency } => {
-                let items = outputs
+            // Elements on `out`; an error routed to `error` is an ordinary emission.
+            Role::Split { concurrency } if outputs.iter().all(|(p, _)| p == "out") => {
+                let arr = outputs
                     .into_iter()
-                    .find(|(p, _)| p == "out")
-                    .map(|(_, v)| v);
-                let items: Vec<Value> = match items.as_deref() {
-                    Some(Value::Array(a)) => a.clone(),
-                    _ => Vec::new(),
-                };
-                let arr = Arc::new(Value::Array(items.clone()));
+                    .next()
+                    .map(|(_, v)| v)
+                    .unwrap_or_else(|| Arc::new(Value::Array(Vec::new())));
                 let hist = Some(Arc::new(Hist {
                     node: key.node,
-                    output: arr,
+                    output: arr.clone(),
                     parents: step.hist.into_iter().collect(),
                 }));
                 let state = self
@@ -439,11 +436,11 @@ impl Run {
                     .entry((key.node, key.lineage.clone()))
                     .or_default();
                 state.acts.push((key.activation.clone(), hist.clone()));
-                for (i, item) in items.into_iter().enumerate() {
+                for (i, item) in arr.as_array().into_iter().flatten().enumerate() {
                     state.queued.push_back((
                         key.activation.clone(),
                         i as u32,
-                        Arc::new(item),
+                        Arc::new(item.clone()),
                         hist.clone(),
                     ));
                 }
@@ -741,8 +738,10 @@ impl Run {
             // Downstream instances in the same lineage lose one pending edge.
             for &e in &plan.graph.outgoing[node] {
                 let to = plan.graph.edges[e].to;
+                // Joins wait for the whole split; a split's elements open lineages of their own.
                 if matches!(plan.nodes[to].role, Role::Join { .. })
-                    || matches!(plan.nodes[node].role, Role::Split { .. })
+                    || (matches!(plan.nodes[node].role, Role::Split { .. })
+                        && plan.graph.edges[e].from_port == "out")
                 {
                     continue;
                 }

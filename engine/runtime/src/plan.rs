@@ -102,14 +102,7 @@ impl Plan {
                 "flow.join" => {
                     let split = graph.incoming[i]
                         .first()
-                        .and_then(|&e| {
-                            let src = graph.edges[e].from;
-                            let mut s = scopes[src].clone();
-                            if graph.kind_name(src) == "flow.split" {
-                                s.push(src);
-                            }
-                            s.last().copied()
-                        })
+                        .and_then(|&e| graph.edge_scope(e, &scopes).last().copied())
                         .unwrap_or(usize::MAX);
                     Role::Join { split }
                 }

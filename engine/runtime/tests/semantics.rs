@@ -399,7 +399,8 @@ async fn templates_see_earlier_nodes_on_the_path() {
             {"id": "order", "kind": "data.set", "config": {"values": {"total": 3}}},
             {"id": "end", "kind": "output.end", "config": {"value": {
                 "who": "{{ nodes.user.name }}", "total": "{{ input.total }}", "trigger": "{{ nodes.t.x }}",
-                "text": "{{ nodes.user.name }} owes {{ input.total }}", "vars": "{{ vars.currency }}"}}}
+                "text": "{{ nodes.user.name }} owes {{ input.total }}", "vars": "{{ vars.currency }}",
+                "run": "{{ run.workflow }}/{{ run.trigger }}", "dated": "{{ run.started_at is string }}"}}}
         ]),
         json!([{"from": "t", "to": "user"}, {"from": "user", "to": "order"}, {"from": "order", "to": "end"}]),
         None,
@@ -408,7 +409,7 @@ async fn templates_see_earlier_nodes_on_the_path() {
     .await;
     ok(
         &r,
-        json!({"end": {"who": "Ada", "total": 3, "trigger": 1, "text": "Ada owes 3", "vars": null}}),
+        json!({"end": {"who": "Ada", "total": 3, "trigger": 1, "text": "Ada owes 3", "vars": null, "run": "t/t", "dated": true}}),
     );
 }
 
@@ -487,4 +488,31 @@ async fn subworkflow_runs_a_stored_workflow() {
     )
     .await;
     ok(&r, json!({"end": {"res": 40}}));
+}
+
+#[tokio::test]
+async fn a_split_routes_its_own_error_outside_the_split() {
+    let h = harness().await;
+    let r = run_with(
+        &h,
+        json!([
+            {"id": "t", "kind": "trigger.manual"},
+            {"id": "each", "kind": "flow.split", "on_error": "route"},
+            {"id": "x", "kind": "data.set", "config": {"values": {"v": "{{ input }}"}}},
+            {"id": "all", "kind": "flow.join"},
+            {"id": "end", "kind": "output.end"},
+            {"id": "oops", "kind": "output.end", "config": {"value": "{{ input.error.message }}"}}
+        ]),
+        json!([
+            {"from": "t", "to": "each"}, {"from": "each", "to": "x"}, {"from": "x", "to": "all"},
+            {"from": "all", "to": "end"}, {"from": "each:error", "to": "oops"}
+        ]),
+        None,
+        json!("not a list"),
+    )
+    .await;
+    ok(
+        &r,
+        json!({"oops": "flow.split: `items` must be an array, got a string"}),
+    );
 }
