@@ -20,7 +20,7 @@ use tokio::task::JoinSet;
 use crate::machine::{
     Action, Activation, Event, Hist, Lineage, Msg, Run, Status, StepError, StepKey,
 };
-use crate::plan::{Invalid, Plan};
+use crate::plan::{Invalid, Plan, PlanNode};
 
 /// Errors of the executor (not of runs: a failed run is a [`RunResult`]).
 #[derive(Debug, thiserror::Error)]
@@ -478,6 +478,8 @@ struct Driver {
     handles: HashMap<StepKey, tokio::task::AbortHandle>,
     tx: mpsc::UnboundedSender<Wake>,
     rx: mpsc::UnboundedReceiver<Wake>,
+    /// Steps that finished on the driver itself, not yet applied.
+    ready: std::collections::VecDeque<Wake>,
     run_info: Arc<Value>,
 }
 
@@ -497,6 +499,7 @@ impl Driver {
             handles: HashMap::new(),
             tx,
             rx,
+            ready: Default::default(),
             run_info,
         }
     }
@@ -553,7 +556,11 @@ impl Driver {
                 Ok(None) => {}
                 Err(e) => return self.internal_failure(e).await,
             }
-            let Some(wake) = self.rx.recv().await else {
+            let wake = match self.ready.pop_front() {
+                Some(w) => Some(w),
+                None => self.rx.recv().await,
+            };
+            let Some(wake) = wake else {
                 return self
                     .internal_failure(Error::Usage("step channel closed".into()))
                     .await;
@@ -698,6 +705,8 @@ impl Driver {
         Ok(None)
     }
 
+    /// Runs a step: pure kinds (and disabled nodes) at once on the driver,
+    /// with no task or channel hop; the others on a task of their own.
     fn spawn_step(
         &mut self,
         key: StepKey,
@@ -706,71 +715,36 @@ impl Driver {
         hist: Option<Arc<Hist>>,
         first_started_at_us: i64,
     ) {
-        let engine = self.engine.clone();
+        let node = &self.plan.nodes[key.node];
+        let step = Prepared::new(self, &key, attempt, &input, hist);
+        let inline = if node.disabled {
+            Some(Ok(vec![("out".to_string(), input.clone())]))
+        } else {
+            nodes::execute_pure(&step.call(node, first_started_at_us))
+        };
+        if let Some(result) = inline {
+            self.ready
+                .push_back(Wake::Step(step.done(key, attempt, result)));
+            return;
+        }
         let plan = self.plan.clone();
+        let permits = self.engine.inner.permits.clone();
         let tx = self.tx.clone();
-        let run_id = self.run_id.clone();
-        let run_info = self.run_info.clone();
         let handle_key = key.clone();
         let handle = self.tasks.spawn(async move {
-            let permit = engine.inner.permits.clone().acquire_owned().await;
-            let started = Instant::now();
+            let permit = permits.acquire_owned().await;
             let node = &plan.nodes[key.node];
-            let idem = format!("{}/{}/{}/{}", run_id, node.id, key.lineage, key.activation);
-            if let Some(log) = &engine.inner.exec_log {
-                use std::io::Write;
-                if let Ok(mut f) = log.lock() {
-                    // Test hook only: a failed write just means a missing count.
-                    writeln!(f, "{idem} {attempt}").ok();
-                }
-            }
-            let host = StepHost {
-                engine: engine.clone(),
-                idem: idem.clone(),
-                logs: Mutex::new(Vec::new()),
-            };
-            let scope = Scope {
-                input: input.clone(),
-                nodes: Arc::new(HistView {
-                    plan: plan.clone(),
-                    hist,
-                }),
-                run: run_info,
-                vars: plan.vars.clone(),
-            };
-            let call = nodes::Call {
-                kind: node.kind,
-                node_id: &node.id,
-                config: &node.config,
-                raw: &node.raw_config,
-                scope,
-                first_started_at_us,
-                host: &host,
-                jq: node.jq.clone(),
-            };
-            let result = if node.disabled {
-                Ok(vec![("out".to_string(), input)])
-            } else {
-                let fut = nodes::execute(call);
-                match node.timeout_ms {
-                    Some(ms) => match tokio::time::timeout(Duration::from_millis(ms), fut).await {
-                        Ok(r) => r,
-                        Err(_) => Err(nodes::Error::retryable(format!("timed out after {ms} ms"))),
-                    },
-                    None => fut.await,
-                }
+            let fut = nodes::execute(step.call(node, first_started_at_us));
+            let result = match node.timeout_ms {
+                Some(ms) => match tokio::time::timeout(Duration::from_millis(ms), fut).await {
+                    Ok(r) => r,
+                    Err(_) => Err(nodes::Error::retryable(format!("timed out after {ms} ms"))),
+                },
+                None => fut.await,
             };
             drop(permit);
-            let logs = host.logs.into_inner().unwrap_or_default();
             // The driver may be gone (run aborted): nothing to report then.
-            tx.send(Wake::Step(Done {
-                key,
-                attempt,
-                started,
-                result,
-                logs,
-            }))
-            .ok();
+            tx.send(Wake::Step(step.done(key, attempt, result))).ok();
         });
         self.handles.insert(handle_key, handle);
     }
@@ -802,6 +776,77 @@ impl Driver {
             status: Status::Failed,
             output: Value::Null,
             error: Some(error),
+        }
+    }
+}
+
+/// One execution of a step, ready to call the node.
+struct Prepared {
+    host: StepHost,
+    scope: Scope,
+    started: Instant,
+}
+
+impl Prepared {
+    fn new(
+        driver: &Driver,
+        key: &StepKey,
+        attempt: u32,
+        input: &Msg,
+        hist: Option<Arc<Hist>>,
+    ) -> Prepared {
+        let plan = &driver.plan;
+        let node = &plan.nodes[key.node];
+        let idem = format!(
+            "{}/{}/{}/{}",
+            driver.run_id, node.id, key.lineage, key.activation
+        );
+        if let Some(log) = &driver.engine.inner.exec_log {
+            use std::io::Write;
+            if let Ok(mut f) = log.lock() {
+                // Test hook only: a failed write just means a missing count.
+                writeln!(f, "{idem} {attempt}").ok();
+            }
+        }
+        Prepared {
+            host: StepHost {
+                engine: driver.engine.clone(),
+                idem,
+                logs: Mutex::new(Vec::new()),
+            },
+            scope: Scope {
+                input: input.clone(),
+                nodes: Arc::new(HistView {
+                    plan: plan.clone(),
+                    hist,
+                }),
+                run: driver.run_info.clone(),
+                vars: plan.vars.clone(),
+            },
+            started: Instant::now(),
+        }
+    }
+
+    fn call<'a>(&'a self, node: &'a PlanNode, first_started_at_us: i64) -> nodes::Call<'a> {
+        nodes::Call {
+            kind: node.kind,
+            node_id: &node.id,
+            config: &node.config,
+            raw: &node.raw_config,
+            scope: self.scope.clone(),
+            first_started_at_us,
+            host: &self.host,
+            jq: node.jq.clone(),
+        }
+    }
+
+    fn done(self, key: StepKey, attempt: u32, result: nodes::Result<Vec<(String, Msg)>>) -> Done {
+        Done {
+            key,
+            attempt,
+            started: self.started,
+            result,
+            logs: self.host.logs.into_inner().unwrap_or_default(),
         }
     }
 }
