@@ -2,6 +2,7 @@
 //! Exit codes: 0 success, 1 the run failed, 2 invalid workflow or usage.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -250,22 +251,23 @@ fn parse_input(input: Option<&str>) -> Result<Value, Exit> {
     let Some(input) = input else {
         return Ok(Value::Null);
     };
-    let (what, text) = match input.strip_prefix('@') {
-        Some(file) => (
-            file.to_string(),
-            std::fs::read_to_string(file)
-                .map_err(|e| usage(format!("cannot read input file {file}: {e}")))?,
-        ),
-        None => ("--input".to_string(), input.to_string()),
-    };
-    serde_json::from_str(&text).map_err(|e| {
+    let bad = |what: &str, e: serde_json::Error| {
         usage(format!(
             "{what}: invalid JSON at line {}, column {}: {}",
             e.line(),
             e.column(),
             strip_pos(&e.to_string())
         ))
-    })
+    };
+    match input.strip_prefix('@') {
+        // Parsed as it is read: a large input is never held as text too.
+        Some(file) => {
+            let f = std::fs::File::open(file)
+                .map_err(|e| usage(format!("cannot read input file {file}: {e}")))?;
+            serde_json::from_reader(std::io::BufReader::new(f)).map_err(|e| bad(file, e))
+        }
+        None => serde_json::from_str(input).map_err(|e| bad("--input", e)),
+    }
 }
 
 fn strip_pos(s: &str) -> &str {
@@ -273,10 +275,13 @@ fn strip_pos(s: &str) -> &str {
 }
 
 fn report(result: &RunResult) -> Result<u8, Exit> {
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&result.output).unwrap_or_default()
-    );
+    // Streamed: a large output is never held twice (value and text).
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    serde_json::to_writer_pretty(&mut out, &result.output)
+        .map_err(|e| internal(format!("cannot write the output: {e}")))?;
+    writeln!(out)
+        .and_then(|()| out.flush())
+        .map_err(|e| internal(format!("cannot write the output: {e}")))?;
     match result.status {
         Status::Succeeded => Ok(0),
         status => {

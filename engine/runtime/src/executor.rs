@@ -518,12 +518,12 @@ impl Driver {
         )
     }
 
-    async fn journal(
+    async fn journal<T: serde::Serialize + ?Sized>(
         &mut self,
         kind: RecordKind,
         key: &StepKey,
         attempt: u32,
-        data: Option<&Value>,
+        data: Option<&T>,
         error: Option<Value>,
         duration_us: Option<i64>,
     ) -> Result<()> {
@@ -572,15 +572,13 @@ impl Driver {
                     let duration = Some(done.started.elapsed().as_micros() as i64);
                     let logged = self.write_logs(&done).await;
                     let journaled = match &done.result {
+                        // Serialized straight from the shared messages: `[[port, value], ...]`.
                         Ok(outputs) => {
-                            let pairs = Value::Array(
-                                outputs.iter().map(|(p, m)| json!([p, &**m])).collect(),
-                            );
                             self.journal(
                                 RecordKind::Succeeded,
                                 &done.key,
                                 done.attempt,
-                                Some(&pairs),
+                                Some(outputs.as_slice()),
                                 None,
                                 duration,
                             )
@@ -592,7 +590,7 @@ impl Driver {
                                 RecordKind::Failed,
                                 &done.key,
                                 done.attempt,
-                                None,
+                                None::<&Value>,
                                 Some(err),
                                 duration,
                             )
@@ -665,7 +663,7 @@ impl Driver {
                         lineage,
                         activation: Activation::default(),
                     };
-                    self.journal(RecordKind::Skipped, &key, 0, None, None, None)
+                    self.journal(RecordKind::Skipped, &key, 0, None::<&Value>, None, None)
                         .await?;
                 }
                 Action::Abort { keys } => {

@@ -404,56 +404,61 @@ impl Run {
         };
         let node = &self.plan.nodes[key.node];
         let mut work = Vec::new();
-        match node.role {
-            Role::Exit => {
-                let value = outputs
-                    .into_iter()
-                    .next()
-                    .map(|(_, v)| v)
-                    .unwrap_or_else(|| step.input.clone());
-                if node.kind == "output.respond" && self.first_respond.is_none() {
-                    self.first_respond = Some(key.clone());
+        // `step` is dropped with this block: by the time the run may finish
+        // (in `settle`), nothing here still holds its input.
+        {
+            let step = step;
+            match node.role {
+                Role::Exit => {
+                    let value = outputs
+                        .into_iter()
+                        .next()
+                        .map(|(_, v)| v)
+                        .unwrap_or_else(|| step.input.clone());
+                    if node.kind == "output.respond" && self.first_respond.is_none() {
+                        self.first_respond = Some(key.clone());
+                    }
+                    self.exits.insert(
+                        (key.node, key.lineage.clone(), key.activation.clone()),
+                        value,
+                    );
                 }
-                self.exits.insert(
-                    (key.node, key.lineage.clone(), key.activation.clone()),
-                    value,
-                );
-            }
-            // Elements on `out`; an error routed to `error` is an ordinary emission.
-            Role::Split { concurrency } if outputs.iter().all(|(p, _)| p == "out") => {
-                let arr = outputs
-                    .into_iter()
-                    .next()
-                    .map(|(_, v)| v)
-                    .unwrap_or_else(|| Arc::new(Value::Array(Vec::new())));
-                let hist = Some(Arc::new(Hist {
-                    node: key.node,
-                    output: arr.clone(),
-                    parents: step.hist.into_iter().collect(),
-                }));
-                let state = self
-                    .splits
-                    .entry((key.node, key.lineage.clone()))
-                    .or_default();
-                state.acts.push((key.activation.clone(), hist.clone()));
-                for (i, item) in arr.as_array().into_iter().flatten().enumerate() {
-                    state.queued.push_back((
-                        key.activation.clone(),
-                        i as u32,
-                        Arc::new(item.clone()),
-                        hist.clone(),
-                    ));
-                }
-                self.pump_split(key.node, &key.lineage, concurrency, &mut work, actions);
-            }
-            _ => {
-                for (port, msg) in outputs {
+                // Elements on `out`; an error routed to `error` is an ordinary emission.
+                Role::Split { concurrency } if outputs.iter().all(|(p, _)| p == "out") => {
+                    let arr = outputs
+                        .into_iter()
+                        .next()
+                        .map(|(_, v)| v)
+                        .unwrap_or_else(|| Arc::new(Value::Array(Vec::new())));
                     let hist = Some(Arc::new(Hist {
                         node: key.node,
-                        output: msg.clone(),
-                        parents: step.hist.iter().cloned().collect(),
+                        output: arr.clone(),
+                        parents: step.hist.into_iter().collect(),
                     }));
-                    self.emit(&key, &port, msg, hist, &mut work, actions);
+                    let state = self
+                        .splits
+                        .entry((key.node, key.lineage.clone()))
+                        .or_default();
+                    state.acts.push((key.activation.clone(), hist.clone()));
+                    for (i, item) in arr.as_array().into_iter().flatten().enumerate() {
+                        state.queued.push_back((
+                            key.activation.clone(),
+                            i as u32,
+                            Arc::new(item.clone()),
+                            hist.clone(),
+                        ));
+                    }
+                    self.pump_split(key.node, &key.lineage, concurrency, &mut work, actions);
+                }
+                _ => {
+                    for (port, msg) in outputs {
+                        let hist = Some(Arc::new(Hist {
+                            node: key.node,
+                            output: msg.clone(),
+                            parents: step.hist.iter().cloned().collect(),
+                        }));
+                        self.emit(&key, &port, msg, hist, &mut work, actions);
+                    }
                 }
             }
         }
@@ -841,19 +846,21 @@ impl Run {
         }
     }
 
-    /// The run output: exit values keyed by exit node id.
-    pub fn output(&self) -> Value {
+    /// The run output: exit values keyed by exit node id. Taken once, at
+    /// the end: values nobody else holds any more move instead of being copied.
+    fn take_output(&mut self) -> Value {
         let mut out = Map::new();
-        let mut by_node: BTreeMap<usize, Vec<&Msg>> = BTreeMap::new();
-        for ((node, _, _), v) in &self.exits {
-            by_node.entry(*node).or_default().push(v);
+        let mut by_node: BTreeMap<usize, Vec<Msg>> = BTreeMap::new();
+        for ((node, _, _), v) in std::mem::take(&mut self.exits) {
+            by_node.entry(node).or_default().push(v);
         }
-        for (node, values) in by_node {
+        let owned = |v: Msg| Arc::try_unwrap(v).unwrap_or_else(|shared| (*shared).clone());
+        for (node, mut values) in by_node {
             let n = &self.plan.nodes[node];
             let v = if n.scope.is_empty() && values.len() == 1 {
-                (**values[0]).clone()
+                owned(values.remove(0))
             } else {
-                Value::Array(values.into_iter().map(|v| (**v).clone()).collect())
+                Value::Array(values.into_iter().map(owned).collect())
             };
             out.insert(n.id.to_string(), v);
         }
@@ -863,7 +870,7 @@ impl Run {
     fn finish(&mut self, actions: &mut Vec<Action>) {
         actions.push(Action::Finish {
             status: self.status,
-            output: self.output(),
+            output: self.take_output(),
             error: self.error.clone(),
         });
     }

@@ -84,7 +84,7 @@ impl Blobs {
     /// otherwise streamed into a blob file while hashing, so a large value is
     /// never held in memory as text. Blocking: run big values on
     /// `spawn_blocking`.
-    pub fn store_value(&self, v: &Value) -> Result<Stored> {
+    pub fn store_value<T: serde::Serialize + ?Sized>(&self, v: &T) -> Result<Stored> {
         let mut spill = Spill {
             blobs: self,
             buf: Vec::new(),
