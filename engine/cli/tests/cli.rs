@@ -1,0 +1,159 @@
+//! The `sluice` command as scripts see it: exit codes, stdout, stderr.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+
+const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
+
+fn sluice(data: &Path, args: &[&str]) -> Output {
+    Command::new(SLUICE).args(args).env("SLUICE_DATA_DIR", data).output().unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.to_str().unwrap().to_string()
+}
+
+#[test]
+fn malformed_json_exits_2_with_line_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "bad.flow.json", "{\n  \"format\": \"sluice.workflow/v1\",\n  \"id\": oops\n}");
+    for cmd in ["validate", "run"] {
+        let o = sluice(dir.path(), &[cmd, &f]);
+        assert_eq!(o.status.code(), Some(2), "{cmd}");
+        assert_eq!(stderr(&o).trim(), format!("{f}: at id, line 3, column 9: expected value"));
+    }
+}
+
+#[test]
+fn invalid_workflow_exits_2_listing_every_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "w.flow.json",
+        r#"{"format": "sluice.workflow/v1", "id": "w", "nodes": [
+            {"id": "t", "kind": "trigger.manual"},
+            {"id": "x", "kind": "data.transform", "config": {"jq": ".a |"}},
+            {"id": "y", "kind": "nope"}],
+          "edges": [{"from": "t", "to": "x"}, {"from": "x", "to": "ghost"}]}"#,
+    );
+    let o = sluice(dir.path(), &["validate", &f]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(err.starts_with(&format!("{f}: invalid workflow (2 problems):")), "{err}");
+    assert!(err.contains("node `y` kind: unknown kind `nope`"), "{err}");
+    assert!(err.contains("edges[1] to: node `ghost` does not exist"), "{err}");
+    // Once those are fixed, the jq program is checked too.
+    let f = write(
+        dir.path(),
+        "w2.flow.json",
+        r#"{"format": "sluice.workflow/v1", "id": "w", "nodes": [
+            {"id": "t", "kind": "trigger.manual"},
+            {"id": "x", "kind": "data.transform", "config": {"jq": ".a |"}}],
+          "edges": [{"from": "t", "to": "x"}]}"#,
+    );
+    let o = sluice(dir.path(), &["validate", &f]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("node `x` config.jq: jq syntax error: line 1, column 5"), "{}", stderr(&o));
+}
+
+#[test]
+fn run_prints_output_and_exit_1_names_the_failing_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "w.flow.json",
+        r#"{"format": "sluice.workflow/v1", "id": "w", "nodes": [
+            {"id": "t", "kind": "trigger.manual"},
+            {"id": "check", "kind": "flow.if", "config": {"condition": "{{ input.ok }}"}},
+            {"id": "done", "kind": "output.end", "config": {"value": {"n": "{{ input.n }}"}}},
+            {"id": "boom", "kind": "data.transform", "config": {"jq": "error(\"not ok\")"}}],
+          "edges": [{"from": "t", "to": "check"}, {"from": "check:true", "to": "done"},
+                    {"from": "check:false", "to": "boom"}]}"#,
+    );
+    let o = sluice(dir.path(), &["run", &f, "--input", r#"{"ok": true, "n": 7}"#]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(out, json!({"done": {"n": 7}}));
+
+    let o = sluice(dir.path(), &["run", &f, "--input", r#"{"ok": false}"#]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(err.contains("failed at node `boom`: data.transform: jq runtime error: \"not ok\""), "{err}");
+
+    // The workflow is now stored: run it by id.
+    let o = sluice(dir.path(), &["run", "w", "--input", r#"{"ok": true, "n": 1}"#]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+
+    // Runs are listed newest first, with the --json shape scripts rely on.
+    let o = sluice(dir.path(), &["runs", "list", "--json"]);
+    let runs: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let runs = runs.as_array().unwrap();
+    assert_eq!(runs.len(), 3);
+    assert_eq!(runs[0]["status"], "succeeded");
+    assert_eq!(runs[0]["output"], json!({"done": {"n": 1}}));
+    assert_eq!(runs[1]["status"], "failed");
+    assert_eq!(runs[1]["error"]["node"], "boom");
+    for r in runs {
+        assert_eq!(r["workflow"], "w");
+        assert!(r.get("steps").is_none());
+    }
+    let id = runs[1]["id"].as_str().unwrap();
+    let o = sluice(dir.path(), &["runs", "show", id, "--json"]);
+    let run: Value = serde_json::from_slice(&o.stdout).unwrap();
+    for key in ["id", "workflow", "status", "output", "error", "steps"] {
+        assert!(run.get(key).is_some(), "runs show --json lacks {key}");
+    }
+    let steps: Vec<(String, String)> = run["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["node"].as_str().unwrap().to_string(), s["status"].as_str().unwrap().to_string()))
+        .collect();
+    let expected = [("t", "succeeded"), ("check", "succeeded"), ("done", "skipped"), ("boom", "failed")];
+    for (node, status) in expected {
+        assert!(steps.contains(&(node.to_string(), status.to_string())), "{node} {status} in {steps:?}");
+    }
+    let boom = run["steps"].as_array().unwrap().iter().find(|s| s["node"] == "boom").unwrap();
+    assert_eq!(boom["input"], json!({"ok": false}));
+    assert_eq!(boom["attempt"], 1);
+    assert!(boom["duration_us"].is_number());
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = sluice(dir.path(), &["run"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = sluice(dir.path(), &["run", "no-such-workflow"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("workflow `no-such-workflow` not found"), "{}", stderr(&o));
+    let f = write(dir.path(), "hello.flow.json", include_str!("../../../assets/examples/hello.flow.json"));
+    let o = sluice(dir.path(), &["run", &f, "--input", "{\"a\": "]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--input: invalid JSON at line 1, column 6"), "{}", stderr(&o));
+    let o = sluice(dir.path(), &["run", &f, "--trigger", "greet"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("node `greet` is not a trigger"), "{}", stderr(&o));
+    let o = sluice(dir.path(), &["runs", "show", "r-nope"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn examples_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../assets/examples");
+    let input = format!("@{}", root.join("orders.input.json").display());
+    let o = sluice(dir.path(), &["run", root.join("orders.flow.json").to_str().unwrap(), "--input", &input]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(serde_json::from_slice::<Value>(&o.stdout).unwrap(), json!({"done": {"orders": 3, "gold": 2}}));
+    let o = sluice(dir.path(), &["run", root.join("hello.flow.json").to_str().unwrap(), "--input", &input]);
+    assert_eq!(serde_json::from_slice::<Value>(&o.stdout).unwrap(), json!({"done": {"greeting": "Hello Ada!"}}));
+}
