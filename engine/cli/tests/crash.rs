@@ -151,3 +151,45 @@ fn killed_runs_resume_without_redoing_finished_steps() {
         }
     }
 }
+
+#[test]
+fn a_wait_counts_from_its_first_start_across_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let flow = dir.path().join("wait.flow.json");
+    std::fs::write(
+        &flow,
+        r#"{"format": "sluice.workflow/v1", "id": "wait", "nodes": [
+            {"id": "t", "kind": "trigger.manual"},
+            {"id": "w", "kind": "flow.wait", "config": {"duration_ms": 2000}},
+            {"id": "end", "kind": "output.end"}],
+          "edges": [{"from": "t", "to": "w"}, {"from": "w", "to": "end"}]}"#,
+    )
+    .unwrap();
+    let data = dir.path().join("data");
+    let log = dir.path().join("exec.log");
+    let mut child = Command::new(SLUICE)
+        .args(["run", flow.to_str().unwrap(), "--input", "{\"k\": 1}"])
+        .env("SLUICE_DATA_DIR", &data)
+        .env("SLUICE_TEST_EXEC_LOG", &log)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !exec_counts(&log).keys().any(|k| k.contains("/w/")) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let wait_started = Instant::now();
+    std::thread::sleep(Duration::from_millis(800));
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let resumed = Command::new(SLUICE).args(["runs", "resume"]).env("SLUICE_DATA_DIR", &data).output().unwrap();
+    let total = wait_started.elapsed();
+    assert!(resumed.status.success(), "{}", String::from_utf8_lossy(&resumed.stderr));
+    // The wait ends 2 s after it first started, not 2 s after the restart.
+    assert!(total >= Duration::from_millis(1900), "{total:?}");
+    assert!(total < Duration::from_millis(2700), "the wait started over: {total:?}");
+    let runs = json_of(&sluice(&data, &["runs", "list", "--json"]));
+    assert_eq!(runs[0]["status"], "succeeded");
+    assert_eq!(runs[0]["output"], serde_json::json!({"end": {"k": 1}}));
+}
