@@ -8,7 +8,11 @@ use serde_json::{Value, json};
 const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
 
 fn sluice(data: &Path, args: &[&str]) -> Output {
-    Command::new(SLUICE).args(args).env("SLUICE_DATA_DIR", data).output().unwrap()
+    Command::new(SLUICE)
+        .args(args)
+        .env("SLUICE_DATA_DIR", data)
+        .output()
+        .unwrap()
 }
 
 fn stderr(o: &Output) -> String {
@@ -24,11 +28,18 @@ fn write(dir: &Path, name: &str, text: &str) -> String {
 #[test]
 fn malformed_json_exits_2_with_line_and_column() {
     let dir = tempfile::tempdir().unwrap();
-    let f = write(dir.path(), "bad.flow.json", "{\n  \"format\": \"sluice.workflow/v1\",\n  \"id\": oops\n}");
+    let f = write(
+        dir.path(),
+        "bad.flow.json",
+        "{\n  \"format\": \"sluice.workflow/v1\",\n  \"id\": oops\n}",
+    );
     for cmd in ["validate", "run"] {
         let o = sluice(dir.path(), &[cmd, &f]);
         assert_eq!(o.status.code(), Some(2), "{cmd}");
-        assert_eq!(stderr(&o).trim(), format!("{f}: at id, line 3, column 9: expected value"));
+        assert_eq!(
+            stderr(&o).trim(),
+            format!("{f}: at id, line 3, column 9: expected value")
+        );
     }
 }
 
@@ -47,9 +58,15 @@ fn invalid_workflow_exits_2_listing_every_problem() {
     let o = sluice(dir.path(), &["validate", &f]);
     assert_eq!(o.status.code(), Some(2));
     let err = stderr(&o);
-    assert!(err.starts_with(&format!("{f}: invalid workflow (2 problems):")), "{err}");
+    assert!(
+        err.starts_with(&format!("{f}: invalid workflow (2 problems):")),
+        "{err}"
+    );
     assert!(err.contains("node `y` kind: unknown kind `nope`"), "{err}");
-    assert!(err.contains("edges[1] to: node `ghost` does not exist"), "{err}");
+    assert!(
+        err.contains("edges[1] to: node `ghost` does not exist"),
+        "{err}"
+    );
     // Once those are fixed, the jq program is checked too.
     let f = write(
         dir.path(),
@@ -61,7 +78,11 @@ fn invalid_workflow_exits_2_listing_every_problem() {
     );
     let o = sluice(dir.path(), &["validate", &f]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("node `x` config.jq: jq syntax error: line 1, column 5"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("node `x` config.jq: jq syntax error: line 1, column 5"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
@@ -78,7 +99,10 @@ fn run_prints_output_and_exit_1_names_the_failing_node() {
           "edges": [{"from": "t", "to": "check"}, {"from": "check:true", "to": "done"},
                     {"from": "check:false", "to": "boom"}]}"#,
     );
-    let o = sluice(dir.path(), &["run", &f, "--input", r#"{"ok": true, "n": 7}"#]);
+    let o = sluice(
+        dir.path(),
+        &["run", &f, "--input", r#"{"ok": true, "n": 7}"#],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(out, json!({"done": {"n": 7}}));
@@ -86,10 +110,16 @@ fn run_prints_output_and_exit_1_names_the_failing_node() {
     let o = sluice(dir.path(), &["run", &f, "--input", r#"{"ok": false}"#]);
     assert_eq!(o.status.code(), Some(1));
     let err = stderr(&o);
-    assert!(err.contains("failed at node `boom`: data.transform: jq runtime error: \"not ok\""), "{err}");
+    assert!(
+        err.contains("failed at node `boom`: data.transform: jq runtime error: \"not ok\""),
+        "{err}"
+    );
 
     // The workflow is now stored: run it by id.
-    let o = sluice(dir.path(), &["run", "w", "--input", r#"{"ok": true, "n": 1}"#]);
+    let o = sluice(
+        dir.path(),
+        &["run", "w", "--input", r#"{"ok": true, "n": 1}"#],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 
     // Runs are listed newest first, with the --json shape scripts rely on.
@@ -115,13 +145,31 @@ fn run_prints_output_and_exit_1_names_the_failing_node() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|s| (s["node"].as_str().unwrap().to_string(), s["status"].as_str().unwrap().to_string()))
+        .map(|s| {
+            (
+                s["node"].as_str().unwrap().to_string(),
+                s["status"].as_str().unwrap().to_string(),
+            )
+        })
         .collect();
-    let expected = [("t", "succeeded"), ("check", "succeeded"), ("done", "skipped"), ("boom", "failed")];
+    let expected = [
+        ("t", "succeeded"),
+        ("check", "succeeded"),
+        ("done", "skipped"),
+        ("boom", "failed"),
+    ];
     for (node, status) in expected {
-        assert!(steps.contains(&(node.to_string(), status.to_string())), "{node} {status} in {steps:?}");
+        assert!(
+            steps.contains(&(node.to_string(), status.to_string())),
+            "{node} {status} in {steps:?}"
+        );
     }
-    let boom = run["steps"].as_array().unwrap().iter().find(|s| s["node"] == "boom").unwrap();
+    let boom = run["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["node"] == "boom")
+        .unwrap();
     assert_eq!(boom["input"], json!({"ok": false}));
     assert_eq!(boom["attempt"], 1);
     assert!(boom["duration_us"].is_number());
@@ -134,14 +182,30 @@ fn usage_errors_exit_2() {
     assert_eq!(o.status.code(), Some(2));
     let o = sluice(dir.path(), &["run", "no-such-workflow"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("workflow `no-such-workflow` not found"), "{}", stderr(&o));
-    let f = write(dir.path(), "hello.flow.json", include_str!("../../../assets/examples/hello.flow.json"));
+    assert!(
+        stderr(&o).contains("workflow `no-such-workflow` not found"),
+        "{}",
+        stderr(&o)
+    );
+    let f = write(
+        dir.path(),
+        "hello.flow.json",
+        include_str!("../../../assets/examples/hello.flow.json"),
+    );
     let o = sluice(dir.path(), &["run", &f, "--input", "{\"a\": "]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("--input: invalid JSON at line 1, column 6"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--input: invalid JSON at line 1, column 6"),
+        "{}",
+        stderr(&o)
+    );
     let o = sluice(dir.path(), &["run", &f, "--trigger", "greet"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("node `greet` is not a trigger"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("node `greet` is not a trigger"),
+        "{}",
+        stderr(&o)
+    );
     let o = sluice(dir.path(), &["runs", "show", "r-nope"]);
     assert_eq!(o.status.code(), Some(2));
 }
@@ -151,9 +215,31 @@ fn examples_run() {
     let dir = tempfile::tempdir().unwrap();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../assets/examples");
     let input = format!("@{}", root.join("orders.input.json").display());
-    let o = sluice(dir.path(), &["run", root.join("orders.flow.json").to_str().unwrap(), "--input", &input]);
+    let o = sluice(
+        dir.path(),
+        &[
+            "run",
+            root.join("orders.flow.json").to_str().unwrap(),
+            "--input",
+            &input,
+        ],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert_eq!(serde_json::from_slice::<Value>(&o.stdout).unwrap(), json!({"done": {"orders": 3, "gold": 2}}));
-    let o = sluice(dir.path(), &["run", root.join("hello.flow.json").to_str().unwrap(), "--input", &input]);
-    assert_eq!(serde_json::from_slice::<Value>(&o.stdout).unwrap(), json!({"done": {"greeting": "Hello Ada!"}}));
+    assert_eq!(
+        serde_json::from_slice::<Value>(&o.stdout).unwrap(),
+        json!({"done": {"orders": 3, "gold": 2}})
+    );
+    let o = sluice(
+        dir.path(),
+        &[
+            "run",
+            root.join("hello.flow.json").to_str().unwrap(),
+            "--input",
+            &input,
+        ],
+    );
+    assert_eq!(
+        serde_json::from_slice::<Value>(&o.stdout).unwrap(),
+        json!({"done": {"greeting": "Hello Ada!"}})
+    );
 }

@@ -183,12 +183,23 @@ fn a_wait_counts_from_its_first_start_across_a_crash() {
     child.kill().unwrap();
     child.wait().unwrap();
 
-    let resumed = Command::new(SLUICE).args(["runs", "resume"]).env("SLUICE_DATA_DIR", &data).output().unwrap();
+    let resumed = Command::new(SLUICE)
+        .args(["runs", "resume"])
+        .env("SLUICE_DATA_DIR", &data)
+        .output()
+        .unwrap();
     let total = wait_started.elapsed();
-    assert!(resumed.status.success(), "{}", String::from_utf8_lossy(&resumed.stderr));
+    assert!(
+        resumed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&resumed.stderr)
+    );
     // The wait ends 2 s after it first started, not 2 s after the restart.
     assert!(total >= Duration::from_millis(1900), "{total:?}");
-    assert!(total < Duration::from_millis(2700), "the wait started over: {total:?}");
+    assert!(
+        total < Duration::from_millis(2700),
+        "the wait started over: {total:?}"
+    );
     let runs = json_of(&sluice(&data, &["runs", "list", "--json"]));
     assert_eq!(runs[0]["status"], "succeeded");
     assert_eq!(runs[0]["output"], serde_json::json!({"end": {"k": 1}}));

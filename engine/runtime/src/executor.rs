@@ -14,7 +14,7 @@ use sluice_model::Workflow;
 use sluice_model::template::{NodeOutputs, Scope};
 use sluice_nodes::{self as nodes, Host};
 use sluice_store::{LogLine, NewRun, Record, RecordKind, Store, Stored};
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 
 use crate::machine::{
@@ -76,6 +76,8 @@ struct Inner {
     permits: Arc<Semaphore>,
     /// Test hook: append each step execution to this file (counts side effects).
     exec_log: Option<Mutex<std::fs::File>>,
+    /// Runs being driven, so a second resume attaches instead of driving twice.
+    active: Mutex<HashMap<String, watch::Receiver<Option<RunResult>>>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -90,18 +92,41 @@ impl std::fmt::Debug for Engine {
 #[derive(Debug)]
 pub struct RunHandle {
     pub id: String,
-    done: oneshot::Receiver<RunResult>,
+    done: watch::Receiver<Option<RunResult>>,
 }
 
 impl RunHandle {
     pub async fn wait(self) -> RunResult {
-        let id = self.id.clone();
-        self.done.await.unwrap_or_else(|_| RunResult {
-            id,
-            status: Status::Failed,
-            output: Value::Null,
-            error: Some(json!({"message": "the engine stopped before the run finished"})),
-        })
+        let RunHandle { id, mut done } = self;
+        match done.wait_for(Option::is_some).await {
+            Ok(result) => result.clone().unwrap_or_else(|| stopped(&id)),
+            Err(_) => stopped(&id),
+        }
+    }
+}
+
+fn stopped(id: &str) -> RunResult {
+    RunResult {
+        id: id.to_string(),
+        status: Status::Failed,
+        output: Value::Null,
+        error: Some(json!({"message": "the engine stopped before the run finished"})),
+    }
+}
+
+/// The right to drive a run: at most one driver per run in an engine.
+struct Slot {
+    engine: Engine,
+    id: String,
+    tx: Option<watch::Sender<Option<RunResult>>>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        // Never used (the run could not be started or replayed): free the id.
+        if self.tx.is_some() {
+            self.engine.forget(&self.id);
+        }
     }
 }
 
@@ -121,8 +146,35 @@ impl Engine {
                 store,
                 permits: Arc::new(Semaphore::new(options.max_concurrent_steps.max(1))),
                 exec_log,
+                active: Mutex::new(HashMap::new()),
             }),
         })
+    }
+
+    /// Claims the right to drive `id`, or attaches to the driver that has it.
+    fn claim(&self, id: &str) -> Result<Slot, RunHandle> {
+        let mut active = self.inner.active.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(rx) = active.get(id) {
+            return Err(RunHandle {
+                id: id.to_string(),
+                done: rx.clone(),
+            });
+        }
+        let (tx, rx) = watch::channel(None);
+        active.insert(id.to_string(), rx);
+        Ok(Slot {
+            engine: self.clone(),
+            id: id.to_string(),
+            tx: Some(tx),
+        })
+    }
+
+    fn forget(&self, id: &str) {
+        self.inner
+            .active
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(id);
     }
 
     pub fn store(&self) -> &Store {
@@ -161,6 +213,10 @@ impl Engine {
         parent: Option<String>,
     ) -> Result<RunHandle> {
         let entry = plan.entry(trigger).map_err(Error::Usage)?;
+        let slot = match self.claim(&id) {
+            Ok(slot) => slot,
+            Err(attached) => return Ok(attached),
+        };
         let created_at_us = nodes::now_us();
         self.store()
             .create_run(&NewRun {
@@ -175,16 +231,14 @@ impl Engine {
             .await?;
         let info = run_info(&id, &plan, &plan.nodes[entry].id, created_at_us);
         let (run, actions) = Run::start(plan, entry, input);
-        Ok(self.spawn_driver(id, run, actions, Replay::default(), info))
+        Ok(self.spawn_driver(slot, run, actions, Replay::default(), info))
     }
 
-    /// Resumes every unfinished top-level run; sub-workflow runs are resumed by their parents.
+    /// Resumes every unfinished run, oldest first. A parent whose
+    /// sub-workflow step is still in flight attaches to its child's driver.
     pub async fn resume_all(&self) -> Result<Vec<RunHandle>> {
         let mut handles = Vec::new();
         for row in self.store().unfinished_runs().await? {
-            if row.parent_run.is_some() {
-                continue;
-            }
             handles.push(self.resume(&row.id).await?);
         }
         Ok(handles)
@@ -192,6 +246,10 @@ impl Engine {
 
     /// Rebuilds a run from its journal and drives it to the end.
     pub async fn resume(&self, run_id: &str) -> Result<RunHandle> {
+        let slot = match self.claim(run_id) {
+            Ok(slot) => slot,
+            Err(attached) => return Ok(attached),
+        };
         let row = self
             .store()
             .get_run(run_id)
@@ -302,23 +360,34 @@ impl Engine {
             actions.push(finish);
         }
         let info = run_info(run_id, &plan, &row.trigger, row.created_at_us);
-        Ok(self.spawn_driver(run_id.to_string(), run, actions, replay, info))
+        Ok(self.spawn_driver(slot, run, actions, replay, info))
     }
 
     fn spawn_driver(
         &self,
-        id: String,
+        mut slot: Slot,
         run: Run,
         actions: Vec<Action>,
         replay: Replay,
         info: Value,
     ) -> RunHandle {
-        let (done_tx, done) = oneshot::channel();
+        let id = slot.id.clone();
+        let Some(tx) = slot.tx.take() else {
+            // A slot is used once; an empty one has nothing to drive.
+            return RunHandle {
+                id,
+                done: watch::channel(None).1,
+            };
+        };
+        let done = tx.subscribe();
         let driver = Driver::new(self.clone(), Arc::from(id.as_str()), run, replay, info);
+        let engine = self.clone();
+        let run_id = id.clone();
         tokio::spawn(async move {
             let result = driver.drive(actions).await;
-            // The caller may not be waiting.
-            done_tx.send(result).ok();
+            tx.send_replace(Some(result));
+            engine.forget(&run_id);
+            drop(slot);
         });
         RunHandle { id, done }
     }
