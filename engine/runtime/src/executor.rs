@@ -14,7 +14,7 @@ use sluice_model::Workflow;
 use sluice_model::template::{NodeOutputs, Scope};
 use sluice_nodes::{self as nodes, Host};
 use sluice_store::{LogLine, NewRun, Record, RecordKind, Store, Stored};
-use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 
 use crate::machine::{
@@ -77,7 +77,7 @@ struct Inner {
     /// Test hook: append each step execution to this file (counts side effects).
     exec_log: Option<Mutex<std::fs::File>>,
     /// Runs being driven, so a second resume attaches instead of driving twice.
-    active: Mutex<HashMap<String, watch::Receiver<Option<RunResult>>>>,
+    active: Mutex<HashMap<String, watch::Receiver<Option<Arc<RunResult>>>>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -92,15 +92,26 @@ impl std::fmt::Debug for Engine {
 #[derive(Debug)]
 pub struct RunHandle {
     pub id: String,
-    done: watch::Receiver<Option<RunResult>>,
+    done: Outcome,
+}
+
+/// How a handle learns the result: the handle that started the driver owns
+/// it (no copy of a large output); handles that attached later share one.
+#[derive(Debug)]
+enum Outcome {
+    Own(oneshot::Receiver<RunResult>),
+    Attached(watch::Receiver<Option<Arc<RunResult>>>),
 }
 
 impl RunHandle {
     pub async fn wait(self) -> RunResult {
-        let RunHandle { id, mut done } = self;
-        match done.wait_for(Option::is_some).await {
-            Ok(result) => result.clone().unwrap_or_else(|| stopped(&id)),
-            Err(_) => stopped(&id),
+        let RunHandle { id, done } = self;
+        match done {
+            Outcome::Own(rx) => rx.await.unwrap_or_else(|_| stopped(&id)),
+            Outcome::Attached(mut rx) => match rx.wait_for(Option::is_some).await {
+                Ok(result) => result.as_deref().cloned().unwrap_or_else(|| stopped(&id)),
+                Err(_) => stopped(&id),
+            },
         }
     }
 }
@@ -118,7 +129,7 @@ fn stopped(id: &str) -> RunResult {
 struct Slot {
     engine: Engine,
     id: String,
-    tx: Option<watch::Sender<Option<RunResult>>>,
+    tx: Option<watch::Sender<Option<Arc<RunResult>>>>,
 }
 
 impl Drop for Slot {
@@ -157,7 +168,7 @@ impl Engine {
         if let Some(rx) = active.get(id) {
             return Err(RunHandle {
                 id: id.to_string(),
-                done: rx.clone(),
+                done: Outcome::Attached(rx.clone()),
             });
         }
         let (tx, rx) = watch::channel(None);
@@ -372,24 +383,32 @@ impl Engine {
         info: Value,
     ) -> RunHandle {
         let id = slot.id.clone();
+        let (own_tx, own_rx) = oneshot::channel();
         let Some(tx) = slot.tx.take() else {
             // A slot is used once; an empty one has nothing to drive.
             return RunHandle {
                 id,
-                done: watch::channel(None).1,
+                done: Outcome::Own(own_rx),
             };
         };
-        let done = tx.subscribe();
         let driver = Driver::new(self.clone(), Arc::from(id.as_str()), run, replay, info);
         let engine = self.clone();
         let run_id = id.clone();
         tokio::spawn(async move {
             let result = driver.drive(actions).await;
-            tx.send_replace(Some(result));
+            // The finish is durable now: a later resume sees it and refuses.
             engine.forget(&run_id);
+            if tx.receiver_count() > 0 {
+                tx.send_replace(Some(Arc::new(result.clone())));
+            }
+            // The caller may not be waiting.
+            own_tx.send(result).ok();
             drop(slot);
         });
-        RunHandle { id, done }
+        RunHandle {
+            id,
+            done: Outcome::Own(own_rx),
+        }
     }
 }
 

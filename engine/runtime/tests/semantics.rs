@@ -520,13 +520,19 @@ async fn a_split_routes_its_own_error_outside_the_split() {
 #[tokio::test]
 async fn a_retried_subworkflow_step_attaches_to_its_child_instead_of_running_it_twice() {
     let h = harness().await;
-    let child = Workflow::from_value(json!({"format": "sluice.workflow/v1", "id": "slow-child", "nodes": [
+    let child = Workflow::from_value(
+        json!({"format": "sluice.workflow/v1", "id": "slow-child", "nodes": [
         {"id": "called", "kind": "trigger.workflow"},
         {"id": "w", "kind": "flow.wait", "config": {"duration_ms": 300}},
         {"id": "res", "kind": "output.end"}],
-        "edges": [{"from": "called", "to": "w"}, {"from": "w", "to": "res"}]}))
+        "edges": [{"from": "called", "to": "w"}, {"from": "w", "to": "res"}]}),
+    )
     .unwrap();
-    h.engine.store().put_workflow("slow-child", "", &child.to_json_pretty()).await.unwrap();
+    h.engine
+        .store()
+        .put_workflow("slow-child", "", &child.to_json_pretty())
+        .await
+        .unwrap();
     let r = run_with(
         &h,
         json!([
@@ -543,7 +549,10 @@ async fn a_retried_subworkflow_step_attaches_to_its_child_instead_of_running_it_
     ok(&r, json!({"end": {"res": {"n": 1}}}));
     // One child run, whose wait step started exactly once.
     let runs = h.engine.store().list_runs(10).await.unwrap();
-    let children: Vec<_> = runs.iter().filter(|r| r.workflow_id == "slow-child").collect();
+    let children: Vec<_> = runs
+        .iter()
+        .filter(|r| r.workflow_id == "slow-child")
+        .collect();
     assert_eq!(children.len(), 1);
     let records = h.engine.store().run_records(&children[0].id).await.unwrap();
     let waits = records
