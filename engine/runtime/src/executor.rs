@@ -77,7 +77,7 @@ struct Inner {
     /// Test hook: append each step execution to this file (counts side effects).
     exec_log: Option<Mutex<std::fs::File>>,
     /// Runs being driven, so a second resume attaches instead of driving twice.
-    active: Mutex<HashMap<String, watch::Receiver<Option<Arc<RunResult>>>>>,
+    active: Mutex<HashMap<String, Active>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -125,6 +125,13 @@ fn stopped(id: &str) -> RunResult {
     }
 }
 
+/// A run being driven in this engine.
+struct Active {
+    done: watch::Receiver<Option<Arc<RunResult>>>,
+    /// The driver's wake-up channel, once it runs.
+    wake: Option<mpsc::UnboundedSender<Wake>>,
+}
+
 /// The right to drive a run: at most one driver per run in an engine.
 struct Slot {
     engine: Engine,
@@ -165,19 +172,29 @@ impl Engine {
     /// Claims the right to drive `id`, or attaches to the driver that has it.
     fn claim(&self, id: &str) -> Result<Slot, RunHandle> {
         let mut active = self.inner.active.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(rx) = active.get(id) {
+        if let Some(a) = active.get(id) {
             return Err(RunHandle {
                 id: id.to_string(),
-                done: Outcome::Attached(rx.clone()),
+                done: Outcome::Attached(a.done.clone()),
             });
         }
-        let (tx, rx) = watch::channel(None);
-        active.insert(id.to_string(), rx);
+        let (tx, done) = watch::channel(None);
+        active.insert(id.to_string(), Active { done, wake: None });
         Ok(Slot {
             engine: self.clone(),
             id: id.to_string(),
             tx: Some(tx),
         })
+    }
+
+    /// Cancels a run this engine is driving: in-flight steps are stopped and
+    /// the run ends `cancelled`. Returns false when the run is not active here.
+    pub fn cancel(&self, id: &str) -> bool {
+        let active = self.inner.active.lock().unwrap_or_else(|e| e.into_inner());
+        match active.get(id).and_then(|a| a.wake.as_ref()) {
+            Some(wake) => wake.send(Wake::Cancel).is_ok(),
+            None => false,
+        }
     }
 
     fn forget(&self, id: &str) {
@@ -392,6 +409,15 @@ impl Engine {
             };
         };
         let driver = Driver::new(self.clone(), Arc::from(id.as_str()), run, replay, info);
+        if let Some(a) = self
+            .inner
+            .active
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(&id)
+        {
+            a.wake = Some(driver.tx.clone());
+        }
         let engine = self.clone();
         let run_id = id.clone();
         tokio::spawn(async move {
@@ -553,6 +579,7 @@ struct Done {
 enum Wake {
     Step(Done),
     RetryDue(StepKey),
+    Cancel,
 }
 
 struct Driver {
@@ -655,6 +682,7 @@ impl Driver {
             };
             let event = match wake {
                 Wake::RetryDue(key) => Event::RetryDue { key },
+                Wake::Cancel => Event::Cancel,
                 Wake::Step(done) => {
                     self.handles.remove(&done.key);
                     let duration = Some(done.started.elapsed().as_micros() as i64);

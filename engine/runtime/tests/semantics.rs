@@ -561,3 +561,37 @@ async fn a_retried_subworkflow_step_attaches_to_its_child_instead_of_running_it_
         .count();
     assert_eq!(waits, 1);
 }
+
+#[tokio::test]
+async fn cancel_stops_in_flight_steps_and_ends_the_run_cancelled() {
+    let h = harness().await;
+    let handle = h
+        .engine
+        .start(
+            plan(
+                json!([
+                    {"id": "t", "kind": "trigger.manual"},
+                    {"id": "w", "kind": "flow.wait", "config": {"duration_ms": 60000}},
+                    {"id": "end", "kind": "output.end"},
+                    {"id": "quick", "kind": "output.end", "config": {"value": "done"}}
+                ]),
+                json!([{"from": "t", "to": "w"}, {"from": "w", "to": "end"}, {"from": "t", "to": "quick"}]),
+            ),
+            None,
+            Arc::new(json!(null)),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    assert!(h.engine.cancel(&handle.id));
+    let id = handle.id.clone();
+    let r = tokio::time::timeout(std::time::Duration::from_secs(5), handle.wait())
+        .await
+        .unwrap();
+    assert_eq!(r.status, Status::Cancelled);
+    assert_eq!(r.output, json!({"quick": "done"}));
+    assert_eq!(r.error, Some(json!({"message": "the run was cancelled"})));
+    let row = h.engine.store().get_run(&id).await.unwrap().unwrap();
+    assert_eq!(row.status, "cancelled");
+    assert!(!h.engine.cancel(&id), "a finished run cannot be cancelled");
+}
