@@ -17,13 +17,24 @@ pub const FUEL: u64 = 200_000;
 /// Largest output of one evaluation, in bytes of text or of serialized JSON.
 pub const MAX_OUTPUT: usize = 16 * 1024 * 1024;
 
-static ENV: LazyLock<Environment<'static>> = LazyLock::new(|| {
+static ENV: LazyLock<Environment<'static>> = LazyLock::new(new_env);
+
+fn new_env() -> Environment<'static> {
     let mut env = Environment::new();
     env.set_fuel(Some(FUEL));
     env.set_undefined_behavior(UndefinedBehavior::Chainable);
     env.set_recursion_limit(64);
     env
-});
+}
+
+/// A text template parsed once: it lives in an environment of its own, the
+/// only way minijinja keeps an owned, compiled template.
+#[derive(Debug)]
+pub struct Text {
+    env: Environment<'static>,
+}
+
+const TEXT_NAME: &str = "config";
 
 /// A template error: syntax, evaluation, or a limit.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -78,7 +89,7 @@ pub enum Compiled {
     /// A lone `{{ expr }}`.
     Expr(minijinja::Expression<'static, 'static>),
     /// Text with interpolations or blocks.
-    Text(String),
+    Text(Box<Text>),
     Array(Vec<Compiled>),
     Object(Vec<(String, Compiled)>),
 }
@@ -172,10 +183,11 @@ pub fn compile_str(s: &str) -> Result<Compiled, Error> {
             .map_err(|e| Error::from_jinja(&e, true))?;
         return Ok(Compiled::Expr(compiled));
     }
-    // Parse once now so syntax errors surface at validation time.
-    ENV.template_from_str(s)
+    // Parsed now, once: syntax errors surface at validation time.
+    let mut env = new_env();
+    env.add_template_owned(TEXT_NAME, s.to_string())
         .map_err(|e| Error::from_jinja(&e, true))?;
-    Ok(Compiled::Text(s.to_string()))
+    Ok(Compiled::Text(Box::new(Text { env })))
 }
 
 /// `{{ expr }}` with nothing around it (and no other tags inside).
@@ -310,7 +322,7 @@ impl Compiled {
                     .map_err(|e| Error::from_jinja(&e, false))?;
                 to_json(&v)?
             }
-            Compiled::Text(src) => Value::String(render_text(src, scope)?),
+            Compiled::Text(text) => Value::String(render_text(text, scope)?),
             Compiled::Array(items) => Value::Array(
                 items
                     .iter()
@@ -358,9 +370,10 @@ fn eval_path(scope: &Scope, root: Root, segs: &[PathSeg]) -> Arc<Value> {
     Arc::new(cur.clone())
 }
 
-fn render_text(src: &str, scope: &Scope) -> Result<String, Error> {
-    let tmpl = ENV
-        .template_from_str(src)
+fn render_text(text: &Text, scope: &Scope) -> Result<String, Error> {
+    let tmpl = text
+        .env
+        .get_template(TEXT_NAME)
         .map_err(|e| Error::from_jinja(&e, true))?;
     let mut out = Bounded(Vec::new());
     tmpl.render_captured_to(scope.context(), &mut out)
