@@ -1075,6 +1075,13 @@ impl Host for StepHost {
                         .workflow(&workflow)
                         .await
                         .map_err(|e| nodes::Error::terminal(format!("flow.subworkflow: {e}")))?;
+                    // Default entry: the called workflow's only `trigger.workflow`.
+                    let mut called = plan.nodes.iter().filter(|n| n.kind == "trigger.workflow");
+                    let trigger = match (trigger, called.next(), called.next()) {
+                        (Some(t), _, _) => Some(t),
+                        (None, Some(only), None) => Some(only.id.to_string()),
+                        (None, _, _) => None,
+                    };
                     engine
                         .start_with_id(child_id, plan, trigger.as_deref(), input, parent)
                         .await

@@ -465,6 +465,7 @@ async fn subworkflow_runs_a_stored_workflow() {
     let h = harness().await;
     let child = Workflow::from_value(
         json!({"format": "sluice.workflow/v1", "id": "child", "nodes": [
+        {"id": "by_hand", "kind": "trigger.manual"},
         {"id": "called", "kind": "trigger.workflow"},
         {"id": "res", "kind": "output.end", "config": {"value": "{{ input.n * 10 }}"}}],
         "edges": [{"from": "called", "to": "res"}]}),
