@@ -243,3 +243,26 @@ fn examples_run() {
         json!({"done": {"greeting": "Hello Ada!"}})
     );
 }
+
+#[test]
+fn a_100000_deep_input_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "hello.flow.json",
+        include_str!("../../../assets/examples/hello.flow.json"),
+    );
+    let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+    let input = write(dir.path(), "deep.json", &deep);
+    // One argument may not exceed 128 KiB: the command line gets 10,000 levels.
+    let shallower = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+    for arg in [shallower, format!("@{input}")] {
+        let o = sluice(dir.path(), &["run", &f, "--input", &arg]);
+        assert_eq!(o.status.code(), Some(2));
+        assert!(
+            stderr(&o).contains("invalid JSON at line 1, column 128: recursion limit exceeded"),
+            "{}",
+            stderr(&o)
+        );
+    }
+}

@@ -35,7 +35,7 @@ pub fn run_jq(f: &JqFilter, input: &J, max_outputs: usize) -> Result<Vec<J>, Str
     let mut out = Vec::new();
     for r in f.id.run((ctx, json_to_val(input))) {
         match r {
-            Ok(v) => out.push(val_to_json(&v)),
+            Ok(v) => out.push(val_to_json(&v)?),
             Err(exn) => {
                 return Err(match exn.get_err() {
                     Ok(e) => format!("jq runtime error: {e}"), // e: jaq_core::Error<Val>: Display
@@ -148,19 +148,36 @@ pub fn json_to_val(v: &J) -> Val {
     }
 }
 
-pub fn val_to_json(v: &Val) -> J {
-    match v {
+/// Deepest value a jq program may return: the engine serializes, journals and
+/// drops values recursively, so depth is bounded like parsed JSON (serde_json: 128).
+pub const MAX_DEPTH: usize = 128;
+
+pub fn val_to_json(v: &Val) -> Result<J, String> {
+    to_json_at(v, 0)
+}
+
+fn to_json_at(v: &Val, depth: usize) -> Result<J, String> {
+    if depth > MAX_DEPTH {
+        return Err(format!(
+            "jq output is nested more than {MAX_DEPTH} levels deep"
+        ));
+    }
+    Ok(match v {
         Val::Null => J::Null,
         Val::Bool(b) => J::Bool(*b),
         Val::Num(n) => num_to_json(n),
         Val::TStr(b) | Val::BStr(b) => J::String(String::from_utf8_lossy(b).into_owned()),
-        Val::Arr(a) => J::Array(a.iter().map(val_to_json).collect()),
+        Val::Arr(a) => J::Array(
+            a.iter()
+                .map(|x| to_json_at(x, depth + 1))
+                .collect::<Result<_, _>>()?,
+        ),
         Val::Obj(o) => J::Object(
             o.iter()
-                .map(|(k, v)| (key_to_string(k), val_to_json(v)))
-                .collect(),
+                .map(|(k, v)| Ok((key_to_string(k), to_json_at(v, depth + 1)?)))
+                .collect::<Result<_, String>>()?,
         ),
-    }
+    })
 }
 
 fn key_to_string(k: &Val) -> String {

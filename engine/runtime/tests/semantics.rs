@@ -596,3 +596,25 @@ async fn cancel_stops_in_flight_steps_and_ends_the_run_cancelled() {
     assert_eq!(row.status, "cancelled");
     assert!(!h.engine.cancel(&id), "a finished run cannot be cancelled");
 }
+
+#[tokio::test]
+async fn a_jq_program_that_builds_a_very_deep_value_fails_its_step() {
+    let h = harness().await;
+    let r = run_with(
+        &h,
+        json!([
+            {"id": "t", "kind": "trigger.manual"},
+            {"id": "deep", "kind": "data.transform", "config": {"jq": "reduce range(100000) as $i (null; [.])"}},
+            {"id": "end", "kind": "output.end"}
+        ]),
+        json!([{"from": "t", "to": "deep"}, {"from": "deep", "to": "end"}]),
+        None,
+        json!(null),
+    )
+    .await;
+    assert_eq!(r.status, Status::Failed);
+    assert_eq!(
+        r.error.unwrap()["message"],
+        "data.transform: jq output is nested more than 128 levels deep"
+    );
+}
