@@ -122,14 +122,15 @@ struct Trace {
     status: Status,
     output: Value,
     activations: BTreeMap<usize, usize>,
-    skipped: BTreeSet<usize>,
+    /// Skipped instances: (node, lineage).
+    skipped: BTreeSet<(usize, String)>,
     steps: BTreeSet<StepKey>,
 }
 
 /// Drives a run to the end, executing ready steps in an order chosen by `seed`.
-fn drive(plan: &Arc<Plan>, seed: u64) -> Trace {
+fn drive(plan: &Arc<Plan>, seed: u64, input: Value) -> Trace {
     let mut rng = Rng(seed | 1);
-    let (mut run, actions) = Run::start(plan.clone(), 0, Arc::new(json!({"at": 0})));
+    let (mut run, actions) = Run::start(plan.clone(), 0, Arc::new(input));
     let mut ready: Vec<(StepKey, Arc<Value>)> = Vec::new();
     let mut trace = Trace {
         status: Status::Running,
@@ -150,8 +151,12 @@ fn drive(plan: &Arc<Plan>, seed: u64) -> Trace {
                         );
                         ready.push((key, input));
                     }
-                    Action::Skipped { node, .. } => {
-                        assert!(trace.skipped.insert(node), "node {node} skipped twice")
+                    Action::Skipped { node, lineage } => {
+                        let l = lineage.to_string();
+                        assert!(
+                            trace.skipped.insert((node, l.clone())),
+                            "node {node} skipped twice in lineage {l:?}"
+                        );
                     }
                     Action::Finish { status, output, .. } => {
                         assert_eq!(trace.status, Status::Running, "finished twice");
@@ -199,15 +204,155 @@ proptest! {
     fn runs_terminate_match_the_reference_and_ignore_scheduling(seed in any::<u64>(), a in any::<u64>(), b in any::<u64>()) {
         let (wf, reference) = random_workflow(seed);
         let plan = Plan::new(wf.clone()).map_err(|e| TestCaseError::fail(e.to_string()))?;
-        let ta = drive(&plan, a);
-        let tb = drive(&plan, b);
+        let ta = drive(&plan, a, json!({"at": 0}));
+        let tb = drive(&plan, b, json!({"at": 0}));
         prop_assert_eq!(ta.status, Status::Succeeded);
         for (i, &expected) in reference.iter().enumerate() {
             let ran = ta.activations.get(&i).copied().unwrap_or(0);
             prop_assert_eq!(ran, expected, "node n{} ran {} times, reference says {}", i, ran, expected);
-            prop_assert_eq!(ta.skipped.contains(&i), expected == 0, "node n{} skip state", i);
+            prop_assert_eq!(ta.skipped.contains(&(i, String::new())), expected == 0, "node n{} skip state", i);
         }
         prop_assert!(plan.nodes.iter().all(|n| n.role != Role::Trigger || n.id.as_ref() == "n0"));
+        prop_assert_eq!(&ta.output, &tb.output);
+        prop_assert_eq!(&ta.steps, &tb.steps);
+        prop_assert_eq!(&ta.skipped, &tb.skipped);
+    }
+}
+
+/// trigger → split (k elements, random concurrency) → random body DAG →
+/// join (fed by some body nodes) → end. Returns the workflow, the body's
+/// per-element reference counts (by node index), and the join's index.
+fn random_split_workflow(seed: u64) -> (Workflow, Vec<usize>, usize) {
+    let mut rng = Rng(seed | 1);
+    let body = 1 + rng.below(8);
+    let concurrency = 1 + rng.below(4);
+    let mut nodes = vec![
+        json!({"id": "n0", "kind": "trigger.manual"}),
+        json!({"id": "n1", "kind": "flow.split", "config": {"concurrency": concurrency}}),
+    ];
+    let mut kinds = vec!["trigger", "split"];
+    let mut conds = vec![false, false];
+    let mut edges: Vec<(usize, &str, usize)> = vec![(0, "out", 1)];
+    for i in 2..2 + body {
+        let kind = match rng.below(9) {
+            0..=3 => "set",
+            4..=5 => "if",
+            6..=7 => "merge",
+            _ => "end",
+        };
+        let cond = rng.below(2) == 0;
+        nodes.push(match kind {
+            "set" => json!({"id": format!("n{i}"), "kind": "data.set", "config": {"values": {"at": i, "v": "{{ input }}"}}}),
+            "if" => json!({"id": format!("n{i}"), "kind": "flow.if", "config": {"condition": format!("{{{{ {cond} }}}}")}}),
+            "merge" => json!({"id": format!("n{i}"), "kind": "flow.merge", "config": {"mode": "append"}}),
+            _ => json!({"id": format!("n{i}"), "kind": "output.end"}),
+        });
+        kinds.push(kind);
+        conds.push(cond);
+        let sources: Vec<usize> = (1..i).filter(|&j| kinds[j] != "end").collect();
+        for _ in 0..1 + rng.below(2) {
+            let j = sources[rng.below(sources.len())];
+            let port = if kinds[j] == "if" {
+                if rng.below(2) == 0 { "true" } else { "false" }
+            } else {
+                "out"
+            };
+            if !edges.contains(&(j, port, i)) {
+                edges.push((j, port, i));
+            }
+        }
+    }
+    let join = 2 + body;
+    let feeders: Vec<usize> = (2..join).filter(|&j| kinds[j] != "end").collect();
+    if feeders.is_empty() {
+        edges.push((1, "out", join));
+    } else {
+        for _ in 0..1 + rng.below(2) {
+            let j = feeders[rng.below(feeders.len())];
+            let port = if kinds[j] == "if" {
+                if conds[j] { "true" } else { "false" }
+            } else {
+                "out"
+            };
+            if !edges.contains(&(j, port, join)) {
+                edges.push((j, port, join));
+            }
+        }
+    }
+    nodes.push(json!({"id": format!("n{join}"), "kind": "flow.join"}));
+    nodes.push(json!({"id": format!("n{}", join + 1), "kind": "output.end"}));
+    edges.push((join, "out", join + 1));
+    // Per element: the split delivers one message to its body.
+    let mut count = vec![0usize; join];
+    count[1] = 1;
+    for i in 2..join {
+        let arriving: usize = edges
+            .iter()
+            .filter(|(_, _, to)| *to == i)
+            .map(|&(from, port, _)| {
+                let emits = match kinds[from] {
+                    "if" => port == if conds[from] { "true" } else { "false" },
+                    _ => port == "out",
+                };
+                if emits { count[from] } else { 0 }
+            })
+            .sum();
+        count[i] = if kinds[i] == "merge" {
+            usize::from(arriving > 0)
+        } else {
+            arriving
+        };
+    }
+    let edges: Vec<Value> = edges
+        .iter()
+        .map(|(f, p, t)| json!({"from": format!("n{f}:{p}"), "to": format!("n{t}")}))
+        .collect();
+    let wf = Workflow::from_value(
+        json!({"format": "sluice.workflow/v1", "id": "s", "nodes": nodes, "edges": edges}),
+    )
+    .expect("generated workflow parses");
+    (wf, count, join)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn splits_run_their_body_once_per_element_whatever_the_schedule(
+        seed in any::<u64>(), k in 0usize..6, a in any::<u64>(), b in any::<u64>(),
+    ) {
+        let (wf, per_element, join) = random_split_workflow(seed);
+        let plan = Plan::new(wf).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let input = Value::Array((0..k).map(|i| json!(i)).collect());
+        let ta = drive(&plan, a, input.clone());
+        let tb = drive(&plan, b, input);
+        prop_assert_eq!(ta.status, Status::Succeeded);
+        for (i, &per) in per_element.iter().enumerate().skip(2) {
+            let ran = ta.activations.get(&i).copied().unwrap_or(0);
+            prop_assert_eq!(ran, per * k, "body node n{} ran {} times for {} elements", i, ran, k);
+            let skips = ta.skipped.iter().filter(|(n, _)| *n == i).count();
+            prop_assert_eq!(skips, if per == 0 { k } else { 0 }, "body node n{} skips", i);
+        }
+        prop_assert_eq!(ta.activations.get(&join).copied(), Some(1));
+        prop_assert_eq!(ta.activations.get(&(join + 1)).copied(), Some(1));
+        // The joined array has one entry per element that reached the join.
+        let joined = ta.output[format!("n{}", join + 1)].as_array().map(Vec::len);
+        let reaching = plan.graph.incoming[join]
+            .iter()
+            .map(|&e| {
+                let edge = &plan.graph.edges[e];
+                let src = edge.from;
+                let emits = match plan.nodes[src].kind {
+                    "flow.if" => {
+                        let cond = plan.nodes[src].raw_config["condition"] == "{{ true }}";
+                        edge.from_port == if cond { "true" } else { "false" }
+                    }
+                    _ => true,
+                };
+                if src == 1 { 1 } else if emits { per_element[src] } else { 0 }
+            })
+            .sum::<usize>();
+        prop_assert_eq!(joined, Some(reaching * k));
         prop_assert_eq!(&ta.output, &tb.output);
         prop_assert_eq!(&ta.steps, &tb.steps);
         prop_assert_eq!(&ta.skipped, &tb.skipped);
