@@ -8,10 +8,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
-use serde_json::{Value, json};
+use serde_json::Value;
 use sluice_model::Workflow;
-use sluice_runtime::{Engine, Options, Plan, RunResult, Status};
-use sluice_store::{Record, RecordKind, RunRow, Stored};
+use sluice_runtime::{Engine, Options, Plan, RunResult, Status, report};
 
 #[derive(Parser)]
 #[command(name = "sluice", version, about = "Local-first workflow engine")]
@@ -166,7 +165,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
                 RunsCommand::List { json, limit } => {
                     let rows = engine.store().list_runs(limit).await.map_err(internal)?;
                     if json {
-                        let list: Vec<Value> = rows.iter().map(run_summary).collect();
+                        let list: Vec<Value> = rows.iter().map(report::run_summary).collect();
                         println!(
                             "{}",
                             serde_json::to_string_pretty(&list).unwrap_or_default()
@@ -197,8 +196,8 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
                         .map_err(internal)?
                         .ok_or_else(|| usage(format!("run `{run}` not found")))?;
                     let records = engine.store().run_records(&run).await.map_err(internal)?;
-                    let mut v = run_summary(&row);
-                    v["steps"] = Value::Array(steps(&records));
+                    let mut v = report::run_summary(&row);
+                    v["steps"] = Value::Array(report::steps(&records));
                     if json {
                         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
                     } else {
@@ -301,75 +300,6 @@ fn report(result: &RunResult) -> Result<u8, Exit> {
             ))
         }
     }
-}
-
-fn run_summary(r: &RunRow) -> Value {
-    json!({
-        "id": r.id,
-        "workflow": r.workflow_id,
-        "trigger": r.trigger,
-        "status": r.status,
-        "output": r.output,
-        "error": r.error,
-        "created_at_us": r.created_at_us,
-        "finished_at_us": r.finished_at_us,
-    })
-}
-
-/// Step attempts from journal records: one entry per (node, lineage, activation, attempt).
-fn steps(records: &[Record]) -> Vec<Value> {
-    let mut out: Vec<Value> = Vec::new();
-    let mut index: std::collections::HashMap<(String, String, String, u32), usize> =
-        Default::default();
-    for r in records {
-        let key = (
-            r.node.to_string(),
-            r.lineage.clone(),
-            r.activation.clone(),
-            r.attempt,
-        );
-        let value = |s: &Option<Stored>| s.as_ref().and_then(Stored::value).map(|v| (*v).clone());
-        match r.kind {
-            RecordKind::Skipped => out.push(json!({
-                "node": &*r.node, "lineage": r.lineage, "status": "skipped", "at_us": r.at_us,
-            })),
-            RecordKind::Started => {
-                // A second start of the same attempt: the first was cut short by a crash.
-                if let Some(&i) = index.get(&key)
-                    && out[i]["status"] == "running"
-                {
-                    out[i]["status"] = json!("interrupted");
-                }
-                index.insert(key, out.len());
-                out.push(json!({
-                    "node": &*r.node, "lineage": r.lineage, "activation": r.activation, "attempt": r.attempt,
-                    "status": "running", "started_at_us": r.at_us, "input": value(&r.data),
-                }));
-            }
-            RecordKind::Succeeded | RecordKind::Failed => {
-                let Some(&i) = index.get(&key) else { continue };
-                let step = &mut out[i];
-                step["finished_at_us"] = json!(r.at_us);
-                step["duration_us"] = json!(r.duration_us);
-                if r.kind == RecordKind::Succeeded {
-                    step["status"] = json!("succeeded");
-                    step["output"] = value(&r.data)
-                        .map(|pairs| {
-                            let mut m = serde_json::Map::new();
-                            for p in pairs.as_array().into_iter().flatten() {
-                                m.insert(p[0].as_str().unwrap_or("out").to_string(), p[1].clone());
-                            }
-                            Value::Object(m)
-                        })
-                        .unwrap_or(Value::Null);
-                } else {
-                    step["status"] = json!("failed");
-                    step["error"] = r.error.clone().unwrap_or(Value::Null);
-                }
-            }
-        }
-    }
-    out
 }
 
 fn print_run(v: &Value) {

@@ -48,6 +48,9 @@ pub struct RunResult {
     pub status: Status,
     pub output: Value,
     pub error: Option<Value>,
+    /// The first `output.respond` reached (`{status, headers, body}`), if any:
+    /// it decides the HTTP response of a webhook run.
+    pub respond: Option<Value>,
 }
 
 /// Engine settings.
@@ -122,6 +125,7 @@ fn stopped(id: &str) -> RunResult {
         status: Status::Failed,
         output: Value::Null,
         error: Some(json!({"message": "the engine stopped before the run finished"})),
+        respond: None,
     }
 }
 
@@ -793,6 +797,7 @@ impl Driver {
                     status,
                     output,
                     error,
+                    respond,
                 } => {
                     let stored = self.engine.store().blobs().store_value(&output)?;
                     self.engine
@@ -812,6 +817,7 @@ impl Driver {
                         status,
                         output,
                         error,
+                        respond,
                     }));
                 }
             }
@@ -890,6 +896,7 @@ impl Driver {
             status: Status::Failed,
             output: Value::Null,
             error: Some(error),
+            respond: None,
         }
     }
 }
@@ -1065,6 +1072,7 @@ impl Host for StepHost {
                             },
                             output: row.output.unwrap_or(Value::Null),
                             error: row.error,
+                            respond: None,
                         },
                         &workflow,
                     );

@@ -6,6 +6,7 @@
 pub mod executor;
 pub mod machine;
 pub mod plan;
+pub mod report;
 
 pub use executor::{Engine, Options, RunHandle, RunResult};
 pub use machine::{Action, Activation, Event, Lineage, Msg, Run, Status, StepError, StepKey};

@@ -171,6 +171,8 @@ pub enum Action {
         status: Status,
         output: Value,
         error: Option<Value>,
+        /// The value of the first `output.respond` reached: `{status, headers, body}`.
+        respond: Option<Value>,
     },
 }
 
@@ -868,10 +870,17 @@ impl Run {
     }
 
     fn finish(&mut self, actions: &mut Vec<Action>) {
+        let respond = self.first_respond.as_ref().and_then(|k| {
+            let v = self
+                .exits
+                .get(&(k.node, k.lineage.clone(), k.activation.clone()))?;
+            Some((**v).clone())
+        });
         actions.push(Action::Finish {
             status: self.status,
             output: self.take_output(),
             error: self.error.clone(),
+            respond,
         });
     }
 }
