@@ -36,6 +36,13 @@ enum Command {
     },
     /// Check a workflow file and list every problem.
     Validate { file: PathBuf },
+    /// Run the engine in the background: resume unfinished runs and serve the
+    /// trigger port (webhooks and the REST API) until SIGINT/SIGTERM.
+    Serve {
+        /// Address of the trigger port (default 127.0.0.1:4260).
+        #[arg(long, env = "SLUICE_LISTEN")]
+        listen: Option<std::net::SocketAddr>,
+    },
     /// Inspect and resume runs.
     Runs {
         #[command(subcommand)]
@@ -129,6 +136,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
             println!("{}: ok ({nodes} nodes, {edges} edges)", file.display());
             Ok(0)
         }
+        Command::Serve { listen } => serve(cli.data_dir, listen).await,
         Command::Run {
             workflow,
             input,
@@ -226,6 +234,77 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
             }
         }
     }
+}
+
+async fn serve(
+    data_dir_flag: Option<PathBuf>,
+    listen: Option<std::net::SocketAddr>,
+) -> Result<u8, Exit> {
+    let dir = data_dir(data_dir_flag)?;
+    let engine = open(Some(dir.clone())).await?;
+    let token = sluice_server::ensure_token(&dir).map_err(|e| {
+        internal(format!(
+            "cannot write {}: {e}",
+            dir.join("api-token").display()
+        ))
+    })?;
+    let addr = listen.unwrap_or_else(|| {
+        std::net::SocketAddr::from(([127, 0, 0, 1], sluice_server::DEFAULT_PORT))
+    });
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| usage(format!("cannot listen on {addr}: {e}")))?;
+    let local = listener.local_addr().map_err(internal)?;
+    if sluice_server::is_exposed(&local) {
+        eprintln!(
+            "sluice: warning: {local} is reachable from other machines; webhooks need no token, \
+             the API does (keep {} secret)",
+            dir.join("api-token").display()
+        );
+    }
+    println!("listening on http://{local}");
+    println!(
+        "data dir {}; API token in {}",
+        dir.display(),
+        dir.join("api-token").display()
+    );
+    let resumed = engine.resume_all().await.map_err(internal)?;
+    if !resumed.is_empty() {
+        println!("resuming {} unfinished run(s)", resumed.len());
+    }
+    for h in resumed {
+        tokio::spawn(h.wait());
+    }
+    let shutdown = async {
+        let ctrl_c = tokio::signal::ctrl_c();
+        #[cfg(unix)]
+        {
+            let mut term =
+                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                    Ok(t) => t,
+                    Err(_) => return std::mem::drop(ctrl_c.await),
+                };
+            tokio::select! {
+                _ = ctrl_c => {}
+                _ = term.recv() => {}
+            }
+        }
+        #[cfg(not(unix))]
+        drop(ctrl_c.await);
+    };
+    sluice_server::serve(
+        listener,
+        engine.clone(),
+        &token,
+        sluice_server::Options::new(local),
+        shutdown,
+    )
+    .await
+    .map_err(internal)?;
+    // Whatever steps recorded is committed; unfinished runs resume at the next start.
+    engine.store().journal().flush().await.map_err(internal)?;
+    eprintln!("sluice: stopped");
+    Ok(0)
 }
 
 fn invalid(what: &str, problems: &[sluice_model::Problem]) -> Exit {

@@ -178,6 +178,16 @@ impl Store {
         Ok(())
     }
 
+    /// Deletes a workflow; its runs stay (they pin their own definition).
+    /// Returns whether it existed.
+    pub async fn delete_workflow(&self, id: &str) -> Result<bool> {
+        let done = sqlx::query("DELETE FROM workflows WHERE id = ?")
+            .bind(id)
+            .execute(&self.inner.pool)
+            .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
     /// The workflow JSON text, as stored.
     pub async fn get_workflow(&self, id: &str) -> Result<Option<String>> {
         Ok(

@@ -1,0 +1,218 @@
+//! `/api/v1`: workflows, runs, node kinds, health.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use sluice_model::Workflow;
+use sluice_runtime::{Plan, RunResult, report};
+
+use crate::error::parse_json;
+use crate::{ApiError, AppState};
+
+pub(crate) fn routes() -> axum::Router<AppState> {
+    axum::Router::new()
+        .route("/health", get(health))
+        .route("/node-kinds", get(node_kinds))
+        .route("/workflows", get(list_workflows))
+        .route(
+            "/workflows/{id}",
+            get(get_workflow).put(put_workflow).delete(delete_workflow),
+        )
+        .route("/workflows/{id}/runs", post(start_run))
+        .route("/runs", get(list_runs))
+        .route("/runs/{id}", get(get_run))
+        .route("/runs/{id}/cancel", post(cancel_run))
+}
+
+async fn health() -> Json<Value> {
+    Json(json!({"status": "ok", "version": env!("CARGO_PKG_VERSION")}))
+}
+
+async fn node_kinds() -> Json<Value> {
+    Json(Value::Array(
+        sluice_model::catalog()
+            .iter()
+            .map(|k| k.describe())
+            .collect(),
+    ))
+}
+
+async fn list_workflows(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
+    let rows = s.engine.store().list_workflows().await?;
+    Ok(Json(Value::Array(
+        rows.into_iter()
+            .map(|w| json!({"id": w.id, "name": w.name, "updated_at_us": w.updated_at_us}))
+            .collect(),
+    )))
+}
+
+async fn get_workflow(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let text = s
+        .engine
+        .store()
+        .get_workflow(&id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("workflow `{id}` not found")))?;
+    Ok((
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        text,
+    )
+        .into_response())
+}
+
+async fn put_workflow(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let value = parse_json(&body)?;
+    let wf =
+        Workflow::from_value(value).map_err(|e| ApiError::bad_request(format!("body: {e}")))?;
+    if wf.id != id {
+        return Err(ApiError::bad_request(format!(
+            "the body's id `{}` does not match the URL's `{id}`",
+            wf.id
+        )));
+    }
+    let plan = Plan::new(wf).map_err(sluice_runtime::executor::Error::from)?;
+    let existed = s.engine.store().get_workflow(&id).await?.is_some();
+    s.engine
+        .store()
+        .put_workflow(&id, &plan.workflow.name, &plan.definition)
+        .await?;
+    let status = if existed {
+        StatusCode::OK
+    } else {
+        StatusCode::CREATED
+    };
+    Ok((
+        status,
+        Json(json!({"id": id, "nodes": plan.workflow.nodes.len()})),
+    ))
+}
+
+async fn delete_workflow(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    if s.engine.store().delete_workflow(&id).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::not_found(format!("workflow `{id}` not found")))
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StartRun {
+    #[serde(default)]
+    input: Value,
+    #[serde(default)]
+    trigger: Option<String>,
+    #[serde(default)]
+    wait: bool,
+}
+
+async fn start_run(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let req: StartRun = match parse_json(&body)? {
+        Value::Null => StartRun {
+            input: Value::Null,
+            trigger: None,
+            wait: false,
+        },
+        v => serde_json::from_value(v).map_err(|e| ApiError::bad_request(format!("body: {e}")))?,
+    };
+    let plan = s.engine.workflow(&id).await?;
+    let handle = s
+        .engine
+        .start(plan, req.trigger.as_deref(), Arc::new(req.input))
+        .await?;
+    let run_id = handle.id.clone();
+    if !req.wait {
+        return Ok((
+            StatusCode::ACCEPTED,
+            Json(json!({"id": run_id, "status": "running"})),
+        ));
+    }
+    let result = handle.wait().await;
+    Ok((StatusCode::OK, Json(result_json(&id, result))))
+}
+
+fn result_json(workflow: &str, r: RunResult) -> Value {
+    json!({
+        "id": r.id,
+        "workflow": workflow,
+        "status": r.status.as_str(),
+        "output": r.output,
+        "error": r.error,
+    })
+}
+
+#[derive(Deserialize)]
+struct ListRuns {
+    #[serde(default = "default_limit")]
+    limit: u32,
+}
+
+fn default_limit() -> u32 {
+    50
+}
+
+async fn list_runs(
+    State(s): State<AppState>,
+    Query(q): Query<ListRuns>,
+) -> Result<Json<Value>, ApiError> {
+    let rows = s.engine.store().list_runs(q.limit.min(1000)).await?;
+    Ok(Json(Value::Array(
+        rows.iter().map(report::run_summary).collect(),
+    )))
+}
+
+async fn get_run(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let row = s
+        .engine
+        .store()
+        .get_run(&id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("run `{id}` not found")))?;
+    let records = s.engine.store().run_records(&id).await?;
+    let mut v = report::run_summary(&row);
+    v["steps"] = Value::Array(report::steps(&records));
+    Ok(Json(v))
+}
+
+async fn cancel_run(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    if s.engine.cancel(&id) {
+        return Ok(StatusCode::ACCEPTED);
+    }
+    match s.engine.store().get_run(&id).await? {
+        None => Err(ApiError::not_found(format!("run `{id}` not found"))),
+        Some(row) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!(
+                "run `{id}` is {}: only a running run can be cancelled",
+                row.status
+            ),
+        )),
+    }
+}

@@ -1,0 +1,84 @@
+//! The one place errors become HTTP responses: `{"error": {"message", ...}}`.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+/// An API error: an HTTP status and a message that names the problem.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub message: String,
+    /// Extra structured detail (validation problems, the failed run...).
+    pub detail: Option<Value>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            message: message.into(),
+            detail: None,
+        }
+    }
+    pub fn bad_request(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, message)
+    }
+    pub fn not_found(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::NOT_FOUND, message)
+    }
+    pub fn internal(message: impl std::fmt::Display) -> ApiError {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, message.to_string())
+    }
+    pub fn with_detail(mut self, detail: Value) -> ApiError {
+        self.detail = Some(detail);
+        self
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut error = json!({"message": self.message});
+        if let Some(detail) = self.detail {
+            error["detail"] = detail;
+        }
+        (self.status, Json(json!({"error": error}))).into_response()
+    }
+}
+
+impl From<sluice_store::Error> for ApiError {
+    fn from(e: sluice_store::Error) -> Self {
+        ApiError::internal(format!("store: {e}"))
+    }
+}
+
+impl From<sluice_runtime::executor::Error> for ApiError {
+    fn from(e: sluice_runtime::executor::Error) -> Self {
+        use sluice_runtime::executor::Error as E;
+        match e {
+            E::Invalid(invalid) => ApiError::bad_request("invalid workflow")
+                .with_detail(serde_json::to_value(&invalid.0).unwrap_or(Value::Null)),
+            E::Usage(m) => ApiError::bad_request(m),
+            E::RunNotFound(id) => ApiError::not_found(format!("run `{id}` not found")),
+            E::WorkflowNotFound(id) => ApiError::not_found(format!("workflow `{id}` not found")),
+            other => ApiError::internal(other),
+        }
+    }
+}
+
+/// Parses a JSON request body, naming the problem and where it is.
+pub fn parse_json(bytes: &[u8]) -> Result<Value, ApiError> {
+    if bytes.is_empty() {
+        return Ok(Value::Null);
+    }
+    serde_json::from_slice(bytes).map_err(|e| {
+        let msg = e.to_string();
+        let msg = msg.rfind(" at line ").map(|i| &msg[..i]).unwrap_or(&msg);
+        ApiError::bad_request(format!(
+            "invalid JSON body at line {}, column {}: {msg}",
+            e.line(),
+            e.column()
+        ))
+    })
+}

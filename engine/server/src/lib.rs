@@ -1,0 +1,107 @@
+//! The trigger port (DESIGN §5): webhooks at `/hook/{workflow}/{path}` and the
+//! REST API at `/api/v1`, with the security defaults a careful user expects:
+//! a bearer token for the API, Host and Origin checks against DNS rebinding
+//! and cross-site requests, and body limits.
+//!
+//! Architecture invariant: only this crate knows HTTP; errors are mapped to
+//! HTTP responses once, in [`ApiError`].
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
+mod api;
+mod error;
+mod hook;
+mod security;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use sluice_runtime::Engine;
+
+pub use error::ApiError;
+pub use security::ensure_token;
+
+/// The port Sluice listens on when none is given (127.0.0.1 only).
+pub const DEFAULT_PORT: u16 = 4260;
+
+/// Server settings.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The address the listener is bound to (for the Host check).
+    pub listen: SocketAddr,
+    /// Largest request body, in bytes (413 beyond).
+    pub body_limit: usize,
+    /// How long a `when_finished` webhook waits before answering 202.
+    pub webhook_timeout: Duration,
+}
+
+impl Options {
+    pub fn new(listen: SocketAddr) -> Options {
+        Options {
+            listen,
+            body_limit: 16 * 1024 * 1024,
+            webhook_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+#[derive(Clone)]
+struct AppState {
+    engine: Engine,
+    token: Arc<str>,
+    options: Arc<Options>,
+}
+
+/// The whole HTTP surface.
+pub fn router(engine: Engine, token: &str, options: Options) -> Router {
+    let body_limit = options.body_limit;
+    let state = AppState {
+        engine,
+        token: Arc::from(token),
+        options: Arc::new(options),
+    };
+    let api = api::routes()
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            security::require_token,
+        ))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            security::check_host_and_origin,
+        ));
+    Router::new()
+        .nest("/api/v1", api)
+        .merge(hook::routes())
+        .layer(DefaultBodyLimit::max(body_limit))
+        .with_state(state)
+}
+
+/// Serves until `shutdown` resolves, then stops accepting and lets requests
+/// in progress finish.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    engine: Engine,
+    token: &str,
+    options: Options,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = router(engine, token, options);
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// Whether binding this address exposes the port beyond this machine.
+pub fn is_exposed(addr: &SocketAddr) -> bool {
+    !addr.ip().is_loopback()
+}
+
+/// Reads the token of a data dir (for clients such as tests and the CLI).
+pub fn read_token(data_dir: &Path) -> std::io::Result<String> {
+    Ok(std::fs::read_to_string(data_dir.join("api-token"))?
+        .trim()
+        .to_string())
+}

@@ -1,0 +1,569 @@
+//! The trigger port over real HTTP: a server on 127.0.0.1:0, a real client.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use hmac::{KeyInit, Mac};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use sluice_runtime::{Engine, Options};
+
+struct Server {
+    _dir: tempfile::TempDir,
+    base: String,
+    token: String,
+    client: reqwest::Client,
+    addr: SocketAddr,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+async fn server_with(configure: impl FnOnce(&mut sluice_server::Options)) -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(dir.path(), Options::default()).await.unwrap();
+    let token = sluice_server::ensure_token(dir.path()).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut options = sluice_server::Options::new(addr);
+    configure(&mut options);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let t = token.clone();
+    tokio::spawn(async move {
+        sluice_server::serve(listener, engine, &t, options, async {
+            stopped.await.ok();
+        })
+        .await
+        .unwrap();
+    });
+    Server {
+        _dir: dir,
+        base: format!("http://{addr}"),
+        token,
+        client: reqwest::Client::builder()
+            .timeout(Duration::from_secs(20))
+            .build()
+            .unwrap(),
+        addr,
+        _stop: stop,
+    }
+}
+
+async fn server() -> Server {
+    server_with(|_| {}).await
+}
+
+impl Server {
+    fn api(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        self.client
+            .request(method, format!("{}/api/v1{path}", self.base))
+            .bearer_auth(&self.token)
+    }
+
+    async fn put_workflow(&self, wf: Value) {
+        let id = wf["id"].as_str().unwrap().to_string();
+        let r = self
+            .api(reqwest::Method::PUT, &format!("/workflows/{id}"))
+            .json(&wf)
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    }
+
+    fn hook(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        self.client
+            .request(method, format!("{}/hook/{path}", self.base))
+    }
+}
+
+async fn json_of(r: reqwest::Response) -> Value {
+    r.json().await.unwrap()
+}
+
+fn webhook_flow(respond: &str, with_respond: bool) -> Value {
+    let mut nodes = vec![
+        json!({"id": "hook", "kind": "trigger.webhook", "config": {"method": "POST", "path": "orders", "respond": respond}}),
+        json!({"id": "check", "kind": "flow.if", "config": {"condition": "{{ input.body.total > 100 }}"}}),
+        json!({"id": "gold", "kind": "data.set", "config": {"values": {"id": "{{ input.body.id }}", "tier": "gold"}}}),
+        json!({"id": "boom", "kind": "data.transform", "config": {"jq": "error(\"too small\")"}}),
+    ];
+    let mut edges = vec![
+        json!({"from": "hook", "to": "check"}),
+        json!({"from": "check:true", "to": "gold"}),
+        json!({"from": "check:false", "to": "boom"}),
+    ];
+    if with_respond {
+        nodes.push(json!({"id": "reply", "kind": "output.respond", "config": {
+            "status": 201, "headers": {"x-tier": "{{ input.tier }}"}, "body": "{{ input }}"}}));
+        edges.push(json!({"from": "gold", "to": "reply"}));
+    } else {
+        nodes.push(json!({"id": "done", "kind": "output.end"}));
+        edges.push(json!({"from": "gold", "to": "done"}));
+    }
+    json!({"format": "sluice.workflow/v1", "id": "orders", "nodes": nodes, "edges": edges})
+}
+
+#[tokio::test]
+async fn the_api_needs_the_token() {
+    let s = server().await;
+    let r = s
+        .client
+        .get(format!("{}/api/v1/health", s.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let r = s
+        .client
+        .get(format!("{}/api/v1/health", s.base))
+        .bearer_auth("nope")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(json_of(r).await["error"]["message"], "wrong API token");
+    let r = s.api(reqwest::Method::GET, "/health").send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(json_of(r).await["status"], "ok");
+}
+
+#[tokio::test]
+async fn foreign_host_and_origin_are_refused() {
+    let s = server().await;
+    let r = s
+        .api(reqwest::Method::GET, "/health")
+        .header("Host", "evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    let r = s
+        .api(reqwest::Method::GET, "/health")
+        .header("Origin", "http://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    let own = format!("http://{}", s.addr);
+    let r = s
+        .api(reqwest::Method::GET, "/health")
+        .header("Origin", own)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let r = s
+        .api(reqwest::Method::GET, "/health")
+        .header("Host", format!("localhost:{}", s.addr.port()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn workflows_crud_and_validation() {
+    let s = server().await;
+    let wf = webhook_flow("when_finished", false);
+    let r = s
+        .api(reqwest::Method::PUT, "/workflows/orders")
+        .json(&wf)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let r = s
+        .api(reqwest::Method::PUT, "/workflows/orders")
+        .json(&wf)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let got = json_of(
+        s.api(reqwest::Method::GET, "/workflows/orders")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(got["nodes"].as_array().unwrap().len(), 5);
+    let list = json_of(
+        s.api(reqwest::Method::GET, "/workflows")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(list[0]["id"], "orders");
+
+    let mut bad = wf.clone();
+    bad["nodes"][1]["kind"] = json!("flow.iff");
+    let r = s
+        .api(reqwest::Method::PUT, "/workflows/orders")
+        .json(&bad)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let err = json_of(r).await;
+    assert_eq!(err["error"]["detail"][0]["node"], "check");
+    assert_eq!(err["error"]["detail"][0]["field"], "kind");
+
+    let r = s
+        .api(reqwest::Method::PUT, "/workflows/other")
+        .json(&wf)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let r = s
+        .api(reqwest::Method::PUT, "/workflows/orders")
+        .header("content-type", "application/json")
+        .body("{\"format\": ")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(
+        json_of(r).await["error"]["message"],
+        "invalid JSON body at line 1, column 11: EOF while parsing a value"
+    );
+
+    let r = s
+        .api(reqwest::Method::DELETE, "/workflows/orders")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NO_CONTENT);
+    let r = s
+        .api(reqwest::Method::GET, "/workflows/orders")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn runs_through_the_api() {
+    let s = server().await;
+    s.put_workflow(
+        json!({"format": "sluice.workflow/v1", "id": "double", "nodes": [
+        {"id": "t", "kind": "trigger.manual"},
+        {"id": "d", "kind": "data.set", "config": {"values": {"n": "{{ input.n * 2 }}"}}},
+        {"id": "end", "kind": "output.end"}],
+        "edges": [{"from": "t", "to": "d"}, {"from": "d", "to": "end"}]}),
+    )
+    .await;
+    let r = s
+        .api(reqwest::Method::POST, "/workflows/double/runs")
+        .json(&json!({"input": {"n": 21}, "wait": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let run = json_of(r).await;
+    assert_eq!(run["status"], "succeeded");
+    assert_eq!(run["output"], json!({"end": {"n": 42}}));
+    let id = run["id"].as_str().unwrap();
+    let full = json_of(
+        s.api(reqwest::Method::GET, &format!("/runs/{id}"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let steps = full["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 3);
+    assert_eq!(steps[1]["node"], "d");
+    assert_eq!(steps[1]["input"], json!({"n": 21}));
+    assert_eq!(steps[1]["output"], json!({"out": {"n": 42}}));
+    let list = json_of(
+        s.api(reqwest::Method::GET, "/runs?limit=5")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(list[0]["id"], id);
+
+    let r = s
+        .api(reqwest::Method::POST, "/workflows/double/runs")
+        .json(&json!({"input": 1}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    let r = s
+        .api(reqwest::Method::POST, "/workflows/nope/runs")
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    let r = s
+        .api(reqwest::Method::POST, "/workflows/double/runs")
+        .json(&json!({"inptu": 1}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert!(
+        json_of(r).await["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown field `inptu`")
+    );
+}
+
+#[tokio::test]
+async fn cancel_through_the_api() {
+    let s = server().await;
+    s.put_workflow(
+        json!({"format": "sluice.workflow/v1", "id": "slow", "nodes": [
+        {"id": "t", "kind": "trigger.manual"},
+        {"id": "w", "kind": "flow.wait", "config": {"duration_ms": 60000}}],
+        "edges": [{"from": "t", "to": "w"}]}),
+    )
+    .await;
+    let run = json_of(
+        s.api(reqwest::Method::POST, "/workflows/slow/runs")
+            .json(&json!({}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let id = run["id"].as_str().unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let r = s
+        .api(reqwest::Method::POST, &format!("/runs/{id}/cancel"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    let mut status = Value::Null;
+    for _ in 0..100 {
+        status = json_of(
+            s.api(reqwest::Method::GET, &format!("/runs/{id}"))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await["status"]
+            .clone();
+        if status != "running" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(status, "cancelled");
+    let r = s
+        .api(reqwest::Method::POST, &format!("/runs/{id}/cancel"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CONFLICT);
+}
+
+#[tokio::test]
+async fn webhook_when_finished_uses_the_first_respond() {
+    let s = server().await;
+    s.put_workflow(webhook_flow("when_finished", true)).await;
+    let r = s
+        .hook(reqwest::Method::POST, "orders/orders")
+        .json(&json!({"id": "a1", "total": 250}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    assert_eq!(r.headers()["x-tier"], "gold");
+    assert!(r.headers().contains_key("x-sluice-run"));
+    assert_eq!(json_of(r).await, json!({"id": "a1", "tier": "gold"}));
+    // A failing run: 500 naming the node.
+    let r = s
+        .hook(reqwest::Method::POST, "orders/orders")
+        .json(&json!({"id": "a2", "total": 5}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    let err = json_of(r).await;
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("at node `boom`"),
+        "{err}"
+    );
+    assert_eq!(err["error"]["detail"]["error"]["node"], "boom");
+}
+
+#[tokio::test]
+async fn webhook_without_respond_returns_the_run_output() {
+    let s = server().await;
+    s.put_workflow(webhook_flow("when_finished", false)).await;
+    let r = s
+        .hook(reqwest::Method::POST, "orders/orders")
+        .json(&json!({"id": "a1", "total": 250}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(
+        json_of(r).await,
+        json!({"done": {"id": "a1", "tier": "gold"}})
+    );
+    // Wrong method or path: 404.
+    let r = s
+        .hook(reqwest::Method::GET, "orders/orders")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    let r = s
+        .hook(reqwest::Method::POST, "orders/elsewhere")
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    // Invalid JSON: 400 naming the problem.
+    let r = s
+        .hook(reqwest::Method::POST, "orders/orders")
+        .header("content-type", "application/json")
+        .body("{\"id\": ")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert!(
+        json_of(r).await["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("invalid JSON body at line 1, column 7")
+    );
+}
+
+#[tokio::test]
+async fn webhook_immediately_answers_202_and_the_run_completes() {
+    let s = server().await;
+    s.put_workflow(webhook_flow("immediately", false)).await;
+    let r = s
+        .hook(reqwest::Method::POST, "orders/orders")
+        .json(&json!({"id": "a9", "total": 500}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    let id = json_of(r).await["run_id"].as_str().unwrap().to_string();
+    let mut run = Value::Null;
+    for _ in 0..100 {
+        run = json_of(
+            s.api(reqwest::Method::GET, &format!("/runs/{id}"))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        if run["status"] != "running" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(run["status"], "succeeded");
+    assert_eq!(run["output"], json!({"done": {"id": "a9", "tier": "gold"}}));
+    // The message: method, path, query, headers, body; nothing else.
+    let trigger = &run["steps"][0]["input"];
+    assert_eq!(trigger["method"], "POST");
+    assert_eq!(trigger["path"], "orders");
+    assert_eq!(trigger["body"], json!({"id": "a9", "total": 500}));
+    assert_eq!(trigger["headers"]["content-type"], "application/json");
+}
+
+#[tokio::test]
+async fn webhook_bodies_by_content_type() {
+    let s = server().await;
+    s.put_workflow(json!({"format": "sluice.workflow/v1", "id": "echo", "nodes": [
+        {"id": "hook", "kind": "trigger.webhook", "config": {"path": "in"}},
+        {"id": "out", "kind": "output.end", "config": {"value": {"body": "{{ input.body }}", "query": "{{ input.query }}"}}}],
+        "edges": [{"from": "hook", "to": "out"}]}))
+    .await;
+    let r = s
+        .hook(reqwest::Method::POST, "echo/in?x=1")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("a=1&b=two+words")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        json_of(r).await,
+        json!({"out": {"body": {"a": "1", "b": "two words"}, "query": {"x": "1"}}})
+    );
+    let r = s
+        .hook(reqwest::Method::POST, "echo/in")
+        .header("content-type", "text/plain")
+        .body("hello")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(json_of(r).await["out"]["body"], "hello");
+    let r = s
+        .hook(reqwest::Method::POST, "echo/in")
+        .header("content-type", "application/octet-stream")
+        .body(vec![0u8, 159, 146, 150])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        json_of(r).await["out"]["body"],
+        json!({"base64": "AJ+Slg=="})
+    );
+}
+
+#[tokio::test]
+async fn webhook_signatures() {
+    let s = server().await;
+    s.put_workflow(
+        json!({"format": "sluice.workflow/v1", "id": "signed", "nodes": [
+        {"id": "hook", "kind": "trigger.webhook", "config": {"path": "in", "secret": "s3cret"}},
+        {"id": "out", "kind": "output.end", "config": {"value": "{{ input.body }}"}}],
+        "edges": [{"from": "hook", "to": "out"}]}),
+    )
+    .await;
+    let body = br#"{"ok": true}"#;
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(b"s3cret").unwrap();
+    mac.update(body);
+    let sig = format!("sha256={}", hex::encode(mac.finalize().into_bytes()));
+    let send = |sig: Option<String>| {
+        let mut req = s
+            .hook(reqwest::Method::POST, "signed/in")
+            .header("content-type", "application/json")
+            .body(body.to_vec());
+        if let Some(sig) = sig {
+            req = req.header("x-sluice-signature", sig);
+        }
+        req.send()
+    };
+    let r = send(Some(sig)).await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(json_of(r).await, json!({"out": {"ok": true}}));
+    let r = send(Some(format!("sha256={}", "00".repeat(32))))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let r = send(None).await.unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn bodies_over_the_limit_get_413() {
+    let s = server_with(|o| o.body_limit = 1024).await;
+    s.put_workflow(webhook_flow("when_finished", false)).await;
+    let big = json!({"id": "x".repeat(4096), "total": 1});
+    let r = s
+        .hook(reqwest::Method::POST, "orders/orders")
+        .json(&big)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
+}
