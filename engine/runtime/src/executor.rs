@@ -58,12 +58,16 @@ pub struct RunResult {
 pub struct Options {
     /// Steps running at once across all runs.
     pub max_concurrent_steps: usize,
+    /// Test hook: append `<idempotency key> <attempt>` to this file each time
+    /// a step executes, to count side effects (default: `SLUICE_TEST_EXEC_LOG`).
+    pub exec_log: Option<std::path::PathBuf>,
 }
 
 impl Default for Options {
     fn default() -> Self {
         Options {
             max_concurrent_steps: 256,
+            exec_log: std::env::var_os("SLUICE_TEST_EXEC_LOG").map(Into::into),
         }
     }
 }
@@ -155,7 +159,7 @@ impl Drop for Slot {
 impl Engine {
     pub async fn open(data_dir: &Path, options: Options) -> Result<Engine> {
         let store = Store::open(data_dir).await?;
-        let exec_log = std::env::var_os("SLUICE_TEST_EXEC_LOG").and_then(|p| {
+        let exec_log = options.exec_log.as_ref().and_then(|p| {
             std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
@@ -189,6 +193,126 @@ impl Engine {
             id: id.to_string(),
             tx: Some(tx),
         })
+    }
+
+    /// A new run of the same pinned workflow version with the same trigger
+    /// and input as `run_id`.
+    pub async fn retry_from_start(&self, run_id: &str) -> Result<RunHandle> {
+        let (row, plan) = self.ended_run(run_id).await?;
+        self.start_with_id(
+            new_run_id(),
+            plan,
+            Some(&row.trigger),
+            row.input.clone(),
+            None,
+        )
+        .await
+    }
+
+    /// A new run that reuses every step `run_id` finished (their journal
+    /// records are copied, so they are replayed, not executed) and runs the
+    /// rest: the failed step and what follows it.
+    pub async fn retry_from_failed(&self, run_id: &str) -> Result<RunHandle> {
+        let (row, _plan) = self.ended_run(run_id).await?;
+        let records = self.store().run_records(run_id).await?;
+        let finished: HashSet<(&str, &str, &str)> = records
+            .iter()
+            .filter(|r| r.kind == RecordKind::Succeeded)
+            .map(|r| (&*r.node, r.lineage.as_str(), r.activation.as_str()))
+            .collect();
+        let id = new_run_id();
+        self.store()
+            .create_run(&NewRun {
+                id: id.clone(),
+                workflow_id: row.workflow_id.clone(),
+                definition: row.definition.clone(),
+                trigger: row.trigger.clone(),
+                input: row.input.clone(),
+                created_at_us: nodes::now_us(),
+                parent_run: None,
+            })
+            .await?;
+        let run: Arc<str> = Arc::from(id.as_str());
+        let mut seq = 0;
+        for rec in &records {
+            let reused = matches!(rec.kind, RecordKind::Started | RecordKind::Succeeded)
+                && finished.contains(&(&*rec.node, rec.lineage.as_str(), rec.activation.as_str()));
+            if reused {
+                self.store()
+                    .journal()
+                    .append(Record {
+                        run_id: run.clone(),
+                        seq,
+                        ..rec.clone()
+                    })
+                    .await?;
+                seq += 1;
+            }
+        }
+        self.store().journal().flush().await?;
+        self.resume(&id).await
+    }
+
+    /// A run that has ended, with its pinned plan.
+    async fn ended_run(&self, run_id: &str) -> Result<(sluice_store::RunRow, Arc<Plan>)> {
+        let row = self
+            .store()
+            .get_run(run_id)
+            .await?
+            .ok_or_else(|| Error::RunNotFound(run_id.to_string()))?;
+        if row.status == "running" {
+            return Err(Error::Usage(format!("run `{run_id}` is still running")));
+        }
+        let wf = Workflow::from_json(&row.definition).map_err(|e| Error::Corrupt {
+            run: run_id.to_string(),
+            message: e.to_string(),
+        })?;
+        Ok((row, Plan::new(wf)?))
+    }
+
+    /// Starts every `trigger.error` that watches `workflow` (its `workflows`
+    /// list, or every other workflow when it has none) with the failure.
+    /// Runs started this way never fire error triggers themselves: no cascades.
+    pub async fn fire_error_triggers(&self, workflow: &str, failed: &RunResult) {
+        let message = Arc::new(json!({
+            "run_id": failed.id,
+            "workflow": workflow,
+            "node": failed.error.as_ref().and_then(|e| e.get("node")).cloned().unwrap_or(Value::Null),
+            "error": failed.error,
+        }));
+        let rows = match self.store().list_workflows().await {
+            Ok(rows) => rows,
+            Err(e) => {
+                return tracing_log(&format!(
+                    "run {}: cannot look for error triggers: {e}",
+                    failed.id
+                ));
+            }
+        };
+        for row in rows {
+            let Ok(plan) = self.workflow(&row.id).await else {
+                continue;
+            };
+            for node in plan
+                .nodes
+                .iter()
+                .filter(|n| n.kind == "trigger.error" && !n.disabled)
+            {
+                let watched = match node.raw_config.get("workflows").and_then(Value::as_array) {
+                    Some(list) => list.iter().any(|w| w.as_str() == Some(workflow)),
+                    None => row.id != workflow,
+                };
+                if !watched {
+                    continue;
+                }
+                if let Err(e) = self
+                    .start(plan.clone(), Some(&node.id), message.clone())
+                    .await
+                {
+                    tracing_log(&format!("error trigger {}/{}: {e}", row.id, node.id));
+                }
+            }
+        }
     }
 
     /// Cancels a run this engine is driving: in-flight steps are stopped and
@@ -250,6 +374,7 @@ impl Engine {
             Err(attached) => return Ok(attached),
         };
         let created_at_us = nodes::now_us();
+        let fires_errors = parent.is_none() && plan.nodes[entry].kind != "trigger.error";
         self.store()
             .create_run(&NewRun {
                 id: id.clone(),
@@ -263,7 +388,7 @@ impl Engine {
             .await?;
         let info = run_info(&id, &plan, &plan.nodes[entry].id, created_at_us);
         let (run, actions) = Run::start(plan, entry, input);
-        Ok(self.spawn_driver(slot, run, actions, Replay::default(), info))
+        Ok(self.spawn_driver(slot, run, actions, Replay::default(), info, fires_errors))
     }
 
     /// Resumes every unfinished run, oldest first. A parent whose
@@ -392,7 +517,8 @@ impl Engine {
             actions.push(finish);
         }
         let info = run_info(run_id, &plan, &row.trigger, row.created_at_us);
-        Ok(self.spawn_driver(slot, run, actions, replay, info))
+        let fires_errors = row.parent_run.is_none() && plan.nodes[entry].kind != "trigger.error";
+        Ok(self.spawn_driver(slot, run, actions, replay, info, fires_errors))
     }
 
     fn spawn_driver(
@@ -402,8 +528,10 @@ impl Engine {
         actions: Vec<Action>,
         replay: Replay,
         info: Value,
+        fires_errors: bool,
     ) -> RunHandle {
         let id = slot.id.clone();
+        let workflow = info["workflow"].as_str().unwrap_or_default().to_string();
         let (own_tx, own_rx) = oneshot::channel();
         let Some(tx) = slot.tx.take() else {
             // A slot is used once; an empty one has nothing to drive.
@@ -428,6 +556,10 @@ impl Engine {
             let result = driver.drive(actions).await;
             // The finish is durable now: a later resume sees it and refuses.
             engine.forget(&run_id);
+            if fires_errors && result.status == Status::Failed {
+                let (engine, failed) = (engine.clone(), result.clone());
+                tokio::spawn(async move { engine.fire_error_triggers(&workflow, &failed).await });
+            }
             if tx.receiver_count() > 0 {
                 tx.send_replace(Some(Arc::new(result.clone())));
             }

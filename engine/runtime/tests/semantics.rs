@@ -618,3 +618,120 @@ async fn a_jq_program_that_builds_a_very_deep_value_fails_its_step() {
         "data.transform: jq output is nested more than 128 levels deep"
     );
 }
+
+async fn put(h: &Harness, wf: Value) {
+    let wf = Workflow::from_value(wf).unwrap();
+    h.engine
+        .store()
+        .put_workflow(&wf.id, &wf.name, &wf.to_json_pretty())
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_failed_run_fires_error_triggers() {
+    let h = harness().await;
+    put(&h, json!({"format": "sluice.workflow/v1", "id": "on-failure", "nodes": [
+        {"id": "failed", "kind": "trigger.error"},
+        {"id": "report", "kind": "output.end", "config": {"value": "{{ input.workflow }}/{{ input.node }}: {{ input.error.message }}"}}],
+        "edges": [{"from": "failed", "to": "report"}]}))
+    .await;
+    let (nodes, edges) = failing("fail");
+    let r = run_with(&h, nodes, edges, None, json!(1)).await;
+    assert_eq!(r.status, Status::Failed);
+    // The error workflow runs on its own; wait for it.
+    let mut found = None;
+    for _ in 0..200 {
+        let runs = h.engine.store().list_runs(10).await.unwrap();
+        if let Some(run) = runs
+            .iter()
+            .find(|r| r.workflow_id == "on-failure" && r.status != "running")
+        {
+            found = Some(run.clone());
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let run = found.expect("the error workflow ran");
+    assert_eq!(run.status, "succeeded");
+    assert_eq!(
+        run.output,
+        Some(json!({"report": "t/boom: data.transform: jq runtime error: \"nope\""}))
+    );
+    assert_eq!(run.input["run_id"], json!(r.id));
+}
+
+#[tokio::test]
+async fn retry_from_start_and_from_the_failed_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("exec.log");
+    let options = Options {
+        exec_log: Some(log.clone()),
+        ..Options::default()
+    };
+    let engine = Engine::open(&dir.path().join("data"), options)
+        .await
+        .unwrap();
+    let h = Harness { _dir: dir, engine };
+    let child = |ok: bool| {
+        let last = if ok {
+            json!({"id": "res", "kind": "output.end", "config": {"value": "{{ input.n + 1 }}"}})
+        } else {
+            json!({"id": "res", "kind": "data.transform", "config": {"jq": "error(\"down\")"}})
+        };
+        json!({"format": "sluice.workflow/v1", "id": "flaky", "nodes": [
+            {"id": "called", "kind": "trigger.workflow"}, last],
+            "edges": [{"from": "called", "to": "res"}]})
+    };
+    put(&h, child(false)).await;
+    let nodes = json!([
+        {"id": "t", "kind": "trigger.manual"},
+        {"id": "a", "kind": "data.set", "config": {"values": {"n": "{{ input.n * 10 }}"}}},
+        {"id": "call", "kind": "flow.subworkflow", "config": {"workflow": "flaky"}},
+        {"id": "end", "kind": "output.end"}
+    ]);
+    let edges = json!([{"from": "t", "to": "a"}, {"from": "a", "to": "call"}, {"from": "call", "to": "end"}]);
+    let failed = run_with(&h, nodes, edges, None, json!({"n": 4})).await;
+    assert_eq!(failed.status, Status::Failed);
+    assert_eq!(failed.error.as_ref().unwrap()["node"], "call");
+
+    // Still broken: a retry from the start fails the same way and runs `a` again.
+    let again = h
+        .engine
+        .retry_from_start(&failed.id)
+        .await
+        .unwrap()
+        .wait()
+        .await;
+    assert_eq!(again.status, Status::Failed);
+
+    put(&h, child(true)).await;
+    let fixed = h
+        .engine
+        .retry_from_failed(&failed.id)
+        .await
+        .unwrap()
+        .wait()
+        .await;
+    assert_eq!(fixed.status, Status::Succeeded, "{:?}", fixed.error);
+    assert_eq!(fixed.output, json!({"end": {"res": 41}}));
+    assert_ne!(fixed.id, failed.id);
+
+    let text = std::fs::read_to_string(&log).unwrap();
+    let ran = |run: &str, node: &str| {
+        text.lines()
+            .filter(|l| l.starts_with(&format!("{run}/{node}/")))
+            .count()
+    };
+    assert_eq!(ran(&failed.id, "a"), 1);
+    assert_eq!(
+        ran(&again.id, "a"),
+        1,
+        "retry from start runs everything again"
+    );
+    assert_eq!(ran(&fixed.id, "t"), 0, "finished steps are reused, not run");
+    assert_eq!(ran(&fixed.id, "a"), 0, "finished steps are reused, not run");
+    assert_eq!(ran(&fixed.id, "call"), 1);
+    // A running or unknown run cannot be retried.
+    assert!(h.engine.retry_from_failed("r-nope").await.is_err());
+}

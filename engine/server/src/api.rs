@@ -29,6 +29,8 @@ pub(crate) fn routes() -> axum::Router<AppState> {
         .route("/runs", get(list_runs))
         .route("/runs/{id}", get(get_run))
         .route("/runs/{id}/cancel", post(cancel_run))
+        .route("/runs/{id}/retry", post(retry_run))
+        .route("/runs/{id}/logs", get(run_logs))
 }
 
 async fn health() -> Json<Value> {
@@ -215,4 +217,55 @@ async fn cancel_run(
             ),
         )),
     }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct Retry {
+    /// `failed` (default): reuse every finished step; `start`: run it all again.
+    #[serde(default)]
+    from: RetryFrom,
+}
+
+#[derive(Deserialize, Default, Clone, Copy)]
+#[serde(rename_all = "snake_case")]
+enum RetryFrom {
+    #[default]
+    Failed,
+    Start,
+}
+
+async fn retry_run(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let req: Retry = match parse_json(&body)? {
+        Value::Null => Retry::default(),
+        v => serde_json::from_value(v).map_err(|e| ApiError::bad_request(format!("body: {e}")))?,
+    };
+    let handle = match req.from {
+        RetryFrom::Failed => s.engine.retry_from_failed(&id).await?,
+        RetryFrom::Start => s.engine.retry_from_start(&id).await?,
+    };
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({"id": handle.id, "status": "running", "retry_of": id})),
+    ))
+}
+
+async fn run_logs(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    if s.engine.store().get_run(&id).await?.is_none() {
+        return Err(ApiError::not_found(format!("run `{id}` not found")));
+    }
+    let lines = s.engine.store().run_logs(&id).await?;
+    Ok(Json(Value::Array(
+        lines
+            .into_iter()
+            .map(|l| json!({"node": l.node, "lineage": l.lineage, "level": l.level, "message": l.message, "at_us": l.at_us}))
+            .collect(),
+    )))
 }

@@ -567,3 +567,52 @@ async fn bodies_over_the_limit_get_413() {
         .unwrap();
     assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
 }
+
+#[tokio::test]
+async fn logs_and_retry_through_the_api() {
+    let s = server().await;
+    s.put_workflow(json!({"format": "sluice.workflow/v1", "id": "logged", "nodes": [
+        {"id": "t", "kind": "trigger.manual"},
+        {"id": "say", "kind": "util.log", "config": {"message": "hello {{ input.who }}", "level": "warn"}},
+        {"id": "check", "kind": "data.transform", "config": {"jq": "if .ok then . else error(\"not ok\") end"}}],
+        "edges": [{"from": "t", "to": "say"}, {"from": "say", "to": "check"}]}))
+    .await;
+    let run = json_of(
+        s.api(reqwest::Method::POST, "/workflows/logged/runs")
+            .json(&json!({"input": {"who": "Ada", "ok": false}, "wait": true}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(run["status"], "failed");
+    let id = run["id"].as_str().unwrap();
+    let logs = json_of(
+        s.api(reqwest::Method::GET, &format!("/runs/{id}/logs"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(logs[0]["node"], "say");
+    assert_eq!(logs[0]["level"], "warn");
+    assert_eq!(logs[0]["message"], "hello Ada");
+    for from in ["failed", "start"] {
+        let r = s
+            .api(reqwest::Method::POST, &format!("/runs/{id}/retry"))
+            .json(&json!({"from": from}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::ACCEPTED);
+        let retry = json_of(r).await;
+        assert_eq!(retry["retry_of"], id);
+        assert_ne!(retry["id"], id);
+    }
+    let r = s
+        .api(reqwest::Method::GET, "/runs/r-nope/logs")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+}
