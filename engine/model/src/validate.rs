@@ -86,6 +86,22 @@ pub fn validate(wf: &Workflow) -> Vec<Problem> {
         ));
     }
 
+    if let Some(settings) = wf.extra.get("settings") {
+        match settings.as_object() {
+            None => out.push(problem(None, Some("settings"), "must be an object")),
+            Some(m) => {
+                if let Some(c) = m.get("concurrency")
+                    && c.as_u64().is_none_or(|c| c < 1)
+                {
+                    out.push(problem(
+                        None,
+                        Some("settings.concurrency"),
+                        "must be a whole number ≥ 1",
+                    ));
+                }
+            }
+        }
+    }
     let mut seen = HashSet::new();
     for n in &wf.nodes {
         let node = Some(n.id.as_str());

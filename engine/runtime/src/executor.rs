@@ -37,6 +37,9 @@ pub enum Error {
     WorkflowNotFound(String),
     #[error("run `{run}`: the journal cannot be replayed: {message}")]
     Corrupt { run: String, message: String },
+    /// Too many runs in progress: try again later.
+    #[error("the engine has {0} runs in progress, its limit: try again later")]
+    Busy(usize),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -61,6 +64,9 @@ pub struct Options {
     /// Test hook: append `<idempotency key> <attempt>` to this file each time
     /// a step executes, to count side effects (default: `SLUICE_TEST_EXEC_LOG`).
     pub exec_log: Option<std::path::PathBuf>,
+    /// Runs in progress (executing or waiting for their workflow's
+    /// concurrency) beyond which new runs are refused with `Error::Busy`.
+    pub max_active_runs: usize,
 }
 
 impl Default for Options {
@@ -68,6 +74,7 @@ impl Default for Options {
         Options {
             max_concurrent_steps: 256,
             exec_log: std::env::var_os("SLUICE_TEST_EXEC_LOG").map(Into::into),
+            max_active_runs: 10_000,
         }
     }
 }
@@ -83,6 +90,9 @@ struct Inner {
     permits: Arc<Semaphore>,
     /// Test hook: append each step execution to this file (counts side effects).
     exec_log: Option<Mutex<std::fs::File>>,
+    max_active_runs: usize,
+    /// Per-workflow run limits (`settings.concurrency`), by workflow id.
+    limits: Mutex<HashMap<String, (usize, Arc<Semaphore>)>>,
     /// Runs being driven, so a second resume attaches instead of driving twice.
     active: Mutex<HashMap<String, Active>>,
 }
@@ -173,6 +183,8 @@ impl Engine {
                 permits: Arc::new(Semaphore::new(options.max_concurrent_steps.max(1))),
                 exec_log,
                 active: Mutex::new(HashMap::new()),
+                max_active_runs: options.max_active_runs.max(1),
+                limits: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -193,6 +205,21 @@ impl Engine {
             id: id.to_string(),
             tx: Some(tx),
         })
+    }
+
+    /// The semaphore limiting runs of this plan's workflow, if it has a limit.
+    fn workflow_limit(&self, plan: &Plan) -> Option<Arc<Semaphore>> {
+        let limit = plan.concurrency?;
+        let mut limits = self.inner.limits.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = limits
+            .entry(plan.workflow.id.clone())
+            .or_insert_with(|| (limit, Arc::new(Semaphore::new(limit))));
+        if entry.0 != limit {
+            // The limit changed: new runs share a new semaphore; runs holding
+            // permits of the old one finish under it.
+            *entry = (limit, Arc::new(Semaphore::new(limit)));
+        }
+        Some(entry.1.clone())
     }
 
     /// A new run of the same pinned workflow version with the same trigger
@@ -369,6 +396,15 @@ impl Engine {
         parent: Option<String>,
     ) -> Result<RunHandle> {
         let entry = plan.entry(trigger).map_err(Error::Usage)?;
+        let active = self
+            .inner
+            .active
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len();
+        if active >= self.inner.max_active_runs {
+            return Err(Error::Busy(active));
+        }
         let slot = match self.claim(&id) {
             Ok(slot) => slot,
             Err(attached) => return Ok(attached),
@@ -552,8 +588,15 @@ impl Engine {
         }
         let engine = self.clone();
         let run_id = id.clone();
+        let limit = self.workflow_limit(&driver.plan);
         tokio::spawn(async move {
+            // Queued until the workflow's concurrency allows it to execute.
+            let permit = match limit {
+                Some(sem) => sem.acquire_owned().await.ok(),
+                None => None,
+            };
             let result = driver.drive(actions).await;
+            drop(permit);
             // The finish is durable now: a later resume sees it and refuses.
             engine.forget(&run_id);
             if fires_errors && result.status == Status::Failed {

@@ -58,6 +58,8 @@ pub struct Plan {
     pub members: HashMap<Vec<usize>, Vec<usize>>,
     /// The workflow's `vars` (template context `vars`).
     pub vars: Arc<Value>,
+    /// `settings.concurrency`: how many runs of this workflow execute at once.
+    pub concurrency: Option<usize>,
 }
 
 /// Why a workflow cannot be planned.
@@ -177,7 +179,14 @@ impl Plan {
                 .cloned()
                 .unwrap_or_else(|| Value::Object(Default::default())),
         );
+        let concurrency = workflow
+            .extra
+            .get("settings")
+            .and_then(|s| s.get("concurrency"))
+            .and_then(Value::as_u64)
+            .map(|c| c.max(1) as usize);
         Ok(Arc::new(Plan {
+            concurrency,
             workflow,
             definition,
             graph,

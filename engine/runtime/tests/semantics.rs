@@ -735,3 +735,91 @@ async fn retry_from_start_and_from_the_failed_step() {
     // A running or unknown run cannot be retried.
     assert!(h.engine.retry_from_failed("r-nope").await.is_err());
 }
+
+#[tokio::test]
+async fn workflow_concurrency_queues_runs_beyond_the_limit() {
+    let h = harness().await;
+    let wf = |concurrency: u64| {
+        Workflow::from_value(
+            json!({"format": "sluice.workflow/v1", "id": "one-at-a-time",
+            "settings": {"concurrency": concurrency}, "nodes": [
+            {"id": "t", "kind": "trigger.manual"},
+            {"id": "w", "kind": "flow.wait", "config": {"duration_ms": 100}},
+            {"id": "end", "kind": "output.end"}],
+            "edges": [{"from": "t", "to": "w"}, {"from": "w", "to": "end"}]}),
+        )
+        .unwrap()
+    };
+    let limited = Plan::new(wf(1)).unwrap();
+    let t0 = std::time::Instant::now();
+    let mut handles = Vec::new();
+    for i in 0..3 {
+        handles.push(
+            h.engine
+                .start(limited.clone(), None, Arc::new(json!(i)))
+                .await
+                .unwrap(),
+        );
+    }
+    for (i, handle) in handles.into_iter().enumerate() {
+        ok(&handle.wait().await, json!({"end": i}));
+    }
+    assert!(
+        t0.elapsed() >= std::time::Duration::from_millis(300),
+        "one at a time: {:?}",
+        t0.elapsed()
+    );
+
+    let wide = Plan::new(wf(3)).unwrap();
+    let t0 = std::time::Instant::now();
+    let mut handles = Vec::new();
+    for i in 0..3 {
+        handles.push(
+            h.engine
+                .start(wide.clone(), None, Arc::new(json!(i)))
+                .await
+                .unwrap(),
+        );
+    }
+    for handle in handles {
+        assert_eq!(handle.wait().await.status, Status::Succeeded);
+    }
+    assert!(
+        t0.elapsed() < std::time::Duration::from_millis(300),
+        "three at once: {:?}",
+        t0.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn runs_beyond_the_engine_limit_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options {
+        max_active_runs: 2,
+        ..Options::default()
+    };
+    let engine = Engine::open(dir.path(), options).await.unwrap();
+    let slow = plan(
+        json!([{"id": "t", "kind": "trigger.manual"}, {"id": "w", "kind": "flow.wait", "config": {"duration_ms": 200}}]),
+        json!([{"from": "t", "to": "w"}]),
+    );
+    let a = engine
+        .start(slow.clone(), None, Arc::new(json!(1)))
+        .await
+        .unwrap();
+    let b = engine
+        .start(slow.clone(), None, Arc::new(json!(2)))
+        .await
+        .unwrap();
+    let err = engine
+        .start(slow.clone(), None, Arc::new(json!(3)))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the engine has 2 runs in progress, its limit: try again later"
+    );
+    a.wait().await;
+    b.wait().await;
+    assert!(engine.start(slow, None, Arc::new(json!(4))).await.is_ok());
+}

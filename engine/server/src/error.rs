@@ -43,7 +43,14 @@ impl IntoResponse for ApiError {
         if let Some(detail) = self.detail {
             error["detail"] = detail;
         }
-        (self.status, Json(json!({"error": error}))).into_response()
+        let mut resp = (self.status, Json(json!({"error": error}))).into_response();
+        if self.status == StatusCode::TOO_MANY_REQUESTS {
+            resp.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("1"),
+            );
+        }
+        resp
     }
 }
 
@@ -62,6 +69,7 @@ impl From<sluice_runtime::executor::Error> for ApiError {
             E::Usage(m) => ApiError::bad_request(m),
             E::RunNotFound(id) => ApiError::not_found(format!("run `{id}` not found")),
             E::WorkflowNotFound(id) => ApiError::not_found(format!("workflow `{id}` not found")),
+            e @ E::Busy(_) => ApiError::new(StatusCode::TOO_MANY_REQUESTS, e.to_string()),
             other => ApiError::internal(other),
         }
     }

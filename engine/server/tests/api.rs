@@ -616,3 +616,56 @@ async fn logs_and_retry_through_the_api() {
         .unwrap();
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn a_full_engine_answers_429_with_retry_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(
+        dir.path(),
+        Options {
+            max_active_runs: 1,
+            ..Options::default()
+        },
+    )
+    .await
+    .unwrap();
+    let token = sluice_server::ensure_token(dir.path()).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let t = token.clone();
+    tokio::spawn(async move {
+        sluice_server::serve(
+            listener,
+            engine,
+            &t,
+            sluice_server::Options::new(addr),
+            std::future::pending(),
+        )
+        .await
+        .unwrap();
+    });
+    let c = reqwest::Client::new();
+    let wf = json!({"format": "sluice.workflow/v1", "id": "busy", "nodes": [
+        {"id": "hook", "kind": "trigger.webhook", "config": {"path": "go", "respond": "immediately"}},
+        {"id": "w", "kind": "flow.wait", "config": {"duration_ms": 300}}],
+        "edges": [{"from": "hook", "to": "w"}]});
+    c.put(format!("http://{addr}/api/v1/workflows/busy"))
+        .bearer_auth(&token)
+        .json(&wf)
+        .send()
+        .await
+        .unwrap();
+    let r = c
+        .post(format!("http://{addr}/hook/busy/go"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    let r = c
+        .post(format!("http://{addr}/hook/busy/go"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(r.headers()["retry-after"], "1");
+}
