@@ -91,6 +91,7 @@ struct Inner {
     /// Test hook: append each step execution to this file (counts side effects).
     exec_log: Option<Mutex<std::fs::File>>,
     max_active_runs: usize,
+    metrics: crate::metrics::Metrics,
     /// Per-workflow run limits (`settings.concurrency`), by workflow id.
     limits: Mutex<HashMap<String, (usize, Arc<Semaphore>)>>,
     /// Runs being driven, so a second resume attaches instead of driving twice.
@@ -184,6 +185,7 @@ impl Engine {
                 exec_log,
                 active: Mutex::new(HashMap::new()),
                 max_active_runs: options.max_active_runs.max(1),
+                metrics: Default::default(),
                 limits: Mutex::new(HashMap::new()),
             }),
         })
@@ -340,6 +342,17 @@ impl Engine {
                 }
             }
         }
+    }
+
+    /// The Prometheus text exposition of the engine's metrics.
+    pub fn metrics(&self) -> String {
+        let active = self
+            .inner
+            .active
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len();
+        self.inner.metrics.render(active)
     }
 
     /// Cancels a run this engine is driving: in-flight steps are stopped and
@@ -592,11 +605,20 @@ impl Engine {
         tokio::spawn(async move {
             // Queued until the workflow's concurrency allows it to execute.
             let permit = match limit {
-                Some(sem) => sem.acquire_owned().await.ok(),
+                Some(sem) => {
+                    engine.inner.metrics.queued(1);
+                    let p = sem.acquire_owned().await.ok();
+                    engine.inner.metrics.queued(-1);
+                    p
+                }
                 None => None,
             };
             let result = driver.drive(actions).await;
             drop(permit);
+            engine
+                .inner
+                .metrics
+                .run_finished(&workflow, result.status.as_str());
             // The finish is durable now: a later resume sees it and refuses.
             engine.forget(&run_id);
             if fires_errors && result.status == Status::Failed {
@@ -864,7 +886,12 @@ impl Driver {
                 Wake::Cancel => Event::Cancel,
                 Wake::Step(done) => {
                     self.handles.remove(&done.key);
-                    let duration = Some(done.started.elapsed().as_micros() as i64);
+                    let took = done.started.elapsed();
+                    self.engine
+                        .inner
+                        .metrics
+                        .step_finished(self.plan.nodes[done.key.node].kind, took);
+                    let duration = Some(took.as_micros() as i64);
                     let logged = self.write_logs(&done).await;
                     let journaled = match &done.result {
                         // Serialized straight from the shared messages: `[[port, value], ...]`.

@@ -5,6 +5,7 @@
 
 pub mod executor;
 pub mod machine;
+pub mod metrics;
 pub mod plan;
 pub mod report;
 

@@ -269,3 +269,15 @@ async fn run_logs(
             .collect(),
     )))
 }
+
+/// `/metrics`: Prometheus text format (needs the token, like the API).
+pub(crate) async fn metrics(State(s): State<AppState>) -> Response {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4",
+        )],
+        s.engine.metrics(),
+    )
+        .into_response()
+}

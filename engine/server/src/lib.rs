@@ -63,17 +63,21 @@ pub fn router(engine: Engine, token: &str, options: Options) -> Router {
         token: Arc::from(token),
         options: Arc::new(options),
     };
-    let api = api::routes()
-        .route_layer(axum::middleware::from_fn_with_state(
+    let protect = |r: Router<AppState>| {
+        r.route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             security::require_token,
         ))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             security::check_host_and_origin,
-        ));
+        ))
+    };
+    let api = protect(api::routes());
+    let metrics = protect(Router::new().route("/metrics", axum::routing::get(api::metrics)));
     Router::new()
         .nest("/api/v1", api)
+        .merge(metrics)
         .merge(hook::routes())
         .layer(DefaultBodyLimit::max(body_limit))
         .with_state(state)

@@ -669,3 +669,48 @@ async fn a_full_engine_answers_429_with_retry_after() {
     assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(r.headers()["retry-after"], "1");
 }
+
+#[tokio::test]
+async fn metrics_in_prometheus_format() {
+    let s = server().await;
+    s.put_workflow(webhook_flow("when_finished", false)).await;
+    let r = s
+        .hook(reqwest::Method::POST, "orders/orders")
+        .json(&json!({"id": "a", "total": 500}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let r = s
+        .client
+        .get(format!("{}/metrics", s.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let r = s
+        .client
+        .get(format!("{}/metrics", s.base))
+        .bearer_auth(&s.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(
+        r.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/plain")
+    );
+    let text = r.text().await.unwrap();
+    assert!(
+        text.contains("sluice_runs_total{workflow=\"orders\",status=\"succeeded\"} 1\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("sluice_step_duration_seconds_count{kind=\"data.set\"} 1\n"),
+        "{text}"
+    );
+    assert!(text.contains("sluice_runs_active 0\n"), "{text}");
+    assert!(text.contains("# TYPE sluice_runs_queued gauge\n"), "{text}");
+}
