@@ -17,6 +17,7 @@ use sluice_store::{LogLine, NewRun, Record, RecordKind, Store, Stored};
 use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 
+use crate::events::{LiveEvent, What};
 use crate::machine::{
     Action, Activation, Event, Hist, Lineage, Msg, Run, Status, StepError, StepKey,
 };
@@ -92,6 +93,7 @@ struct Inner {
     exec_log: Option<Mutex<std::fs::File>>,
     max_active_runs: usize,
     metrics: crate::metrics::Metrics,
+    events: tokio::sync::broadcast::Sender<LiveEvent>,
     /// Per-workflow run limits (`settings.concurrency`), by workflow id.
     limits: Mutex<HashMap<String, (usize, Arc<Semaphore>)>>,
     /// Runs being driven, so a second resume attaches instead of driving twice.
@@ -186,6 +188,7 @@ impl Engine {
                 active: Mutex::new(HashMap::new()),
                 max_active_runs: options.max_active_runs.max(1),
                 metrics: Default::default(),
+                events: tokio::sync::broadcast::channel(crate::events::CAPACITY).0,
                 limits: Mutex::new(HashMap::new()),
             }),
         })
@@ -342,6 +345,11 @@ impl Engine {
                 }
             }
         }
+    }
+
+    /// Live events of every run from now on.
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<LiveEvent> {
+        self.inner.events.subscribe()
     }
 
     /// The Prometheus text exposition of the engine's metrics.
@@ -797,14 +805,17 @@ struct Driver {
     /// Steps that finished on the driver itself, not yet applied.
     ready: std::collections::VecDeque<Wake>,
     run_info: Arc<Value>,
+    workflow: Arc<str>,
 }
 
 impl Driver {
     fn new(engine: Engine, run_id: Arc<str>, run: Run, replay: Replay, info: Value) -> Driver {
         let plan = run.plan().clone();
         let (tx, rx) = mpsc::unbounded_channel();
+        let workflow: Arc<str> = Arc::from(info["workflow"].as_str().unwrap_or_default());
+        let trigger = info["trigger"].as_str().unwrap_or_default().to_string();
         let run_info = Arc::new(info);
-        Driver {
+        let driver = Driver {
             engine,
             run_id,
             run,
@@ -817,7 +828,10 @@ impl Driver {
             rx,
             ready: Default::default(),
             run_info,
-        }
+            workflow,
+        };
+        driver.emit(What::RunStarted { trigger }, nodes::now_us());
+        driver
     }
 
     fn next_seq(&mut self) -> u64 {
@@ -848,6 +862,38 @@ impl Driver {
             Some(v) => Some(self.engine.store().blobs().store_value(v)?),
             None => None,
         };
+        let at_us = nodes::now_us();
+        if self.engine.inner.events.receiver_count() > 0 {
+            let what = match kind {
+                RecordKind::Started => What::StepStarted {
+                    node: node.clone(),
+                    lineage: lineage.clone(),
+                    activation: activation.clone(),
+                    attempt,
+                },
+                RecordKind::Succeeded | RecordKind::Failed => What::StepFinished {
+                    node: node.clone(),
+                    lineage: lineage.clone(),
+                    activation: activation.clone(),
+                    attempt,
+                    status: if kind == RecordKind::Succeeded {
+                        "succeeded"
+                    } else {
+                        "failed"
+                    },
+                    duration_us: duration_us.unwrap_or(0),
+                    error: error
+                        .as_ref()
+                        .and_then(|e| e["message"].as_str())
+                        .map(str::to_string),
+                },
+                RecordKind::Skipped => What::StepSkipped {
+                    node: node.clone(),
+                    lineage: lineage.clone(),
+                },
+            };
+            self.emit(what, at_us);
+        }
         let rec = Record {
             run_id: self.run_id.clone(),
             seq: self.next_seq(),
@@ -856,13 +902,26 @@ impl Driver {
             lineage,
             activation,
             attempt,
-            at_us: nodes::now_us(),
+            at_us,
             data,
             error,
             duration_us,
         };
         self.engine.store().journal().append(rec).await?;
         Ok(())
+    }
+
+    /// Publishes a live event (nobody listening costs nothing; a slow
+    /// listener lags, the run never waits).
+    fn emit(&self, what: What, at_us: i64) {
+        let event = LiveEvent {
+            run: self.run_id.clone(),
+            workflow: self.workflow.clone(),
+            at_us,
+            what,
+        };
+        // No receivers is not an error: events are best effort by design.
+        self.engine.inner.events.send(event).ok();
     }
 
     async fn drive(mut self, mut actions: Vec<Action>) -> RunResult {
@@ -948,6 +1007,15 @@ impl Driver {
                 message: message.clone(),
                 at_us: nodes::now_us(),
             };
+            if self.engine.inner.events.receiver_count() > 0 {
+                let what = What::Log {
+                    node: self.plan.nodes[done.key.node].id.clone(),
+                    lineage: line.lineage.clone(),
+                    level: line.level.clone(),
+                    message: line.message.clone(),
+                };
+                self.emit(what, line.at_us);
+            }
             self.engine.store().journal().log(line).await?;
         }
         Ok(())
@@ -1014,6 +1082,13 @@ impl Driver {
                         )
                         .await?;
                     self.tasks.abort_all();
+                    self.emit(
+                        What::RunFinished {
+                            status: status.as_str(),
+                            error: error.clone(),
+                        },
+                        nodes::now_us(),
+                    );
                     return Ok(Some(RunResult {
                         id: self.run_id.to_string(),
                         status,

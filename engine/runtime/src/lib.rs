@@ -3,6 +3,7 @@
 //! journal in SQLite ([`executor`]).
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+pub mod events;
 pub mod executor;
 pub mod machine;
 pub mod metrics;

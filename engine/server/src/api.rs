@@ -19,6 +19,7 @@ use crate::{ApiError, AppState};
 pub(crate) fn routes() -> axum::Router<AppState> {
     axum::Router::new()
         .route("/health", get(health))
+        .route("/ws", get(crate::live::ws))
         .route("/node-kinds", get(node_kinds))
         .route("/workflows", get(list_workflows))
         .route(

@@ -10,6 +10,7 @@
 mod api;
 mod error;
 mod hook;
+mod live;
 mod security;
 
 use std::net::SocketAddr;

@@ -714,3 +714,83 @@ async fn metrics_in_prometheus_format() {
     assert!(text.contains("sluice_runs_active 0\n"), "{text}");
     assert!(text.contains("# TYPE sluice_runs_queued gauge\n"), "{text}");
 }
+
+#[tokio::test]
+async fn live_events_over_the_websocket_in_order() {
+    use futures::StreamExt;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+    let s = server().await;
+    s.put_workflow(json!({"format": "sluice.workflow/v1", "id": "live", "nodes": [
+        {"id": "t", "kind": "trigger.manual"},
+        {"id": "say", "kind": "util.log", "config": {"message": "hi"}},
+        {"id": "no", "kind": "flow.if", "config": {"condition": "{{ false }}"}},
+        {"id": "never", "kind": "output.end"},
+        {"id": "end", "kind": "output.end"}],
+        "edges": [{"from": "t", "to": "say"}, {"from": "say", "to": "end"}, {"from": "t", "to": "no"},
+                  {"from": "no:true", "to": "never"}]}))
+    .await;
+    let url = format!("ws://{}/api/v1/ws?workflow=live", s.addr);
+    // Without the token: refused before the upgrade.
+    let err = tokio_tungstenite::connect_async(url.clone())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("401"), "{err}");
+
+    let mut req = url.into_client_request().unwrap();
+    req.headers_mut().insert(
+        "authorization",
+        format!("Bearer {}", s.token).parse().unwrap(),
+    );
+    let (mut socket, _) = tokio_tungstenite::connect_async(req).await.unwrap();
+    // Another workflow's events are filtered out.
+    s.put_workflow(
+        json!({"format": "sluice.workflow/v1", "id": "other", "nodes": [
+        {"id": "t", "kind": "trigger.manual"}], "edges": []}),
+    )
+    .await;
+    s.api(reqwest::Method::POST, "/workflows/other/runs")
+        .json(&json!({"wait": true}))
+        .send()
+        .await
+        .unwrap();
+    let run = json_of(
+        s.api(reqwest::Method::POST, "/workflows/live/runs")
+            .json(&json!({"wait": true}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+
+    let mut seen = Vec::new();
+    while let Some(msg) = tokio::time::timeout(Duration::from_secs(10), socket.next())
+        .await
+        .unwrap()
+    {
+        let v: Value = serde_json::from_str(msg.unwrap().to_text().unwrap()).unwrap();
+        assert_eq!(v["workflow"], "live");
+        assert_eq!(v["run"], run["id"]);
+        let label = match v["node"].as_str() {
+            Some(node) => format!("{} {node}", v["type"].as_str().unwrap()),
+            None => v["type"].as_str().unwrap().to_string(),
+        };
+        let done = v["type"] == "run_finished";
+        seen.push(label);
+        if done {
+            break;
+        }
+    }
+    let pos = |l: &str| {
+        seen.iter()
+            .position(|x| x == l)
+            .unwrap_or_else(|| panic!("no `{l}` in {seen:?}"))
+    };
+    assert_eq!(seen[0], "run_started");
+    assert!(pos("step_started t") < pos("step_finished t"));
+    assert!(pos("step_finished t") < pos("step_started say"));
+    assert!(pos("step_started say") < pos("log say"));
+    assert!(pos("log say") < pos("step_finished say"));
+    assert!(pos("step_finished no") < pos("step_skipped never"));
+    assert_eq!(seen.last().unwrap(), "run_finished");
+}
