@@ -262,7 +262,13 @@ async fn serve(
             dir.join("api-token").display()
         );
     }
-    println!("listening on http://{local}");
+    // 0.0.0.0 / [::] accept every interface; the API answers loopback names.
+    let shown = if local.ip().is_unspecified() {
+        std::net::SocketAddr::from(([127, 0, 0, 1], local.port()))
+    } else {
+        local
+    };
+    println!("listening on http://{shown}");
     println!(
         "data dir {}; API token in {}",
         dir.display(),

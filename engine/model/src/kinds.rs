@@ -566,11 +566,11 @@ pub struct RespondConfig {
 impl Validate for RespondConfig {
     fn validate(&self) -> Result<(), ConfigError> {
         if let Some(Value::Number(n)) = &self.status
-            && !n.as_u64().is_some_and(|s| (100..=599).contains(&s))
+            && !n.as_u64().is_some_and(|s| (200..=599).contains(&s))
         {
             return Err(ConfigError::new(
                 "status",
-                "must be an HTTP status between 100 and 599",
+                "must be an HTTP status between 200 and 599",
             ));
         }
         Ok(())

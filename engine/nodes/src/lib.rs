@@ -198,7 +198,7 @@ pub fn execute_pure(call: &Call<'_>) -> Option<Result<Outputs>> {
                 Some(v) => v
                     .as_u64()
                     .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
-                    .filter(|s| (100..=599).contains(s))
+                    .filter(|s| (200..=599).contains(s))
                     .ok_or_else(|| {
                         Error::terminal(format!(
                             "output.respond: status `{v}` is not an HTTP status"

@@ -337,10 +337,16 @@ impl Engine {
                 if !watched {
                     continue;
                 }
-                if let Err(e) = self
-                    .start(plan.clone(), Some(&node.id), message.clone())
-                    .await
-                {
+                let started = self
+                    .start_with_id(
+                        new_run_id(),
+                        plan.clone(),
+                        Some(&node.id),
+                        message.clone(),
+                        None,
+                    )
+                    .await;
+                if let Err(e) = started {
                     tracing_log(&format!("error trigger {}/{}: {e}", row.id, node.id));
                 }
             }
@@ -404,8 +410,19 @@ impl Engine {
         trigger: Option<&str>,
         input: Msg,
     ) -> Result<RunHandle> {
-        let id = new_run_id();
-        self.start_with_id(id, plan, trigger, input, None).await
+        // Only new top-level runs are refused: sub-workflows, error triggers and
+        // retries belong to work already admitted.
+        let active = self
+            .inner
+            .active
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len();
+        if active >= self.inner.max_active_runs {
+            return Err(Error::Busy(active));
+        }
+        self.start_with_id(new_run_id(), plan, trigger, input, None)
+            .await
     }
 
     async fn start_with_id(
@@ -417,15 +434,6 @@ impl Engine {
         parent: Option<String>,
     ) -> Result<RunHandle> {
         let entry = plan.entry(trigger).map_err(Error::Usage)?;
-        let active = self
-            .inner
-            .active
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .len();
-        if active >= self.inner.max_active_runs {
-            return Err(Error::Busy(active));
-        }
         let slot = match self.claim(&id) {
             Ok(slot) => slot,
             Err(attached) => return Ok(attached),
@@ -630,8 +638,9 @@ impl Engine {
             // The finish is durable now: a later resume sees it and refuses.
             engine.forget(&run_id);
             if fires_errors && result.status == Status::Failed {
-                let (engine, failed) = (engine.clone(), result.clone());
-                tokio::spawn(async move { engine.fire_error_triggers(&workflow, &failed).await });
+                // Started (durably) before the result is reported: a process that
+                // exits right after resumes them at its next start.
+                engine.fire_error_triggers(&workflow, &result).await;
             }
             if tx.receiver_count() > 0 {
                 tx.send_replace(Some(Arc::new(result.clone())));

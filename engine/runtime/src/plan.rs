@@ -225,7 +225,7 @@ impl Plan {
         match (manual.as_slice(), triggers.as_slice()) {
             ([one], _) | ([], [one]) => Ok(*one),
             _ => Err(format!(
-                "workflow `{}` has several triggers ({}): choose one with --trigger",
+                "workflow `{}` has several triggers ({}): choose one (`--trigger`, or `trigger` in the API)",
                 self.workflow.id,
                 triggers
                     .iter()

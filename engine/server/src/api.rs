@@ -151,8 +151,14 @@ async fn start_run(
             Json(json!({"id": run_id, "status": "running"})),
         ));
     }
-    let result = handle.wait().await;
-    Ok((StatusCode::OK, Json(result_json(&id, result))))
+    // Bounded like a webhook: a long run answers 202 and goes on.
+    match tokio::time::timeout(s.options.webhook_timeout, handle.wait()).await {
+        Ok(result) => Ok((StatusCode::OK, Json(result_json(&id, result)))),
+        Err(_) => Ok((
+            StatusCode::ACCEPTED,
+            Json(json!({"id": run_id, "status": "running"})),
+        )),
+    }
 }
 
 fn result_json(workflow: &str, r: RunResult) -> Value {
@@ -210,10 +216,14 @@ async fn cancel_run(
     }
     match s.engine.store().get_run(&id).await? {
         None => Err(ApiError::not_found(format!("run `{id}` not found"))),
+        Some(row) if row.status == "running" => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!("run `{id}` is not being driven by this engine (it resumes at the next start)"),
+        )),
         Some(row) => Err(ApiError::new(
             StatusCode::CONFLICT,
             format!(
-                "run `{id}` is {}: only a running run can be cancelled",
+                "run `{id}` already {}: only a running run can be cancelled",
                 row.status
             ),
         )),

@@ -57,14 +57,14 @@ async fn hook(
         .await?;
     let run_id = handle.id.clone();
     if config.get("respond").and_then(Value::as_str) == Some("immediately") {
-        return Ok((StatusCode::ACCEPTED, Json(json!({"run_id": run_id}))).into_response());
+        return Ok(accepted(&run_id));
     }
     let Ok(result) = tokio::time::timeout(s.options.webhook_timeout, handle.wait()).await else {
         // Still running: the caller gets the id to follow it.
-        return Ok((StatusCode::ACCEPTED, Json(json!({"run_id": run_id}))).into_response());
+        return Ok(accepted(&run_id));
     };
     if result.status != Status::Succeeded {
-        return Err(ApiError::internal(format!(
+        let mut resp = ApiError::internal(format!(
             "run {} {}{}: {}",
             result.id,
             result.status.as_str(),
@@ -80,7 +80,10 @@ async fn hook(
                 .and_then(|e| e["message"].as_str())
                 .unwrap_or("no message"),
         ))
-        .with_detail(json!({"run_id": result.id, "error": result.error})));
+        .with_detail(json!({"run_id": result.id, "error": result.error}))
+        .into_response();
+        set_run_id(&mut resp, &run_id);
+        return Ok(resp);
     }
     Ok(match result.respond {
         Some(r) => respond(&r, &run_id),
@@ -206,6 +209,12 @@ fn respond(r: &Value, run_id: &str) -> Response {
             }
         }
     }
+    set_run_id(&mut resp, run_id);
+    resp
+}
+
+fn accepted(run_id: &str) -> Response {
+    let mut resp = (StatusCode::ACCEPTED, Json(json!({"run_id": run_id}))).into_response();
     set_run_id(&mut resp, run_id);
     resp
 }

@@ -54,17 +54,23 @@ pub(crate) async fn require_token(
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
-    match given {
-        Some(t) if same(t.as_bytes(), state.token.as_bytes()) => next.run(req).await,
-        Some(_) => ApiError::new(StatusCode::UNAUTHORIZED, "wrong API token").into_response(),
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, t)| t.trim());
+    let refused = match given {
+        Some(t) if same(t.as_bytes(), state.token.as_bytes()) => return next.run(req).await,
+        Some(_) => ApiError::new(StatusCode::UNAUTHORIZED, "wrong API token"),
         None => ApiError::new(
             StatusCode::UNAUTHORIZED,
             "missing `Authorization: Bearer <token>` (the token is in <data-dir>/api-token)",
-        )
-        .into_response(),
-    }
+        ),
+    };
+    let mut resp = refused.into_response();
+    resp.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        axum::http::HeaderValue::from_static("Bearer"),
+    );
+    resp
 }
 
 pub(crate) async fn check_host_and_origin(
