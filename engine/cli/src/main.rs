@@ -281,6 +281,8 @@ async fn serve(
     for h in resumed {
         tokio::spawn(h.wait());
     }
+    // Schedules and file watches, re-armed as workflows change through the API.
+    let triggers = tokio::spawn(sluice_triggers::Triggers::new(engine.clone()).run());
     let shutdown = async {
         let ctrl_c = tokio::signal::ctrl_c();
         #[cfg(unix)]
@@ -307,6 +309,7 @@ async fn serve(
     )
     .await
     .map_err(internal)?;
+    triggers.abort();
     // Whatever steps recorded is committed; unfinished runs resume at the next start.
     engine.store().journal().flush().await.map_err(internal)?;
     eprintln!("sluice: stopped");

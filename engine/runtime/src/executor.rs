@@ -94,6 +94,8 @@ struct Inner {
     max_active_runs: usize,
     metrics: crate::metrics::Metrics,
     events: tokio::sync::broadcast::Sender<LiveEvent>,
+    /// Ids of workflows created, changed or deleted (triggers re-arm on them).
+    changes: tokio::sync::broadcast::Sender<String>,
     /// Per-workflow run limits (`settings.concurrency`), by workflow id.
     limits: Mutex<HashMap<String, (usize, Arc<Semaphore>)>>,
     /// Runs being driven, so a second resume attaches instead of driving twice.
@@ -189,6 +191,7 @@ impl Engine {
                 max_active_runs: options.max_active_runs.max(1),
                 metrics: Default::default(),
                 events: tokio::sync::broadcast::channel(crate::events::CAPACITY).0,
+                changes: tokio::sync::broadcast::channel(1024).0,
                 limits: Mutex::new(HashMap::new()),
             }),
         })
@@ -353,6 +356,18 @@ impl Engine {
         }
     }
 
+    /// Tells the engine's services (triggers) that a workflow was created,
+    /// changed or deleted.
+    pub fn workflow_changed(&self, id: &str) {
+        // Nobody listening (no triggers running) is fine.
+        self.inner.changes.send(id.to_string()).ok();
+    }
+
+    /// Workflow ids as they change.
+    pub fn workflow_changes(&self) -> tokio::sync::broadcast::Receiver<String> {
+        self.inner.changes.subscribe()
+    }
+
     /// Live events of every run from now on.
     pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<LiveEvent> {
         self.inner.events.subscribe()
@@ -425,7 +440,10 @@ impl Engine {
             .await
     }
 
-    async fn start_with_id(
+    /// Starts a run under a chosen id (deterministic ids make starts
+    /// idempotent: a schedule fire, a sub-workflow call). If a run with this
+    /// id is being driven, attaches to it. Not subject to the active-run limit.
+    pub async fn start_with_id(
         &self,
         id: String,
         plan: Arc<Plan>,

@@ -93,6 +93,7 @@ async fn put_workflow(
         .store()
         .put_workflow(&id, &plan.workflow.name, &plan.definition)
         .await?;
+    s.engine.workflow_changed(&id);
     let status = if existed {
         StatusCode::OK
     } else {
@@ -109,6 +110,7 @@ async fn delete_workflow(
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     if s.engine.store().delete_workflow(&id).await? {
+        s.engine.workflow_changed(&id);
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(ApiError::not_found(format!("workflow `{id}` not found")))

@@ -258,6 +258,34 @@ impl Store {
         self.decode_runs(rows).await
     }
 
+    /// The newest run of a workflow started at a given trigger (schedules
+    /// find their last fire with it).
+    pub async fn latest_run_for_trigger(
+        &self,
+        workflow_id: &str,
+        trigger: &str,
+    ) -> Result<Option<RunRow>> {
+        let sql = format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE workflow_id = ? AND \"trigger\" = ? \
+             ORDER BY created_at_us DESC, id DESC LIMIT 1"
+        );
+        let rows: Vec<RunTuple> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(workflow_id)
+            .bind(trigger)
+            .fetch_all(&self.inner.pool)
+            .await?;
+        Ok(self.decode_runs(rows).await?.into_iter().next())
+    }
+
+    /// Whether a run with this id exists.
+    pub async fn run_exists(&self, id: &str) -> Result<bool> {
+        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM runs WHERE id = ?")
+            .bind(id)
+            .fetch_one(&self.inner.pool)
+            .await?;
+        Ok(n > 0)
+    }
+
     /// Runs still `running` (to resume after a restart), oldest first.
     pub async fn unfinished_runs(&self) -> Result<Vec<RunRow>> {
         let sql = format!(

@@ -1,0 +1,124 @@
+//! Background triggers: `trigger.schedule` (cron with seconds, in a time
+//! zone) and `trigger.file` (a watched folder). [`Triggers::run`] arms every
+//! trigger of every stored workflow and re-arms a workflow's triggers when it
+//! changes ([`Engine::workflow_changed`]).
+//!
+//! Missed schedules: a schedule remembers its last fire through its runs.
+//! When the engine starts and occurrences were missed while it was down,
+//! the trigger fires **once** at start with `missed` set to how many were
+//! missed (coalesced, never a burst), then keeps its normal pace.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
+mod files;
+mod schedule;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use sluice_runtime::{Engine, Plan};
+use tokio::task::AbortHandle;
+
+pub use schedule::parse_cron;
+
+/// Arms and re-arms triggers for an engine.
+pub struct Triggers {
+    engine: Engine,
+    /// Per workflow: the tasks running its triggers.
+    armed: HashMap<String, Vec<AbortHandle>>,
+}
+
+impl std::fmt::Debug for Triggers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Triggers")
+            .field("armed", &self.armed.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Drop for Triggers {
+    fn drop(&mut self) {
+        for handles in self.armed.values() {
+            for h in handles {
+                h.abort();
+            }
+        }
+    }
+}
+
+impl Triggers {
+    pub fn new(engine: Engine) -> Triggers {
+        Triggers {
+            engine,
+            armed: HashMap::new(),
+        }
+    }
+
+    /// Arms everything, then follows workflow changes until the engine's
+    /// change channel closes or the task is dropped.
+    pub async fn run(mut self) {
+        let mut changes = self.engine.workflow_changes();
+        self.arm_all().await;
+        loop {
+            match changes.recv().await {
+                Ok(id) => self.rearm(&id).await,
+                // Missed some changes: re-read everything.
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => self.arm_all().await,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            }
+        }
+    }
+
+    /// Arms the triggers of every stored workflow.
+    pub async fn arm_all(&mut self) {
+        let rows = match self.engine.store().list_workflows().await {
+            Ok(rows) => rows,
+            Err(e) => return warn(&format!("cannot list workflows to arm their triggers: {e}")),
+        };
+        for row in rows {
+            self.rearm(&row.id).await;
+        }
+    }
+
+    /// Disarms a workflow's triggers and arms them again from its stored version.
+    pub async fn rearm(&mut self, id: &str) {
+        if let Some(handles) = self.armed.remove(id) {
+            for h in handles {
+                h.abort();
+            }
+        }
+        let plan = match self.engine.workflow(id).await {
+            Ok(plan) => plan,
+            // Deleted (or invalid): nothing to arm.
+            Err(_) => return,
+        };
+        let handles = self.arm(&plan);
+        if !handles.is_empty() {
+            self.armed.insert(id.to_string(), handles);
+        }
+    }
+
+    fn arm(&self, plan: &Arc<Plan>) -> Vec<AbortHandle> {
+        let mut handles = Vec::new();
+        for node in plan.nodes.iter().filter(|n| !n.disabled) {
+            let armed = match node.kind {
+                "trigger.schedule" => {
+                    schedule::arm(self.engine.clone(), plan.clone(), node.id.clone())
+                }
+                "trigger.file" => files::arm(self.engine.clone(), plan.clone(), node.id.clone()),
+                _ => continue,
+            };
+            match armed {
+                Ok(h) => handles.push(h),
+                Err(e) => warn(&format!(
+                    "workflow `{}` trigger `{}`: {e}",
+                    plan.workflow.id, node.id
+                )),
+            }
+        }
+        handles
+    }
+}
+
+fn warn(msg: &str) {
+    eprintln!("sluice: {msg}");
+}

@@ -1,0 +1,179 @@
+//! `trigger.schedule`: cron with seconds (6 or 7 fields), in a time zone.
+//! Each fire starts a run whose id derives from (workflow, trigger, scheduled
+//! time), so a fire is never started twice, even across a crash.
+
+use std::sync::Arc;
+
+use croner::Cron;
+use croner::parser::{CronParser, Seconds, Year};
+use jiff::tz::TimeZone;
+use jiff::{Timestamp, Zoned};
+use serde_json::{Value, json};
+use sluice_runtime::{Engine, Plan};
+use tokio::task::AbortHandle;
+
+/// Most missed occurrences counted (the fire itself is always one).
+const MAX_MISSED_COUNT: u64 = 10_000;
+
+/// Parses a cron expression with seconds (`sec min hour dom mon dow [year]`).
+pub fn parse_cron(expr: &str) -> Result<Cron, String> {
+    let parser = CronParser::builder()
+        .seconds(Seconds::Required)
+        .year(Year::Optional)
+        .build();
+    parser
+        .parse(expr)
+        .map_err(|e| format!("cron `{expr}`: {e}"))
+}
+
+fn zone(name: Option<&str>) -> Result<TimeZone, String> {
+    match name {
+        None => Ok(TimeZone::UTC),
+        Some(n) => TimeZone::get(n).map_err(|e| format!("time zone `{n}`: {e}")),
+    }
+}
+
+fn next_after(cron: &Cron, tz: &TimeZone, after: Timestamp) -> Result<Timestamp, String> {
+    let z: Zoned = after.to_zoned(tz.clone());
+    cron.find_next_occurrence(&z, false)
+        .map(|n| n.timestamp())
+        .map_err(|e| e.to_string())
+}
+
+pub(crate) fn arm(
+    engine: Engine,
+    plan: Arc<Plan>,
+    trigger: Arc<str>,
+) -> Result<AbortHandle, String> {
+    let node = plan
+        .node_index(&trigger)
+        .map(|i| &plan.nodes[i])
+        .ok_or_else(|| format!("no node `{trigger}`"))?;
+    let cron = parse_cron(
+        node.raw_config
+            .get("cron")
+            .and_then(Value::as_str)
+            .unwrap_or(""),
+    )?;
+    let tz = zone(node.raw_config.get("timezone").and_then(Value::as_str))?;
+    // Fails now, not at the first fire, when the expression never matches.
+    next_after(&cron, &tz, Timestamp::now())?;
+    let task = tokio::spawn(async move { fire_forever(engine, plan, trigger, cron, tz).await });
+    Ok(task.abort_handle())
+}
+
+async fn fire_forever(
+    engine: Engine,
+    plan: Arc<Plan>,
+    trigger: Arc<str>,
+    cron: Cron,
+    tz: TimeZone,
+) {
+    // Catch up once for what was missed while the engine was down.
+    let last = engine
+        .store()
+        .latest_run_for_trigger(&plan.workflow.id, &trigger)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|r| {
+            r.input
+                .get("scheduled_at")
+                .and_then(Value::as_str)
+                .and_then(|s| s.parse::<Timestamp>().ok())
+        });
+    if let Some(last) = last {
+        let now = Timestamp::now();
+        let mut missed = 0u64;
+        let mut latest = None;
+        let mut t = last;
+        while let Ok(next) = next_after(&cron, &tz, t) {
+            if next > now || missed >= MAX_MISSED_COUNT {
+                break;
+            }
+            missed += 1;
+            latest = Some(next);
+            t = next;
+        }
+        if let Some(scheduled) = latest {
+            fire(&engine, &plan, &trigger, scheduled, missed).await;
+        }
+    }
+    let mut after = Timestamp::now();
+    loop {
+        let next = match next_after(&cron, &tz, after) {
+            Ok(n) => n,
+            Err(e) => {
+                return crate::warn(&format!(
+                    "workflow `{}` schedule `{trigger}`: {e}",
+                    plan.workflow.id
+                ));
+            }
+        };
+        let wait = Timestamp::now().duration_until(next);
+        let wait = std::time::Duration::try_from(wait).unwrap_or(std::time::Duration::ZERO);
+        tokio::time::sleep(wait).await;
+        fire(&engine, &plan, &trigger, next, 0).await;
+        after = next;
+    }
+}
+
+async fn fire(engine: &Engine, plan: &Arc<Plan>, trigger: &str, scheduled: Timestamp, missed: u64) {
+    let key = format!(
+        "{}/{trigger}/{}",
+        plan.workflow.id,
+        scheduled.as_microsecond()
+    );
+    let id = format!("s{}", &blake3::hash(key.as_bytes()).to_hex()[..24]);
+    match engine.store().run_exists(&id).await {
+        Ok(true) => return,
+        Ok(false) => {}
+        Err(e) => return crate::warn(&format!("schedule `{key}`: {e}")),
+    }
+    let mut message = json!({
+        "scheduled_at": scheduled.to_string(),
+        "fired_at": Timestamp::now().to_string(),
+    });
+    if missed > 0 {
+        message["missed"] = json!(missed);
+    }
+    if let Err(e) = engine
+        .start_with_id(id, plan.clone(), Some(trigger), Arc::new(message), None)
+        .await
+    {
+        crate::warn(&format!("schedule `{key}`: cannot start a run: {e}"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cron_with_seconds_in_a_zone() {
+        let c = parse_cron("*/2 * * * * *").unwrap();
+        let t0: Timestamp = "2026-12-02T10:00:01Z".parse().unwrap();
+        assert_eq!(
+            next_after(&c, &TimeZone::UTC, t0).unwrap().to_string(),
+            "2026-12-02T10:00:02Z"
+        );
+        let nine = parse_cron("0 0 9 * * *").unwrap();
+        let paris = zone(Some("Europe/Paris")).unwrap();
+        // 09:00 in Paris is 08:00 UTC in winter.
+        assert_eq!(
+            next_after(&nine, &paris, t0).unwrap().to_string(),
+            "2026-12-03T08:00:00Z"
+        );
+    }
+
+    #[test]
+    fn bad_expressions_and_zones_are_named() {
+        let e = parse_cron("* * * * *").unwrap_err();
+        assert!(e.starts_with("cron `* * * * *`:"), "{e}");
+        assert!(
+            zone(Some("Mars/Olympus"))
+                .unwrap_err()
+                .starts_with("time zone `Mars/Olympus`")
+        );
+    }
+}
