@@ -43,6 +43,14 @@ enum Command {
         #[arg(long, env = "SLUICE_LISTEN")]
         listen: Option<std::net::SocketAddr>,
     },
+    /// Store a workflow file in the data dir (replacing the version with its id).
+    Import { file: PathBuf },
+    /// Print a stored workflow as `sluice.workflow/v1` JSON (or write it to --out).
+    Export {
+        id: String,
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Inspect and resume runs.
     Runs {
         #[command(subcommand)]
@@ -137,6 +145,42 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
             Ok(0)
         }
         Command::Serve { listen } => serve(cli.data_dir, listen).await,
+        Command::Import { file } => {
+            let wf = read_workflow(&file)?;
+            let plan = Plan::new(wf).map_err(|e| invalid(&file.display().to_string(), &e.0))?;
+            let engine = open(cli.data_dir).await?;
+            engine
+                .store()
+                .put_workflow(&plan.workflow.id, &plan.workflow.name, &plan.definition)
+                .await
+                .map_err(internal)?;
+            println!(
+                "imported workflow `{}` ({} nodes)",
+                plan.workflow.id,
+                plan.workflow.nodes.len()
+            );
+            Ok(0)
+        }
+        Command::Export { id, out } => {
+            let engine = open(cli.data_dir).await?;
+            let text = engine
+                .store()
+                .get_workflow(&id)
+                .await
+                .map_err(internal)?
+                .ok_or_else(|| usage(format!("workflow `{id}` not found")))?;
+            match out {
+                None => print!("{text}"),
+                Some(path) => {
+                    // Atomic: a reader never sees half a file.
+                    let tmp = path.with_extension("tmp");
+                    std::fs::write(&tmp, &text)
+                        .and_then(|()| std::fs::rename(&tmp, &path))
+                        .map_err(|e| usage(format!("cannot write {}: {e}", path.display())))?;
+                }
+            }
+            Ok(0)
+        }
         Command::Run {
             workflow,
             input,

@@ -266,3 +266,37 @@ fn a_100000_deep_input_is_a_clear_error() {
         );
     }
 }
+
+#[test]
+fn import_then_export_round_trips() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "hello.flow.json",
+        include_str!("../../../assets/examples/hello.flow.json"),
+    );
+    let o = sluice(dir.path(), &["import", &f]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        "imported workflow `hello` (4 nodes)"
+    );
+    let o = sluice(dir.path(), &["export", "hello"]);
+    assert_eq!(o.status.code(), Some(0));
+    let exported: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let original: Value =
+        serde_json::from_str(include_str!("../../../assets/examples/hello.flow.json")).unwrap();
+    assert_eq!(exported, original);
+    let out = dir.path().join("out.flow.json");
+    let o = sluice(
+        dir.path(),
+        &["export", "hello", "--out", out.to_str().unwrap()],
+    );
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(
+        serde_json::from_str::<Value>(&std::fs::read_to_string(&out).unwrap()).unwrap(),
+        original
+    );
+    let o = sluice(dir.path(), &["export", "nope"]);
+    assert_eq!(o.status.code(), Some(2));
+}
