@@ -174,9 +174,14 @@ fn result_json(workflow: &str, r: RunResult) -> Value {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct ListRuns {
     #[serde(default = "default_limit")]
     limit: u32,
+    workflow: Option<String>,
+    status: Option<String>,
+    /// Pagination: the id of the last run of the previous page.
+    before: Option<String>,
 }
 
 fn default_limit() -> u32 {
@@ -185,9 +190,23 @@ fn default_limit() -> u32 {
 
 async fn list_runs(
     State(s): State<AppState>,
-    Query(q): Query<ListRuns>,
+    q: Result<Query<ListRuns>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let rows = s.engine.store().list_runs(q.limit.min(1000)).await?;
+    let Query(q) = q.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    if let Some(st) = &q.status
+        && !["running", "succeeded", "failed", "cancelled"].contains(&st.as_str())
+    {
+        return Err(ApiError::bad_request(format!(
+            "status `{st}`: expected running, succeeded, failed or cancelled"
+        )));
+    }
+    let filter = sluice_store::RunFilter {
+        workflow: q.workflow,
+        status: q.status,
+        before: q.before,
+        limit: q.limit.clamp(1, 1000),
+    };
+    let rows = s.engine.store().find_runs(&filter).await?;
     Ok(Json(Value::Array(
         rows.iter().map(report::run_summary).collect(),
     )))

@@ -794,3 +794,81 @@ async fn live_events_over_the_websocket_in_order() {
     assert!(pos("step_finished no") < pos("step_skipped never"));
     assert_eq!(seen.last().unwrap(), "run_finished");
 }
+
+#[tokio::test]
+async fn runs_can_be_filtered_and_paged() {
+    let s = server().await;
+    for id in ["a", "b"] {
+        s.put_workflow(json!({"format": "sluice.workflow/v1", "id": id, "nodes": [
+            {"id": "t", "kind": "trigger.manual"},
+            {"id": "c", "kind": "data.transform", "config": {"jq": "if . then . else error(\"no\") end"}}],
+            "edges": [{"from": "t", "to": "c"}]}))
+        .await;
+    }
+    for (wf, input) in [
+        ("a", true),
+        ("a", false),
+        ("b", true),
+        ("a", true),
+        ("a", true),
+    ] {
+        s.api(reqwest::Method::POST, &format!("/workflows/{wf}/runs"))
+            .json(&json!({"input": input, "wait": true}))
+            .send()
+            .await
+            .unwrap();
+    }
+    let get = |q: &'static str| {
+        let req = s.api(reqwest::Method::GET, &format!("/runs?{q}"));
+        async move { json_of(req.send().await.unwrap()).await }
+    };
+    let a = get("workflow=a").await;
+    assert_eq!(a.as_array().unwrap().len(), 4);
+    let failed = get("workflow=a&status=failed").await;
+    assert_eq!(failed.as_array().unwrap().len(), 1);
+    // Pages of two, newest first, with no overlap and nothing lost.
+    let page1 = get("workflow=a&limit=2").await;
+    let cursor = page1[1]["id"].as_str().unwrap().to_string();
+    let page2 = json_of(
+        s.api(
+            reqwest::Method::GET,
+            &format!("/runs?workflow=a&limit=2&before={cursor}"),
+        )
+        .send()
+        .await
+        .unwrap(),
+    )
+    .await;
+    let ids: Vec<&str> = page1
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(page2.as_array().unwrap())
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    let all: Vec<&str> = a
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, all);
+    let r = s
+        .api(reqwest::Method::GET, "/runs?status=weird")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let r = s
+        .api(reqwest::Method::GET, "/runs?limit=lots")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert!(
+        json_of(r).await["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("limit")
+    );
+}

@@ -15,4 +15,4 @@ mod store;
 pub use blobs::{Blobs, INLINE_LIMIT, Stored};
 pub use error::{Error, Result};
 pub use journal::{Journal, LogLine, MAX_LOG_MESSAGE, Record, RecordKind, status};
-pub use store::{NewRun, RunRow, Store, WorkflowRow};
+pub use store::{NewRun, RunFilter, RunRow, Store, WorkflowRow};

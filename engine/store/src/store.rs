@@ -32,6 +32,17 @@ const PAGE_SIZE: u32 = 16 * 1024;
 /// Reader connections (workflow writes share them).
 const READERS: u32 = 4;
 
+/// Which runs [`Store::find_runs`] returns.
+#[derive(Clone, Debug, Default)]
+pub struct RunFilter {
+    pub workflow: Option<String>,
+    /// `running`, `succeeded`, `failed` or `cancelled`.
+    pub status: Option<String>,
+    /// Only runs older than this run (pagination cursor).
+    pub before: Option<String>,
+    pub limit: u32,
+}
+
 /// A run to create.
 #[derive(Clone, Debug)]
 pub struct NewRun {
@@ -255,6 +266,30 @@ impl Store {
             .bind(i64::from(limit))
             .fetch_all(&self.inner.pool)
             .await?;
+        self.decode_runs(rows).await
+    }
+
+    /// Runs newest first, filtered, a page at a time: `before` is the id of
+    /// the last run of the previous page.
+    pub async fn find_runs(&self, filter: &RunFilter) -> Result<Vec<RunRow>> {
+        let mut q = sqlx::QueryBuilder::<sqlx::Sqlite>::new(format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE 1 = 1"
+        ));
+        if let Some(w) = &filter.workflow {
+            q.push(" AND workflow_id = ").push_bind(w.clone());
+        }
+        if let Some(st) = &filter.status {
+            q.push(" AND status = ").push_bind(st.clone());
+        }
+        if let Some(before) = &filter.before {
+            // Strictly older than the cursor run, in (created_at_us, id) order.
+            q.push(" AND (created_at_us, id) < (SELECT created_at_us, id FROM runs WHERE id = ")
+                .push_bind(before.clone())
+                .push(")");
+        }
+        q.push(" ORDER BY created_at_us DESC, id DESC LIMIT ")
+            .push_bind(i64::from(filter.limit));
+        let rows: Vec<RunTuple> = q.build_query_as().fetch_all(&self.inner.pool).await?;
         self.decode_runs(rows).await
     }
 
