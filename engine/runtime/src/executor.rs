@@ -96,6 +96,8 @@ struct Inner {
     events: tokio::sync::broadcast::Sender<LiveEvent>,
     /// Ids of workflows created, changed or deleted (triggers re-arm on them).
     changes: tokio::sync::broadcast::Sender<String>,
+    /// Plans of stored workflows, by id (checked against the stored text).
+    plans: Mutex<HashMap<String, Arc<Plan>>>,
     /// Per-workflow run limits (`settings.concurrency`), by workflow id.
     limits: Mutex<HashMap<String, (usize, Arc<Semaphore>)>>,
     /// Runs being driven, so a second resume attaches instead of driving twice.
@@ -193,6 +195,7 @@ impl Engine {
                 events: tokio::sync::broadcast::channel(crate::events::CAPACITY).0,
                 changes: tokio::sync::broadcast::channel(1024).0,
                 limits: Mutex::new(HashMap::new()),
+                plans: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -413,9 +416,30 @@ impl Engine {
             .get_workflow(id)
             .await?
             .ok_or_else(|| Error::WorkflowNotFound(id.to_string()))?;
+        // Planning (parse, validate, compile templates and jq) is the costly
+        // part: reuse the plan while the stored text is the one it was built from.
+        if let Some(plan) = self
+            .inner
+            .plans
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(id)
+            && plan.definition == text
+        {
+            return Ok(plan.clone());
+        }
         let wf = Workflow::from_json(&text)
             .map_err(|e| Error::Usage(format!("stored workflow `{id}`: {e}")))?;
-        Ok(Plan::new(wf)?)
+        let plan = Plan::new(wf)?;
+        // Cache only what round-trips (a stored text that is the plan's own).
+        if plan.definition == text {
+            let mut plans = self.inner.plans.lock().unwrap_or_else(|e| e.into_inner());
+            if plans.len() >= 1024 {
+                plans.clear();
+            }
+            plans.insert(id.to_string(), plan.clone());
+        }
+        Ok(plan)
     }
 
     /// Starts a run; returns once the run is durably recorded.
@@ -436,7 +460,31 @@ impl Engine {
         if active >= self.inner.max_active_runs {
             return Err(Error::Busy(active));
         }
-        self.start_with_id(new_run_id(), plan, trigger, input, None)
+        self.start_inner(new_run_id(), plan, trigger, input, None, true)
+            .await
+    }
+
+    /// Like [`Engine::start`] for callers that answer only when the run has
+    /// ended (a `when_finished` webhook, a waiting API call): the run's
+    /// creation is committed with its finish instead of before its first
+    /// step, saving one commit round trip. A crash before the finish loses a
+    /// run nobody was told about.
+    pub async fn start_for_result(
+        &self,
+        plan: Arc<Plan>,
+        trigger: Option<&str>,
+        input: Msg,
+    ) -> Result<RunHandle> {
+        let active = self
+            .inner
+            .active
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len();
+        if active >= self.inner.max_active_runs {
+            return Err(Error::Busy(active));
+        }
+        self.start_inner(new_run_id(), plan, trigger, input, None, false)
             .await
     }
 
@@ -451,6 +499,19 @@ impl Engine {
         input: Msg,
         parent: Option<String>,
     ) -> Result<RunHandle> {
+        self.start_inner(id, plan, trigger, input, parent, true)
+            .await
+    }
+
+    async fn start_inner(
+        &self,
+        id: String,
+        plan: Arc<Plan>,
+        trigger: Option<&str>,
+        input: Msg,
+        parent: Option<String>,
+        durable: bool,
+    ) -> Result<RunHandle> {
         let entry = plan.entry(trigger).map_err(Error::Usage)?;
         let slot = match self.claim(&id) {
             Ok(slot) => slot,
@@ -458,17 +519,20 @@ impl Engine {
         };
         let created_at_us = nodes::now_us();
         let fires_errors = parent.is_none() && plan.nodes[entry].kind != "trigger.error";
-        self.store()
-            .create_run(&NewRun {
-                id: id.clone(),
-                workflow_id: plan.workflow.id.clone(),
-                definition: plan.definition.clone(),
-                trigger: plan.nodes[entry].id.to_string(),
-                input: input.clone(),
-                created_at_us,
-                parent_run: parent,
-            })
-            .await?;
+        let new_run = NewRun {
+            id: id.clone(),
+            workflow_id: plan.workflow.id.clone(),
+            definition: plan.definition.clone(),
+            trigger: plan.nodes[entry].id.to_string(),
+            input: input.clone(),
+            created_at_us,
+            parent_run: parent,
+        };
+        if durable {
+            self.store().create_run(&new_run).await?;
+        } else {
+            self.store().queue_run(&new_run).await?;
+        }
         let info = run_info(&id, &plan, &plan.nodes[entry].id, created_at_us);
         let (run, actions) = Run::start(plan, entry, input);
         Ok(self.spawn_driver(slot, run, actions, Replay::default(), info, fires_errors))

@@ -34,13 +34,17 @@ async fn hook(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let plan = s.engine.workflow(&workflow).await?;
     let path = path.trim_matches('/').to_string();
-    let (trigger, config) = find_trigger(&plan, &method, &path).ok_or_else(|| {
-        ApiError::not_found(format!(
-            "workflow `{workflow}` has no webhook for {method} /{path}"
-        ))
-    })?;
+    // One answer for an unknown workflow, an invalid one, or no such trigger:
+    // callers without a token learn nothing about what exists.
+    let no_hook =
+        || ApiError::not_found(format!("no webhook for {method} /hook/{workflow}/{path}"));
+    let plan = match s.engine.workflow(&workflow).await {
+        Ok(plan) => plan,
+        Err(sluice_runtime::executor::Error::Store(e)) => return Err(e.into()),
+        Err(_) => return Err(no_hook()),
+    };
+    let (trigger, config) = find_trigger(&plan, &method, &path).ok_or_else(no_hook)?;
     if let Some(secret) = config.get("secret").and_then(Value::as_str) {
         check_signature(secret, &headers, &body)?;
     }
@@ -51,14 +55,18 @@ async fn hook(
         "headers": header_map(&headers),
         "body": parse_body(&headers, &body)?,
     });
+    // `immediately` acknowledges the run: it must be on disk first.
+    // `when_finished` answers after the run's finish, which commits it.
+    let input = Arc::new(message);
+    if config.get("respond").and_then(Value::as_str) == Some("immediately") {
+        let handle = s.engine.start(plan, Some(&trigger), input).await?;
+        return Ok(accepted(&handle.id));
+    }
     let handle = s
         .engine
-        .start(plan, Some(&trigger), Arc::new(message))
+        .start_for_result(plan, Some(&trigger), input)
         .await?;
     let run_id = handle.id.clone();
-    if config.get("respond").and_then(Value::as_str) == Some("immediately") {
-        return Ok(accepted(&run_id));
-    }
     let Ok(result) = tokio::time::timeout(s.options.webhook_timeout, handle.wait()).await else {
         // Still running: the caller gets the id to follow it.
         return Ok(accepted(&run_id));

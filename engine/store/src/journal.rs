@@ -175,6 +175,12 @@ impl Journal {
         self.wait(|done| Command::CreateRun(run, done)).await
     }
 
+    pub(crate) async fn queue_insert_run(&self, run: RunInsert) -> Result<()> {
+        // Nobody waits: a failure surfaces as lost writes at the run's finish.
+        let (done, _) = oneshot::channel();
+        self.send(Command::CreateRun(run, done)).await
+    }
+
     async fn send(&self, cmd: Command) -> Result<()> {
         self.tx.send(cmd).await.map_err(|_| Error::WriterClosed)
     }

@@ -229,15 +229,25 @@ impl Store {
     /// is ordered before anything the caller appends afterwards, and returns
     /// once committed.
     pub async fn create_run(&self, run: &NewRun) -> Result<()> {
-        let blobs = self.inner.blobs.clone();
-        let input = run.input.clone();
-        // The input may be large: serialize it off the async threads.
-        let input = tokio::task::spawn_blocking(move || {
-            let stored = blobs.store_value(&input)?;
-            db_text(&blobs, stored)
-        })
-        .await??;
-        let insert = RunInsert {
+        let insert = self.run_insert(run)?;
+        self.inner.journal.insert_run(insert).await
+    }
+
+    /// Queues a run's creation without waiting for it to be committed: it is
+    /// durable with the next commit (the run's own finish waits for it). For
+    /// callers that answer only once the run has ended.
+    pub async fn queue_run(&self, run: &NewRun) -> Result<()> {
+        let insert = self.run_insert(run)?;
+        self.inner.journal.queue_insert_run(insert).await
+    }
+
+    fn run_insert(&self, run: &NewRun) -> Result<RunInsert> {
+        // Small inputs stay inline; a large one is streamed to a blob file.
+        let input = db_text(
+            &self.inner.blobs,
+            self.inner.blobs.store_value(&*run.input)?,
+        )?;
+        Ok(RunInsert {
             id: run.id.as_str().into(),
             workflow_id: run.workflow_id.as_str().into(),
             definition: run.definition.as_str().into(),
@@ -245,8 +255,7 @@ impl Store {
             input,
             created_at_us: run.created_at_us,
             parent_run: run.parent_run.as_deref().map(Arc::from),
-        };
-        self.inner.journal.insert_run(insert).await
+        })
     }
 
     pub async fn get_run(&self, id: &str) -> Result<Option<RunRow>> {
