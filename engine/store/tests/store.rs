@@ -550,3 +550,39 @@ async fn concurrent_runs_keep_per_run_order() -> Result<()> {
     })
     .await
 }
+
+#[tokio::test]
+async fn many_finishes_in_one_batch_and_one_unknown_run() -> Result<()> {
+    timed(async {
+        let (_dir, store) = open().await?;
+        for i in 0..40 {
+            store.queue_run(&new_run(&format!("r{i}"), i)).await?;
+        }
+        let journal = store.journal();
+        // Queued together, so the writer sees them in one batch.
+        let finishes = (0..40).map(|i| {
+            let journal = journal.clone();
+            async move {
+                let status = if i % 2 == 0 {
+                    status::SUCCEEDED
+                } else {
+                    status::FAILED
+                };
+                journal
+                    .finish_run(&format!("r{i}"), status, None, None, 100 + i)
+                    .await
+            }
+        });
+        let unknown = journal.finish_run("ghost", status::SUCCEEDED, None, None, 1);
+        let (results, ghost) = tokio::join!(futures::future::join_all(finishes), unknown);
+        assert!(results.iter().all(Result::is_ok), "{results:?}");
+        assert!(matches!(ghost, Err(Error::RunNotFound(id)) if id == "ghost"));
+        for i in 0..40 {
+            let row = store.get_run(&format!("r{i}")).await?.context("run")?;
+            assert_eq!(row.status, if i % 2 == 0 { "succeeded" } else { "failed" });
+            assert_eq!(row.finished_at_us, Some(100 + i));
+        }
+        Ok(())
+    })
+    .await
+}

@@ -208,12 +208,56 @@ async fn write_grouped(
         })
         .collect();
     insert_logs(conn, &logs).await?;
+    let finishes: Vec<&FinishRun> = batch
+        .iter()
+        .filter_map(|c| match c {
+            Command::Finish(finish, _) => Some(finish),
+            _ => None,
+        })
+        .collect();
+    let mut finish_outcomes = finish_runs(conn, &finishes).await?.into_iter();
     let mut outcomes = Vec::with_capacity(batch.len());
     for cmd in batch {
         outcomes.push(match cmd {
-            Command::Finish(finish, _) => finish_run(conn, finish).await?,
+            Command::Finish(..) => finish_outcomes.next().unwrap_or(Ok(())),
             _ => Ok(()),
         });
+    }
+    Ok(outcomes)
+}
+
+/// Finishes many runs with one UPDATE per chunk; a chunk that names a run
+/// that does not exist is redone run by run to tell which.
+async fn finish_runs(
+    conn: &mut SqliteConnection,
+    finishes: &[&FinishRun],
+) -> Result<Vec<Outcome>, sqlx::Error> {
+    let mut outcomes = Vec::with_capacity(finishes.len());
+    for chunk in chunks(finishes) {
+        if chunk.len() == 1 {
+            outcomes.push(finish_run(conn, chunk[0]).await?);
+            continue;
+        }
+        let mut qb = QueryBuilder::<Sqlite>::new("WITH v(id, status, output, error, fin) AS (");
+        qb.push_values(chunk, |mut b, f| {
+            b.push_bind(f.run_id.clone())
+                .push_bind(f.status.clone())
+                .push_bind(f.output.clone())
+                .push_bind(f.error.clone())
+                .push_bind(f.finished_at_us);
+        });
+        qb.push(
+            ") UPDATE runs SET status = v.status, output = v.output, error = v.error, \
+             finished_at_us = v.fin FROM v WHERE runs.id = v.id",
+        );
+        let done = qb.build().execute(&mut *conn).await?;
+        if done.rows_affected() == chunk.len() as u64 {
+            outcomes.extend(chunk.iter().map(|_| Ok(())));
+        } else {
+            for f in chunk {
+                outcomes.push(finish_run(conn, f).await?);
+            }
+        }
     }
     Ok(outcomes)
 }
