@@ -149,11 +149,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
             let wf = read_workflow(&file)?;
             let plan = Plan::new(wf).map_err(|e| invalid(&file.display().to_string(), &e.0))?;
             let engine = open(cli.data_dir).await?;
-            engine
-                .store()
-                .put_workflow(&plan.workflow.id, &plan.workflow.name, &plan.definition)
-                .await
-                .map_err(internal)?;
+            engine.save_workflow(&plan).await.map_err(internal)?;
             println!(
                 "imported workflow `{}` ({} nodes)",
                 plan.workflow.id,
@@ -192,11 +188,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
                 let path = PathBuf::from(&workflow);
                 let wf = read_workflow(&path)?;
                 let plan = Plan::new(wf).map_err(|e| invalid(&workflow, &e.0))?;
-                engine
-                    .store()
-                    .put_workflow(&plan.workflow.id, &plan.workflow.name, &plan.definition)
-                    .await
-                    .map_err(internal)?;
+                engine.save_workflow(&plan).await.map_err(internal)?;
                 plan
             } else {
                 engine.workflow(&workflow).await.map_err(|e| match e {

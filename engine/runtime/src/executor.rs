@@ -97,7 +97,7 @@ struct Inner {
     /// Ids of workflows created, changed or deleted (triggers re-arm on them).
     changes: tokio::sync::broadcast::Sender<String>,
     /// Plans of stored workflows, by id (checked against the stored text).
-    plans: Mutex<HashMap<String, Arc<Plan>>>,
+    plans: Mutex<HashMap<String, (Instant, Arc<Plan>)>>,
     /// Per-workflow run limits (`settings.concurrency`), by workflow id.
     limits: Mutex<HashMap<String, (usize, Arc<Semaphore>)>>,
     /// Runs being driven, so a second resume attaches instead of driving twice.
@@ -359,9 +359,33 @@ impl Engine {
         }
     }
 
+    /// Stores a workflow (its canonical text, as planned) and tells the
+    /// engine's caches and triggers. Returns whether it replaced a version.
+    pub async fn save_workflow(&self, plan: &Plan) -> Result<bool> {
+        let id = &plan.workflow.id;
+        let existed = self.store().get_workflow(id).await?.is_some();
+        self.store()
+            .put_workflow(id, &plan.workflow.name, &plan.definition)
+            .await?;
+        self.workflow_changed(id);
+        Ok(existed)
+    }
+
+    /// Deletes a stored workflow (its runs stay). Returns whether it existed.
+    pub async fn delete_workflow(&self, id: &str) -> Result<bool> {
+        let existed = self.store().delete_workflow(id).await?;
+        self.workflow_changed(id);
+        Ok(existed)
+    }
+
     /// Tells the engine's services (triggers) that a workflow was created,
     /// changed or deleted.
     pub fn workflow_changed(&self, id: &str) {
+        self.inner
+            .plans
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(id);
         // Nobody listening (no triggers running) is fine.
         self.inner.changes.send(id.to_string()).ok();
     }
@@ -411,33 +435,47 @@ impl Engine {
 
     /// Loads a stored workflow by id.
     pub async fn workflow(&self, id: &str) -> Result<Arc<Plan>> {
-        let text = self
-            .store()
-            .get_workflow(id)
-            .await?
-            .ok_or_else(|| Error::WorkflowNotFound(id.to_string()))?;
-        // Planning (parse, validate, compile templates and jq) is the costly
-        // part: reuse the plan while the stored text is the one it was built from.
-        if let Some(plan) = self
+        // Planning (parse, validate, compile templates and jq) is costly, and
+        // so is a read per webhook: a plan is reused for a second without
+        // looking, then while the stored text is the one it was built from.
+        // Changes through this engine evict it at once (`workflow_changed`).
+        if let Some((checked, plan)) = self
             .inner
             .plans
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(id)
-            && plan.definition == text
+            && checked.elapsed() < PLAN_RECHECK
         {
             return Ok(plan.clone());
         }
-        let wf = Workflow::from_json(&text)
-            .map_err(|e| Error::Usage(format!("stored workflow `{id}`: {e}")))?;
-        let plan = Plan::new(wf)?;
+        let text = self
+            .store()
+            .get_workflow(id)
+            .await?
+            .ok_or_else(|| Error::WorkflowNotFound(id.to_string()))?;
+        let cached = self
+            .inner
+            .plans
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(id)
+            .map(|(_, p)| p.clone());
+        let plan = match cached {
+            Some(plan) if plan.definition == text => plan,
+            _ => {
+                let wf = Workflow::from_json(&text)
+                    .map_err(|e| Error::Usage(format!("stored workflow `{id}`: {e}")))?;
+                Plan::new(wf)?
+            }
+        };
         // Cache only what round-trips (a stored text that is the plan's own).
         if plan.definition == text {
             let mut plans = self.inner.plans.lock().unwrap_or_else(|e| e.into_inner());
             if plans.len() >= 1024 {
                 plans.clear();
             }
-            plans.insert(id.to_string(), plan.clone());
+            plans.insert(id.to_string(), (Instant::now(), plan.clone()));
         }
         Ok(plan)
     }
@@ -737,6 +775,9 @@ impl Engine {
         }
     }
 }
+
+/// How long a cached plan is trusted without reading its stored text.
+const PLAN_RECHECK: Duration = Duration::from_secs(1);
 
 /// The template context `run`: `id`, `workflow`, `trigger`, `started_at` (RFC 3339).
 fn run_info(id: &str, plan: &Plan, trigger: &str, started_at_us: i64) -> Value {

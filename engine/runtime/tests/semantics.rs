@@ -620,12 +620,8 @@ async fn a_jq_program_that_builds_a_very_deep_value_fails_its_step() {
 }
 
 async fn put(h: &Harness, wf: Value) {
-    let wf = Workflow::from_value(wf).unwrap();
-    h.engine
-        .store()
-        .put_workflow(&wf.id, &wf.name, &wf.to_json_pretty())
-        .await
-        .unwrap();
+    let plan = Plan::new(Workflow::from_value(wf).unwrap()).unwrap();
+    h.engine.save_workflow(&plan).await.unwrap();
 }
 
 #[tokio::test]

@@ -88,12 +88,7 @@ async fn put_workflow(
         )));
     }
     let plan = Plan::new(wf).map_err(sluice_runtime::executor::Error::from)?;
-    let existed = s.engine.store().get_workflow(&id).await?.is_some();
-    s.engine
-        .store()
-        .put_workflow(&id, &plan.workflow.name, &plan.definition)
-        .await?;
-    s.engine.workflow_changed(&id);
+    let existed = s.engine.save_workflow(&plan).await?;
     let status = if existed {
         StatusCode::OK
     } else {
@@ -109,8 +104,7 @@ async fn delete_workflow(
     State(s): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    if s.engine.store().delete_workflow(&id).await? {
-        s.engine.workflow_changed(&id);
+    if s.engine.delete_workflow(&id).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(ApiError::not_found(format!("workflow `{id}` not found")))

@@ -8,13 +8,8 @@ use sluice_runtime::{Engine, Options};
 use sluice_triggers::Triggers;
 
 async fn put(engine: &Engine, wf: Value) {
-    let wf = Workflow::from_value(wf).unwrap();
-    engine
-        .store()
-        .put_workflow(&wf.id, &wf.name, &wf.to_json_pretty())
-        .await
-        .unwrap();
-    engine.workflow_changed(&wf.id);
+    let plan = sluice_runtime::Plan::new(Workflow::from_value(wf).unwrap()).unwrap();
+    engine.save_workflow(&plan).await.unwrap();
 }
 
 fn every_second() -> Value {
