@@ -102,7 +102,28 @@ fn config(call: &Call<'_>) -> Result<Msg> {
 }
 
 /// The kinds that need no I/O; `None` for the others.
+/// Kinds that compute their output from their input and config alone: no
+/// I/O, no side effects, no waiting. Running one again gives the same result.
+pub fn is_pure(kind: &str) -> bool {
+    kind.starts_with("trigger.")
+        || matches!(
+            kind,
+            "flow.join"
+                | "flow.merge"
+                | "flow.if"
+                | "flow.switch"
+                | "flow.split"
+                | "data.set"
+                | "util.log"
+                | "output.end"
+                | "output.respond"
+        )
+}
+
 pub fn execute_pure(call: &Call<'_>) -> Option<Result<Outputs>> {
+    if !is_pure(call.kind) {
+        return None;
+    }
     Some(match call.kind {
         k if k.starts_with("trigger.") => out(call.scope.input.clone()),
         "flow.join" | "flow.merge" => out(call.scope.input.clone()),

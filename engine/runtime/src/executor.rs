@@ -908,6 +908,15 @@ fn decode_outputs(rec: &Record) -> Result<Vec<(String, Msg)>, String> {
         .collect()
 }
 
+/// The optional parts of a journal record.
+#[derive(Default)]
+struct Extra<'a> {
+    /// The step input, for steps journaled only after they ran.
+    input: Option<&'a Value>,
+    error: Option<Value>,
+    duration_us: Option<i64>,
+}
+
 /// What a finished step task reports back.
 struct Done {
     key: StepKey,
@@ -915,6 +924,8 @@ struct Done {
     started: Instant,
     result: Result<Vec<(String, Msg)>, StepError>,
     logs: Vec<(String, String)>,
+    /// Steps journaled only after they ran (pure kinds): their input.
+    input: Option<Msg>,
 }
 
 enum Wake {
@@ -986,14 +997,17 @@ impl Driver {
         key: &StepKey,
         attempt: u32,
         data: Option<&T>,
-        error: Option<Value>,
-        duration_us: Option<i64>,
+        extra: Extra<'_>,
     ) -> Result<()> {
+        let Extra {
+            input,
+            error,
+            duration_us,
+        } = extra;
         let (node, lineage, activation) = self.key_strings(key);
-        let data = match data {
-            Some(v) => Some(self.engine.store().blobs().store_value(v)?),
-            None => None,
-        };
+        let blobs = self.engine.store().blobs();
+        let data = data.map(|v| blobs.store_value(v)).transpose()?;
+        let input = input.map(|v| blobs.store_value(v)).transpose()?;
         let at_us = nodes::now_us();
         if self.engine.inner.events.receiver_count() > 0 {
             let what = match kind {
@@ -1036,6 +1050,7 @@ impl Driver {
             attempt,
             at_us,
             data,
+            input,
             error,
             duration_us,
         };
@@ -1087,25 +1102,33 @@ impl Driver {
                     let journaled = match &done.result {
                         // Serialized straight from the shared messages: `[[port, value], ...]`.
                         Ok(outputs) => {
+                            let extra = Extra {
+                                input: done.input.as_deref(),
+                                error: None,
+                                duration_us: duration,
+                            };
                             self.journal(
                                 RecordKind::Succeeded,
                                 &done.key,
                                 done.attempt,
                                 Some(outputs.as_slice()),
-                                None,
-                                duration,
+                                extra,
                             )
                             .await
                         }
                         Err(e) => {
                             let err = json!({"message": e.message, "retryable": e.retryable});
+                            let extra = Extra {
+                                input: done.input.as_deref(),
+                                error: Some(err),
+                                duration_us: duration,
+                            };
                             self.journal(
                                 RecordKind::Failed,
                                 &done.key,
                                 done.attempt,
                                 None::<&Value>,
-                                Some(err),
-                                duration,
+                                extra,
                             )
                             .await
                         }
@@ -1167,8 +1190,32 @@ impl Driver {
                         .first_started
                         .entry(key.clone())
                         .or_insert_with(nodes::now_us);
-                    self.journal(RecordKind::Started, &key, attempt, Some(&input), None, None)
+                    let node = &self.plan.nodes[key.node];
+                    if node.disabled || nodes::is_pure(node.kind) {
+                        // Pure steps run at once and have no side effects: they
+                        // are journaled once, after they ran, with their input.
+                        if self.engine.inner.events.receiver_count() > 0 {
+                            let (node, lineage, activation) = self.key_strings(&key);
+                            self.emit(
+                                What::StepStarted {
+                                    node,
+                                    lineage,
+                                    activation,
+                                    attempt,
+                                },
+                                nodes::now_us(),
+                            );
+                        }
+                    } else {
+                        self.journal(
+                            RecordKind::Started,
+                            &key,
+                            attempt,
+                            Some(&*input),
+                            Extra::default(),
+                        )
                         .await?;
+                    }
                     self.spawn_step(key, attempt, input, hist, first);
                 }
                 Action::Retry { key, delay_ms, .. } => {
@@ -1185,8 +1232,14 @@ impl Driver {
                         lineage,
                         activation: Activation::default(),
                     };
-                    self.journal(RecordKind::Skipped, &key, 0, None::<&Value>, None, None)
-                        .await?;
+                    self.journal(
+                        RecordKind::Skipped,
+                        &key,
+                        0,
+                        None::<&Value>,
+                        Extra::default(),
+                    )
+                    .await?;
                 }
                 Action::Abort { keys } => {
                     for k in keys {
@@ -1253,7 +1306,7 @@ impl Driver {
         };
         if let Some(result) = inline {
             self.ready
-                .push_back(Wake::Step(step.done(key, attempt, result)));
+                .push_back(Wake::Step(step.done(key, attempt, result, Some(input))));
             return;
         }
         let plan = self.plan.clone();
@@ -1273,7 +1326,8 @@ impl Driver {
             };
             drop(permit);
             // The driver may be gone (run aborted): nothing to report then.
-            tx.send(Wake::Step(step.done(key, attempt, result))).ok();
+            tx.send(Wake::Step(step.done(key, attempt, result, None)))
+                .ok();
         });
         self.handles.insert(handle_key, handle);
     }
@@ -1370,13 +1424,21 @@ impl Prepared {
         }
     }
 
-    fn done(self, key: StepKey, attempt: u32, result: nodes::Result<Vec<(String, Msg)>>) -> Done {
+    /// The report of a finished step; `input` for steps journaled only now.
+    fn done(
+        self,
+        key: StepKey,
+        attempt: u32,
+        result: nodes::Result<Vec<(String, Msg)>>,
+        input: Option<Msg>,
+    ) -> Done {
         Done {
             key,
             attempt,
             started: self.started,
             result,
             logs: self.host.logs.into_inner().unwrap_or_default(),
+            input,
         }
     }
 }

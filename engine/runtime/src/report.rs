@@ -49,7 +49,19 @@ pub fn steps(records: &[Record]) -> Vec<Value> {
                 }));
             }
             RecordKind::Succeeded | RecordKind::Failed => {
-                let Some(&i) = index.get(&key) else { continue };
+                let i = match index.get(&key) {
+                    Some(&i) => i,
+                    // A pure step: journaled once, after it ran, with its input.
+                    None => {
+                        out.push(json!({
+                            "node": &*r.node, "lineage": r.lineage, "activation": r.activation, "attempt": r.attempt,
+                            "status": "running",
+                            "started_at_us": r.at_us - r.duration_us.unwrap_or(0),
+                            "input": value(&r.input),
+                        }));
+                        out.len() - 1
+                    }
+                };
                 let step = &mut out[i];
                 step["finished_at_us"] = json!(r.at_us);
                 step["duration_us"] = json!(r.duration_us);

@@ -56,6 +56,7 @@ async fn main() -> Result<()> {
                         attempt: 0,
                         at_us: seq as i64,
                         data: Some(data),
+                        input: None,
                         error: None,
                         duration_us: Some(10),
                     })

@@ -67,6 +67,9 @@ pub struct Record {
     pub at_us: i64,
     /// Started: the step input; Succeeded: the outputs; Failed: None.
     pub data: Option<Stored>,
+    /// Succeeded / Failed of a step journaled only after it ran (pure node
+    /// kinds, no Started record): the step input.
+    pub input: Option<Stored>,
     /// Failed: `{"message": ..., "retryable": ...}`.
     pub error: Option<Value>,
     pub duration_us: Option<i64>,
@@ -109,6 +112,7 @@ impl Journal {
             attempt: i64::from(rec.attempt),
             at_us: rec.at_us,
             data: rec.data.map(|d| db_text(&self.blobs, d)).transpose()?,
+            input: rec.input.map(|d| db_text(&self.blobs, d)).transpose()?,
             error: rec.error.map(|e| Arc::from(e.to_string())),
             duration_us: rec.duration_us,
             run_id: rec.run_id,
@@ -252,6 +256,7 @@ pub(crate) struct JournalRow {
     pub attempt: i64,
     pub at_us: i64,
     pub data: Option<Arc<str>>,
+    pub input: Option<Arc<str>>,
     pub error: Option<Arc<str>>,
     pub duration_us: Option<i64>,
 }

@@ -120,6 +120,7 @@ type RecordTuple = (
     Option<String>,
     Option<String>,
     Option<i64>,
+    Option<String>,
 );
 
 impl Store {
@@ -345,7 +346,7 @@ impl Store {
     /// (`Record::data` is `Stored::Loaded`).
     pub async fn run_records(&self, run_id: &str) -> Result<Vec<Record>> {
         let rows: Vec<RecordTuple> = sqlx::query_as(
-            "SELECT seq, kind, node, lineage, activation, attempt, at_us, data, error, duration_us \
+            "SELECT seq, kind, node, lineage, activation, attempt, at_us, data, error, duration_us, input \
              FROM journal WHERE run_id = ? ORDER BY seq",
         )
         .bind(run_id)
@@ -441,7 +442,19 @@ fn decode_records(blobs: &Blobs, run_id: &Arc<str>, rows: Vec<RecordTuple>) -> R
     let mut nodes: HashMap<String, Arc<str>> = HashMap::new();
     rows.into_iter()
         .map(
-            |(seq, kind, node, lineage, activation, attempt, at_us, data, error, duration_us)| {
+            |(
+                seq,
+                kind,
+                node,
+                lineage,
+                activation,
+                attempt,
+                at_us,
+                data,
+                error,
+                duration_us,
+                input,
+            )| {
                 let corrupt = |detail: String| Error::Corrupt {
                     table: "journal",
                     key: format!("{run_id}/{seq}"),
@@ -459,6 +472,10 @@ fn decode_records(blobs: &Blobs, run_id: &Arc<str>, rows: Vec<RecordTuple>) -> R
                     .map(|t| resolve_text(blobs, &t).map(|v| Stored::Loaded(Arc::new(v))))
                     .transpose()
                     .map_err(|e| corrupt(format!("data: {e}")))?;
+                let input = input
+                    .map(|t| resolve_text(blobs, &t).map(|v| Stored::Loaded(Arc::new(v))))
+                    .transpose()
+                    .map_err(|e| corrupt(format!("input: {e}")))?;
                 let error = error
                     .map(|t| serde_json::from_str(&t))
                     .transpose()
@@ -475,6 +492,7 @@ fn decode_records(blobs: &Blobs, run_id: &Arc<str>, rows: Vec<RecordTuple>) -> R
                         .map_err(|_| corrupt(format!("attempt {attempt}")))?,
                     at_us,
                     data,
+                    input,
                     error,
                     duration_us,
                 })

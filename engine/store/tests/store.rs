@@ -44,6 +44,7 @@ fn record(run: &str, seq: u64, kind: RecordKind, data: Option<Stored>) -> Record
         attempt: 0,
         at_us: 1_000 + seq as i64,
         data,
+        input: None,
         error: None,
         duration_us: None,
     }
@@ -87,6 +88,7 @@ fn assert_same_record(store: &Store, got: &Record, want: &Record) {
         "reads return loaded values"
     );
     assert_eq!(value(&got.data), value(&want.data));
+    assert_eq!(value(&got.input), value(&want.input));
 }
 
 fn big_value() -> Value {
@@ -175,6 +177,7 @@ async fn run_and_journal_survive_reopen() -> Result<()> {
             },
             Record {
                 error: Some(json!({"message": "boom", "retryable": false})),
+                input: Some(blobs.store_value(&json!({"step": "input"}))?),
                 ..record("r1", 3, RecordKind::Failed, None)
             },
             record(

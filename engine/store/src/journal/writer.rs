@@ -346,7 +346,7 @@ async fn insert_journal(
 ) -> Result<(), sqlx::Error> {
     for chunk in chunks(rows) {
         let mut qb = QueryBuilder::<Sqlite>::new(
-            "INSERT INTO journal (run_id, seq, kind, node, lineage, activation, attempt, at_us, data, error, duration_us) ",
+            "INSERT INTO journal (run_id, seq, kind, node, lineage, activation, attempt, at_us, data, error, duration_us, input) ",
         );
         qb.push_values(chunk, |mut b, r| {
             b.push_bind(r.run_id.clone())
@@ -359,7 +359,8 @@ async fn insert_journal(
                 .push_bind(r.at_us)
                 .push_bind(r.data.clone())
                 .push_bind(r.error.clone())
-                .push_bind(r.duration_us);
+                .push_bind(r.duration_us)
+                .push_bind(r.input.clone());
         });
         qb.build().execute(&mut *conn).await?;
     }
