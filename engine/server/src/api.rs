@@ -34,11 +34,15 @@ pub(crate) fn routes() -> axum::Router<AppState> {
         .route("/runs/{id}/logs", get(run_logs))
 }
 
-async fn health() -> Json<Value> {
+#[utoipa::path(get, path = "/api/v1/health", tag = "engine",
+    responses((status = 200, description = "The engine is up: `{\"status\": \"ok\", \"version\"}`")))]
+pub(crate) async fn health() -> Json<Value> {
     Json(json!({"status": "ok", "version": env!("CARGO_PKG_VERSION")}))
 }
 
-async fn node_kinds() -> Json<Value> {
+#[utoipa::path(get, path = "/api/v1/node-kinds", tag = "engine",
+    responses((status = 200, description = "Every node kind with its config JSON Schema and ports")))]
+pub(crate) async fn node_kinds() -> Json<Value> {
     Json(Value::Array(
         sluice_model::catalog()
             .iter()
@@ -47,7 +51,9 @@ async fn node_kinds() -> Json<Value> {
     ))
 }
 
-async fn list_workflows(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
+#[utoipa::path(get, path = "/api/v1/workflows", tag = "workflows",
+    responses((status = 200, description = "`[{id, name, updated_at_us}]`")))]
+pub(crate) async fn list_workflows(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
     let rows = s.engine.store().list_workflows().await?;
     Ok(Json(Value::Array(
         rows.into_iter()
@@ -56,7 +62,10 @@ async fn list_workflows(State(s): State<AppState>) -> Result<Json<Value>, ApiErr
     )))
 }
 
-async fn get_workflow(
+#[utoipa::path(get, path = "/api/v1/workflows/{id}", tag = "workflows",
+    params(("id" = String, Path, description = "Workflow id")),
+    responses((status = 200, description = "The workflow (`sluice.workflow/v1` JSON)"), (status = 404, description = "No such workflow")))]
+pub(crate) async fn get_workflow(
     State(s): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
@@ -73,7 +82,12 @@ async fn get_workflow(
         .into_response())
 }
 
-async fn put_workflow(
+#[utoipa::path(put, path = "/api/v1/workflows/{id}", tag = "workflows",
+    params(("id" = String, Path, description = "Workflow id; must match the body's `id`")),
+    request_body(content = Object, description = "A `sluice.workflow/v1` workflow", content_type = "application/json"),
+    responses((status = 201, description = "Created"), (status = 200, description = "Replaced"),
+        (status = 400, description = "Invalid JSON or workflow; `error.detail` lists every problem")))]
+pub(crate) async fn put_workflow(
     State(s): State<AppState>,
     Path(id): Path<String>,
     body: Bytes,
@@ -100,7 +114,10 @@ async fn put_workflow(
     ))
 }
 
-async fn delete_workflow(
+#[utoipa::path(delete, path = "/api/v1/workflows/{id}", tag = "workflows",
+    params(("id" = String, Path, description = "Workflow id")),
+    responses((status = 204, description = "Deleted (its runs stay)"), (status = 404, description = "No such workflow")))]
+pub(crate) async fn delete_workflow(
     State(s): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
@@ -122,7 +139,12 @@ struct StartRun {
     wait: bool,
 }
 
-async fn start_run(
+#[utoipa::path(post, path = "/api/v1/workflows/{id}/runs", tag = "runs",
+    params(("id" = String, Path, description = "Workflow id")),
+    request_body(content = Object, description = "`{input?, trigger?, wait?}`", content_type = "application/json"),
+    responses((status = 202, description = "Started: `{id, status}`"), (status = 200, description = "With `wait`: the finished run with its output"),
+        (status = 404, description = "No such workflow"), (status = 429, description = "Too many runs in progress")))]
+pub(crate) async fn start_run(
     State(s): State<AppState>,
     Path(id): Path<String>,
     body: Bytes,
@@ -169,7 +191,7 @@ fn result_json(workflow: &str, r: RunResult) -> Value {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ListRuns {
+pub(crate) struct ListRuns {
     #[serde(default = "default_limit")]
     limit: u32,
     workflow: Option<String>,
@@ -182,7 +204,13 @@ fn default_limit() -> u32 {
     50
 }
 
-async fn list_runs(
+#[utoipa::path(get, path = "/api/v1/runs", tag = "runs",
+    params(("workflow" = Option<String>, Query, description = "Only this workflow's runs"),
+        ("status" = Option<String>, Query, description = "running, succeeded, failed or cancelled"),
+        ("limit" = Option<u32>, Query, description = "Page size, 1–1000 (default 50)"),
+        ("before" = Option<String>, Query, description = "Cursor: the id of the last run of the previous page")),
+    responses((status = 200, description = "Runs, newest first, without steps")))]
+pub(crate) async fn list_runs(
     State(s): State<AppState>,
     q: Result<Query<ListRuns>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
@@ -206,7 +234,10 @@ async fn list_runs(
     )))
 }
 
-async fn get_run(
+#[utoipa::path(get, path = "/api/v1/runs/{id}", tag = "runs",
+    params(("id" = String, Path, description = "Run id")),
+    responses((status = 200, description = "The run with every step attempt (input, output, error, timings)"), (status = 404, description = "No such run")))]
+pub(crate) async fn get_run(
     State(s): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
@@ -222,7 +253,10 @@ async fn get_run(
     Ok(Json(v))
 }
 
-async fn cancel_run(
+#[utoipa::path(post, path = "/api/v1/runs/{id}/cancel", tag = "runs",
+    params(("id" = String, Path, description = "Run id")),
+    responses((status = 202, description = "Cancelling"), (status = 404, description = "No such run"), (status = 409, description = "Not running here")))]
+pub(crate) async fn cancel_run(
     State(s): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
@@ -261,7 +295,11 @@ enum RetryFrom {
     Start,
 }
 
-async fn retry_run(
+#[utoipa::path(post, path = "/api/v1/runs/{id}/retry", tag = "runs",
+    params(("id" = String, Path, description = "Run id")),
+    request_body(content = Object, description = "`{from: \"failed\" (default) | \"start\"}`", content_type = "application/json"),
+    responses((status = 202, description = "The new run: `{id, status, retry_of}`"), (status = 400, description = "Still running")))]
+pub(crate) async fn retry_run(
     State(s): State<AppState>,
     Path(id): Path<String>,
     body: Bytes,
@@ -280,7 +318,10 @@ async fn retry_run(
     ))
 }
 
-async fn run_logs(
+#[utoipa::path(get, path = "/api/v1/runs/{id}/logs", tag = "runs",
+    params(("id" = String, Path, description = "Run id")),
+    responses((status = 200, description = "`[{node, lineage, level, message, at_us}]`"), (status = 404, description = "No such run")))]
+pub(crate) async fn run_logs(
     State(s): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
@@ -297,6 +338,8 @@ async fn run_logs(
 }
 
 /// `/metrics`: Prometheus text format (needs the token, like the API).
+#[utoipa::path(get, path = "/metrics", tag = "engine",
+    responses((status = 200, description = "Prometheus text format", content_type = "text/plain")))]
 pub(crate) async fn metrics(State(s): State<AppState>) -> Response {
     (
         [(

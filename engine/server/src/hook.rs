@@ -26,7 +26,16 @@ pub(crate) fn routes() -> axum::Router<AppState> {
 /// Header carrying `sha256=<hex hmac of the body>` for triggers with a secret.
 pub const SIGNATURE_HEADER: &str = "x-sluice-signature";
 
-async fn hook(
+#[utoipa::path(post, path = "/hook/{workflow}/{path}", tag = "webhooks",
+    params(("workflow" = String, Path, description = "Workflow id"), ("path" = String, Path, description = "The trigger's `path`")),
+    request_body(content = Object, description = "Any body: JSON, form, text or bytes; it becomes `body` of the message"),
+    responses((status = 200, description = "`when_finished`: the run output, or the first `output.respond`"),
+        (status = 202, description = "`immediately`, or still running after 30 s: `{run_id}`"),
+        (status = 401, description = "Missing or wrong `X-Sluice-Signature`"), (status = 404, description = "No such webhook"),
+        (status = 413, description = "Body too large"), (status = 429, description = "Too many runs in progress"),
+        (status = 500, description = "The run failed: the error names the node")),
+    security(()))]
+pub(crate) async fn hook(
     State(s): State<AppState>,
     Path((workflow, path)): Path<(String, String)>,
     Query(query): Query<BTreeMap<String, String>>,

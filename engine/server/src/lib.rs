@@ -11,6 +11,7 @@ mod api;
 mod error;
 mod hook;
 mod live;
+mod openapi;
 mod security;
 
 use std::net::SocketAddr;
@@ -79,6 +80,7 @@ pub fn router(engine: Engine, token: &str, options: Options) -> Router {
     Router::new()
         .nest("/api/v1", api)
         .merge(metrics)
+        .route("/openapi.json", axum::routing::get(openapi::document))
         .merge(hook::routes())
         .layer(DefaultBodyLimit::max(body_limit))
         .with_state(state)

@@ -31,6 +31,10 @@ impl Filter {
     }
 }
 
+#[utoipa::path(get, path = "/api/v1/ws", tag = "runs",
+    params(("workflow" = Option<String>, Query, description = "Only this workflow's events"),
+        ("run" = Option<String>, Query, description = "Only this run's events")),
+    responses((status = 101, description = "WebSocket of JSON live events (run_started, step_started, step_finished, step_skipped, log, run_finished)")))]
 pub(crate) async fn ws(
     State(s): State<AppState>,
     Query(filter): Query<Filter>,

@@ -1,0 +1,59 @@
+//! `/openapi.json`: the OpenAPI document, generated from the handlers'
+//! annotations (utoipa), served without a token (it describes, it reveals nothing).
+
+use axum::Json;
+use axum::response::IntoResponse;
+use utoipa::OpenApi;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "Sluice", description = "The Sluice trigger port: webhooks and the REST API (see docs/api.md)."),
+    paths(
+        crate::api::health,
+        crate::api::node_kinds,
+        crate::api::list_workflows,
+        crate::api::get_workflow,
+        crate::api::put_workflow,
+        crate::api::delete_workflow,
+        crate::api::start_run,
+        crate::api::list_runs,
+        crate::api::get_run,
+        crate::api::cancel_run,
+        crate::api::retry_run,
+        crate::api::run_logs,
+        crate::api::metrics,
+        crate::live::ws,
+        crate::hook::hook,
+    ),
+    modifiers(&BearerToken),
+    security(("token" = [])),
+    tags(
+        (name = "workflows", description = "Stored workflows"),
+        (name = "runs", description = "Runs, their steps, logs and live events"),
+        (name = "webhooks", description = "The only routes without a token"),
+        (name = "engine", description = "Health, node kinds, metrics"),
+    )
+)]
+pub(crate) struct ApiDoc;
+
+struct BearerToken;
+
+impl utoipa::Modify for BearerToken {
+    fn modify(&self, api: &mut utoipa::openapi::OpenApi) {
+        let components = api.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "token",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some("The token in <data-dir>/api-token"))
+                    .build(),
+            ),
+        );
+    }
+}
+
+pub(crate) async fn document() -> impl IntoResponse {
+    Json(ApiDoc::openapi())
+}
