@@ -83,7 +83,30 @@ pub fn router(engine: Engine, token: &str, options: Options) -> Router {
         .route("/openapi.json", axum::routing::get(openapi::document))
         .merge(hook::routes())
         .layer(DefaultBodyLimit::max(body_limit))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            request_timeout,
+        ))
         .with_state(state)
+}
+
+/// No request takes longer than the webhook wait plus a margin: a handler
+/// stuck on I/O answers 408 instead of holding the connection forever.
+async fn request_timeout(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let limit = state.options.webhook_timeout + Duration::from_secs(30);
+    match tokio::time::timeout(limit, next.run(req)).await {
+        Ok(resp) => resp,
+        Err(_) => ApiError::new(
+            axum::http::StatusCode::REQUEST_TIMEOUT,
+            "the request took too long",
+        )
+        .into_response(),
+    }
 }
 
 /// Serves until `shutdown` resolves, then stops accepting and lets requests
