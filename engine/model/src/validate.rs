@@ -59,6 +59,9 @@ fn edge_problem(edge: usize, field: &str, message: impl Into<String>) -> Problem
     }
 }
 
+/// Largest `settings.concurrency` (runs of one workflow at once).
+pub const MAX_CONCURRENCY: u64 = 100_000;
+
 /// Node ids and port names: letters, digits, `-` and `_`, starting with a letter or digit.
 pub fn is_slug(s: &str) -> bool {
     !s.is_empty()
@@ -91,12 +94,13 @@ pub fn validate(wf: &Workflow) -> Vec<Problem> {
             None => out.push(problem(None, Some("settings"), "must be an object")),
             Some(m) => {
                 if let Some(c) = m.get("concurrency")
-                    && c.as_u64().is_none_or(|c| c < 1)
+                    && c.as_u64()
+                        .is_none_or(|c| !(1..=MAX_CONCURRENCY).contains(&c))
                 {
                     out.push(problem(
                         None,
                         Some("settings.concurrency"),
-                        "must be a whole number ≥ 1",
+                        format!("must be a whole number from 1 to {MAX_CONCURRENCY}"),
                     ));
                 }
             }

@@ -1,5 +1,6 @@
 //! The local executor: drives the state machine with tokio, runs nodes, and
-//! journals every step in SQLite before and after it runs. After a crash,
+//! journals every step in SQLite before and after it runs (pure kinds, which
+//! have no side effects: once, after it ran, with its input). After a crash,
 //! [`Engine::resume`] replays the journal into a fresh state machine and
 //! carries on: finished steps are never run again; steps that were in flight
 //! run again with the same idempotency key.
@@ -1072,6 +1073,10 @@ impl Driver {
     }
 
     async fn drive(mut self, mut actions: Vec<Action>) -> RunResult {
+        // Cancelled while queued (workflow concurrency): end before starting.
+        if let Ok(Wake::Cancel) = self.rx.try_recv() {
+            actions = self.run.apply(Event::Cancel);
+        }
         loop {
             match self.carry_out(std::mem::take(&mut actions)).await {
                 Ok(Some(result)) => return result,
@@ -1315,6 +1320,9 @@ impl Driver {
         let handle_key = key.clone();
         let handle = self.tasks.spawn(async move {
             let permit = permits.acquire_owned().await;
+            // Durations count the node's own time, not the wait for a permit.
+            let mut step = step;
+            step.started = Instant::now();
             let node = &plan.nodes[key.node];
             let fut = nodes::execute(step.call(node, first_started_at_us));
             let result = match node.timeout_ms {

@@ -184,7 +184,7 @@ impl Plan {
             .get("settings")
             .and_then(|s| s.get("concurrency"))
             .and_then(Value::as_u64)
-            .map(|c| c.max(1) as usize);
+            .map(|c| c.clamp(1, sluice_model::validate::MAX_CONCURRENCY) as usize);
         Ok(Arc::new(Plan {
             concurrency,
             workflow,

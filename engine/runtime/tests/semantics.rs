@@ -819,3 +819,47 @@ async fn runs_beyond_the_engine_limit_are_refused() {
     b.wait().await;
     assert!(engine.start(slow, None, Arc::new(json!(4))).await.is_ok());
 }
+
+#[tokio::test]
+async fn a_run_cancelled_while_queued_ends_without_running() {
+    let h = harness().await;
+    let wf = Workflow::from_value(json!({"format": "sluice.workflow/v1", "id": "single",
+        "settings": {"concurrency": 1}, "nodes": [
+        {"id": "t", "kind": "trigger.manual"},
+        {"id": "w", "kind": "flow.wait", "config": {"duration_ms": 300}},
+        {"id": "end", "kind": "output.end"}],
+        "edges": [{"from": "t", "to": "w"}, {"from": "w", "to": "end"}]}))
+    .unwrap();
+    let plan = Plan::new(wf).unwrap();
+    let first = h
+        .engine
+        .start(plan.clone(), None, Arc::new(json!(1)))
+        .await
+        .unwrap();
+    let queued = h
+        .engine
+        .start(plan, None, Arc::new(json!(2)))
+        .await
+        .unwrap();
+    assert!(h.engine.cancel(&queued.id));
+    let t0 = std::time::Instant::now();
+    let r = queued.wait().await;
+    assert_eq!(r.status, Status::Cancelled);
+    assert_eq!(r.output, json!({}));
+    ok(&first.wait().await, json!({"end": 1}));
+    assert!(t0.elapsed() < std::time::Duration::from_millis(1000));
+    let steps = h.engine.store().run_records(&r.id).await.unwrap();
+    assert!(steps.is_empty(), "nothing ran: {steps:?}");
+}
+
+#[tokio::test]
+async fn an_absurd_concurrency_is_a_validation_error() {
+    let wf = Workflow::from_value(json!({"format": "sluice.workflow/v1", "id": "w",
+        "settings": {"concurrency": 4611686018427387904u64}, "nodes": [{"id": "t", "kind": "trigger.manual"}]}))
+    .unwrap();
+    let err = Plan::new(wf).unwrap_err();
+    assert_eq!(
+        err.0[0].to_string(),
+        "workflow settings.concurrency: must be a whole number from 1 to 100000"
+    );
+}

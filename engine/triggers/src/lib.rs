@@ -75,12 +75,17 @@ impl Triggers {
             Err(e) => return warn(&format!("cannot list workflows to arm their triggers: {e}")),
         };
         for row in rows {
-            self.rearm(&row.id).await;
+            self.arm_workflow(&row.id, true).await;
         }
     }
 
     /// Disarms a workflow's triggers and arms them again from its stored version.
     pub async fn rearm(&mut self, id: &str) {
+        self.arm_workflow(id, false).await;
+    }
+
+    /// `catch_up`: missed schedules fire once (at start, not after an edit).
+    async fn arm_workflow(&mut self, id: &str, catch_up: bool) {
         if let Some(handles) = self.armed.remove(id) {
             for h in handles {
                 h.abort();
@@ -91,18 +96,18 @@ impl Triggers {
             // Deleted (or invalid): nothing to arm.
             Err(_) => return,
         };
-        let handles = self.arm(&plan);
+        let handles = self.arm(&plan, catch_up);
         if !handles.is_empty() {
             self.armed.insert(id.to_string(), handles);
         }
     }
 
-    fn arm(&self, plan: &Arc<Plan>) -> Vec<AbortHandle> {
+    fn arm(&self, plan: &Arc<Plan>, catch_up: bool) -> Vec<AbortHandle> {
         let mut handles = Vec::new();
         for node in plan.nodes.iter().filter(|n| !n.disabled) {
             let armed = match node.kind {
                 "trigger.schedule" => {
-                    schedule::arm(self.engine.clone(), plan.clone(), node.id.clone())
+                    schedule::arm(self.engine.clone(), plan.clone(), node.id.clone(), catch_up)
                 }
                 "trigger.file" => files::arm(self.engine.clone(), plan.clone(), node.id.clone()),
                 _ => continue,

@@ -40,10 +40,14 @@ fn next_after(cron: &Cron, tz: &TimeZone, after: Timestamp) -> Result<Timestamp,
         .map_err(|e| e.to_string())
 }
 
+/// `catch_up`: fire once for occurrences missed since the last fire (at
+/// start); not when re-arming after an edit, where the old expression's
+/// history says nothing about the new one.
 pub(crate) fn arm(
     engine: Engine,
     plan: Arc<Plan>,
     trigger: Arc<str>,
+    catch_up: bool,
 ) -> Result<AbortHandle, String> {
     let node = plan
         .node_index(&trigger)
@@ -58,7 +62,8 @@ pub(crate) fn arm(
     let tz = zone(node.raw_config.get("timezone").and_then(Value::as_str))?;
     // Fails now, not at the first fire, when the expression never matches.
     next_after(&cron, &tz, Timestamp::now())?;
-    let task = tokio::spawn(async move { fire_forever(engine, plan, trigger, cron, tz).await });
+    let task =
+        tokio::spawn(async move { fire_forever(engine, plan, trigger, cron, tz, catch_up).await });
     Ok(task.abort_handle())
 }
 
@@ -68,20 +73,25 @@ async fn fire_forever(
     trigger: Arc<str>,
     cron: Cron,
     tz: TimeZone,
+    catch_up: bool,
 ) {
     // Catch up once for what was missed while the engine was down.
-    let last = engine
-        .store()
-        .latest_run_for_trigger(&plan.workflow.id, &trigger)
-        .await
-        .ok()
-        .flatten()
-        .and_then(|r| {
-            r.input
-                .get("scheduled_at")
-                .and_then(Value::as_str)
-                .and_then(|s| s.parse::<Timestamp>().ok())
-        });
+    let last = if !catch_up {
+        None
+    } else {
+        engine
+            .store()
+            .latest_run_for_trigger(&plan.workflow.id, &trigger)
+            .await
+            .ok()
+            .flatten()
+            .and_then(|r| {
+                r.input
+                    .get("scheduled_at")
+                    .and_then(Value::as_str)
+                    .and_then(|s| s.parse::<Timestamp>().ok())
+            })
+    };
     if let Some(last) = last {
         let now = Timestamp::now();
         let mut missed = 0u64;
@@ -114,7 +124,9 @@ async fn fire_forever(
         let wait = std::time::Duration::try_from(wait).unwrap_or(std::time::Duration::ZERO);
         tokio::time::sleep(wait).await;
         fire(&engine, &plan, &trigger, next, 0).await;
-        after = next;
+        // After a stall (a suspended laptop) occurrences may lie in the past:
+        // skip them rather than fire them back to back.
+        after = next.max(Timestamp::now());
     }
 }
 
