@@ -239,6 +239,7 @@ pub(crate) struct RunInsert {
     pub id: Arc<str>,
     pub workflow_id: Arc<str>,
     pub definition: Arc<str>,
+    pub definition_hash: Arc<str>,
     pub trigger: Arc<str>,
     pub input: Arc<str>,
     pub created_at_us: i64,

@@ -107,7 +107,13 @@ type RunTuple = (
     Option<String>,
 );
 
-const RUN_COLUMNS: &str = "id, workflow_id, definition, \"trigger\", input, status, output, error, created_at_us, finished_at_us, parent_run";
+/// The `definition` column holds "#" + a hash into `definitions` (or, in rows
+/// written before migration 0003, the text itself).
+const RUN_COLUMNS: &str = "id, workflow_id, \
+    CASE WHEN substr(runs.definition, 1, 1) = '#' \
+        THEN (SELECT text FROM definitions WHERE hash = substr(runs.definition, 2)) \
+        ELSE runs.definition END, \
+    \"trigger\", input, status, output, error, created_at_us, finished_at_us, parent_run";
 
 type RecordTuple = (
     i64,
@@ -252,6 +258,10 @@ impl Store {
             id: run.id.as_str().into(),
             workflow_id: run.workflow_id.as_str().into(),
             definition: run.definition.as_str().into(),
+            definition_hash: blake3::hash(run.definition.as_bytes())
+                .to_hex()
+                .as_str()
+                .into(),
             trigger: run.trigger.as_str().into(),
             input,
             created_at_us: run.created_at_us,

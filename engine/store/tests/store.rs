@@ -589,3 +589,37 @@ async fn many_finishes_in_one_batch_and_one_unknown_run() -> Result<()> {
     })
     .await
 }
+
+#[tokio::test]
+async fn a_definition_is_stored_once_for_all_its_runs() -> Result<()> {
+    timed(async {
+        let (dir, store) = open().await?;
+        for i in 0..5 {
+            store.create_run(&new_run(&format!("same{i}"), i)).await?;
+        }
+        let other = NewRun {
+            definition: r#"{"format":"sluice.workflow/v1","nodes":[1]}"#.into(),
+            ..new_run("other", 9)
+        };
+        store.create_run(&other).await?;
+        assert_eq!(
+            store.get_run("same3").await?.context("run")?.definition,
+            new_run("x", 0).definition
+        );
+        assert_eq!(
+            store.get_run("other").await?.context("run")?.definition,
+            other.definition
+        );
+        let db = sqlx::SqlitePool::connect(&format!(
+            "sqlite://{}",
+            dir.path().join("data/sluice.db").display()
+        ))
+        .await?;
+        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM definitions")
+            .fetch_one(&db)
+            .await?;
+        assert_eq!(n, 2);
+        Ok(())
+    })
+    .await
+}

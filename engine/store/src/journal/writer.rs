@@ -322,6 +322,21 @@ fn chunks<T>(mut rest: &[T]) -> impl Iterator<Item = &[T]> {
 }
 
 async fn insert_runs(conn: &mut SqliteConnection, runs: &[&RunInsert]) -> Result<(), sqlx::Error> {
+    // Each distinct definition once per batch; one already stored is skipped.
+    let mut defs: Vec<&RunInsert> = Vec::new();
+    for r in runs {
+        if !defs.iter().any(|d| d.definition_hash == r.definition_hash) {
+            defs.push(r);
+        }
+    }
+    for chunk in chunks(&defs) {
+        let mut qb = QueryBuilder::<Sqlite>::new("INSERT OR IGNORE INTO definitions (hash, text) ");
+        qb.push_values(chunk, |mut b, r| {
+            b.push_bind(r.definition_hash.clone())
+                .push_bind(r.definition.clone());
+        });
+        qb.build().execute(&mut *conn).await?;
+    }
     for chunk in chunks(runs) {
         let mut qb = QueryBuilder::<Sqlite>::new(
             "INSERT INTO runs (id, workflow_id, definition, \"trigger\", input, created_at_us, parent_run) ",
@@ -329,7 +344,7 @@ async fn insert_runs(conn: &mut SqliteConnection, runs: &[&RunInsert]) -> Result
         qb.push_values(chunk, |mut b, r| {
             b.push_bind(r.id.clone())
                 .push_bind(r.workflow_id.clone())
-                .push_bind(r.definition.clone())
+                .push_bind(format!("#{}", r.definition_hash))
                 .push_bind(r.trigger.clone())
                 .push_bind(r.input.clone())
                 .push_bind(r.created_at_us)
