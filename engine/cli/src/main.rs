@@ -305,9 +305,9 @@ async fn serve(
         local
     };
     println!("listening on http://{shown}");
+    println!("data dir {}", dir.display());
     println!(
-        "data dir {}; API token in {}",
-        dir.display(),
+        "API token {token} (also in {})",
         dir.join("api-token").display()
     );
     let resumed = engine.resume_all().await.map_err(internal)?;
