@@ -69,6 +69,8 @@ pub struct Options {
     /// Runs in progress (executing or waiting for their workflow's
     /// concurrency) beyond which new runs are refused with `Error::Busy`.
     pub max_active_runs: usize,
+    /// How many live events a subscriber may fall behind before it lags.
+    pub event_capacity: usize,
 }
 
 impl Default for Options {
@@ -77,6 +79,7 @@ impl Default for Options {
             max_concurrent_steps: 256,
             exec_log: std::env::var_os("SLUICE_TEST_EXEC_LOG").map(Into::into),
             max_active_runs: 10_000,
+            event_capacity: crate::events::CAPACITY,
         }
     }
 }
@@ -193,7 +196,7 @@ impl Engine {
                 active: Mutex::new(HashMap::new()),
                 max_active_runs: options.max_active_runs.max(1),
                 metrics: Default::default(),
-                events: tokio::sync::broadcast::channel(crate::events::CAPACITY).0,
+                events: tokio::sync::broadcast::channel(options.event_capacity.max(1)).0,
                 changes: tokio::sync::broadcast::channel(1024).0,
                 limits: Mutex::new(HashMap::new()),
                 plans: Mutex::new(HashMap::new()),

@@ -923,3 +923,83 @@ async fn the_openapi_document_matches_the_routes() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_websocket_client_that_falls_behind_is_dropped_and_runs_go_on() {
+    use futures::StreamExt;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options {
+        event_capacity: 8,
+        ..Options::default()
+    };
+    let engine = Engine::open(dir.path(), options).await.unwrap();
+    let token = sluice_server::ensure_token(dir.path()).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let t = token.clone();
+    let e = engine.clone();
+    tokio::spawn(async move {
+        sluice_server::serve(
+            listener,
+            e,
+            &t,
+            sluice_server::Options::new(addr),
+            std::future::pending(),
+        )
+        .await
+        .unwrap();
+    });
+    let mut req = format!("ws://{addr}/api/v1/ws")
+        .into_client_request()
+        .unwrap();
+    req.headers_mut()
+        .insert("authorization", format!("Bearer {token}").parse().unwrap());
+    let (mut socket, _) = tokio_tungstenite::connect_async(req).await.unwrap();
+
+    // 40 pure steps in a row: far more events than the 8 a subscriber may lag.
+    let mut nodes = vec![json!({"id": "t", "kind": "trigger.manual"})];
+    let mut edges = Vec::new();
+    for i in 0..40 {
+        nodes.push(
+            json!({"id": format!("s{i}"), "kind": "data.set", "config": {"values": {"i": i}}}),
+        );
+        edges.push(json!({"from": if i == 0 { "t".to_string() } else { format!("s{}", i - 1) }, "to": format!("s{i}")}));
+    }
+    let wf = sluice_model::Workflow::from_value(
+        json!({"format": "sluice.workflow/v1", "id": "chatty", "nodes": nodes, "edges": edges}),
+    )
+    .unwrap();
+    let plan = sluice_runtime::Plan::new(wf).unwrap();
+    let r = tokio::time::timeout(Duration::from_secs(10), async {
+        engine
+            .start(plan, None, std::sync::Arc::new(json!(null)))
+            .await
+            .unwrap()
+            .wait()
+            .await
+    })
+    .await
+    .expect("the run never waits for a slow subscriber");
+    assert_eq!(r.status, sluice_runtime::Status::Succeeded);
+
+    let mut closed = None;
+    while let Some(msg) = tokio::time::timeout(Duration::from_secs(10), socket.next())
+        .await
+        .unwrap()
+    {
+        match msg {
+            Ok(tokio_tungstenite::tungstenite::Message::Close(frame)) => {
+                closed = frame;
+                break;
+            }
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    let frame = closed.expect("a close frame");
+    assert_eq!(frame.code, CloseCode::Policy);
+    assert!(frame.reason.contains("too slow"), "{}", frame.reason);
+}
