@@ -51,11 +51,34 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Secrets by name, encrypted in the data dir; values are never shown.
+    Credentials {
+        #[command(subcommand)]
+        command: CredentialsCommand,
+    },
     /// Inspect and resume runs.
     Runs {
         #[command(subcommand)]
         command: RunsCommand,
     },
+}
+
+#[derive(Subcommand)]
+enum CredentialsCommand {
+    /// Store (or replace) a credential.
+    Set {
+        name: String,
+        /// bearer, basic, header, query or smtp.
+        #[arg(long)]
+        kind: String,
+        /// The value as JSON, or @file.
+        #[arg(long)]
+        json: String,
+    },
+    /// Names and kinds.
+    List,
+    /// Delete a credential.
+    Rm { name: String },
 }
 
 #[derive(Subcommand)]
@@ -145,6 +168,51 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
             Ok(0)
         }
         Command::Serve { listen } => serve(cli.data_dir, listen).await,
+        Command::Credentials { command } => {
+            let engine = open(cli.data_dir).await?;
+            let store = engine.store();
+            match command {
+                CredentialsCommand::Set { name, kind, json } => {
+                    if !sluice_model::validate::is_slug(&name) {
+                        return Err(usage(format!(
+                            "credential name `{name}` must be letters, digits, `-` and `_`"
+                        )));
+                    }
+                    let text = match json.strip_prefix('@') {
+                        Some(file) => std::fs::read_to_string(file)
+                            .map_err(|e| usage(format!("cannot read {file}: {e}")))?,
+                        None => json,
+                    };
+                    // The message never quotes the text: it may be the secret.
+                    let value: Value = serde_json::from_str(&text).map_err(|e| {
+                        usage(format!(
+                            "--json: invalid JSON at line {}, column {}",
+                            e.line(),
+                            e.column()
+                        ))
+                    })?;
+                    sluice_model::credentials::check(&kind, &value)
+                        .map_err(|e| usage(format!("credential `{name}` ({kind}): {e}")))?;
+                    store
+                        .put_credential(&name, &kind, &value)
+                        .await
+                        .map_err(internal)?;
+                    println!("stored credential `{name}` ({kind})");
+                }
+                CredentialsCommand::List => {
+                    for c in store.list_credentials().await.map_err(internal)? {
+                        println!("{:<32} {}", c.name, c.kind);
+                    }
+                }
+                CredentialsCommand::Rm { name } => {
+                    if !store.delete_credential(&name).await.map_err(internal)? {
+                        return Err(usage(format!("credential `{name}` not found")));
+                    }
+                    println!("deleted credential `{name}`");
+                }
+            }
+            Ok(0)
+        }
         Command::Import { file } => {
             let wf = read_workflow(&file)?;
             let plan = Plan::new(wf).map_err(|e| invalid(&file.display().to_string(), &e.0))?;

@@ -300,3 +300,81 @@ fn import_then_export_round_trips() {
     let o = sluice(dir.path(), &["export", "nope"]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+#[test]
+fn credentials_set_list_rm() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = sluice(
+        dir.path(),
+        &[
+            "credentials",
+            "set",
+            "gh",
+            "--kind",
+            "bearer",
+            "--json",
+            r#"{"token": "hunter2-secret"}"#,
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let file = write(
+        dir.path(),
+        "smtp.json",
+        r#"{"host": "mail", "port": 587, "security": "starttls"}"#,
+    );
+    let o = sluice(
+        dir.path(),
+        &[
+            "credentials",
+            "set",
+            "mail",
+            "--kind",
+            "smtp",
+            "--json",
+            &format!("@{file}"),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = sluice(dir.path(), &["credentials", "list"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("gh")
+            && out.contains("bearer")
+            && out.contains("mail")
+            && out.contains("smtp"),
+        "{out}"
+    );
+    assert!(!out.contains("hunter2"));
+    let o = sluice(
+        dir.path(),
+        &[
+            "credentials",
+            "set",
+            "x",
+            "--kind",
+            "basic",
+            "--json",
+            r#"{"username": "hunter2-secret"}"#,
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(!stderr(&o).contains("hunter2"), "{}", stderr(&o));
+    let o = sluice(
+        dir.path(),
+        &[
+            "credentials",
+            "set",
+            "x",
+            "--kind",
+            "bearer",
+            "--json",
+            r#"{"token": "hunter2-secret""#,
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(!stderr(&o).contains("hunter2"), "{}", stderr(&o));
+    let o = sluice(dir.path(), &["credentials", "rm", "gh"]);
+    assert_eq!(o.status.code(), Some(0));
+    let o = sluice(dir.path(), &["credentials", "rm", "gh"]);
+    assert_eq!(o.status.code(), Some(2));
+}

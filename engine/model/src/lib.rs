@@ -6,6 +6,7 @@
 //! `wasm32-unknown-unknown`; the editor and the engine share it.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+pub mod credentials;
 pub mod graph;
 pub mod kinds;
 pub mod template;

@@ -32,6 +32,11 @@ pub(crate) fn routes() -> axum::Router<AppState> {
         .route("/runs/{id}/cancel", post(cancel_run))
         .route("/runs/{id}/retry", post(retry_run))
         .route("/runs/{id}/logs", get(run_logs))
+        .route("/credentials", get(list_credentials))
+        .route(
+            "/credentials/{name}",
+            axum::routing::put(put_credential).delete(delete_credential),
+        )
 }
 
 #[utoipa::path(get, path = "/api/v1/health", tag = "engine",
@@ -349,4 +354,82 @@ pub(crate) async fn metrics(State(s): State<AppState>) -> Response {
         s.engine.metrics(),
     )
         .into_response()
+}
+
+#[utoipa::path(get, path = "/api/v1/credentials", tag = "credentials",
+    responses((status = 200, description = "`[{name, kind, updated_at_us}]`: never the values")))]
+pub(crate) async fn list_credentials(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
+    let rows = s.engine.store().list_credentials().await?;
+    Ok(Json(Value::Array(
+        rows.into_iter()
+            .map(|c| json!({"name": c.name, "kind": c.kind, "updated_at_us": c.updated_at_us}))
+            .collect(),
+    )))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PutCredential {
+    kind: String,
+    value: Value,
+}
+
+#[utoipa::path(put, path = "/api/v1/credentials/{name}", tag = "credentials",
+    params(("name" = String, Path, description = "Credential name (letters, digits, `-`, `_`)")),
+    request_body(content = Object, description = "`{kind, value}`; the value is write-only", content_type = "application/json"),
+    responses((status = 201, description = "Created"), (status = 200, description = "Replaced"),
+        (status = 400, description = "Unknown kind or a value of the wrong shape (the error names the field, never the value)")))]
+pub(crate) async fn put_credential(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    if !sluice_model::validate::is_slug(&name) {
+        return Err(ApiError::bad_request(format!(
+            "credential name `{name}` must be letters, digits, `-` and `_`"
+        )));
+    }
+    // Parse errors would quote the body: name only where it failed.
+    let req: PutCredential = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::bad_request(format!(
+            "invalid credential body at line {}, column {}",
+            e.line(),
+            e.column()
+        ))
+    })?;
+    sluice_model::credentials::check(&req.kind, &req.value)
+        .map_err(|e| ApiError::bad_request(format!("credential `{name}` ({}): {e}", req.kind)))?;
+    let existed = s
+        .engine
+        .store()
+        .list_credentials()
+        .await?
+        .iter()
+        .any(|c| c.name == name);
+    s.engine
+        .store()
+        .put_credential(&name, &req.kind, &req.value)
+        .await?;
+    let status = if existed {
+        StatusCode::OK
+    } else {
+        StatusCode::CREATED
+    };
+    Ok((status, Json(json!({"name": name, "kind": req.kind}))))
+}
+
+#[utoipa::path(delete, path = "/api/v1/credentials/{name}", tag = "credentials",
+    params(("name" = String, Path, description = "Credential name")),
+    responses((status = 204, description = "Deleted"), (status = 404, description = "No such credential")))]
+pub(crate) async fn delete_credential(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    if s.engine.store().delete_credential(&name).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::not_found(format!(
+            "credential `{name}` not found"
+        )))
+    }
 }

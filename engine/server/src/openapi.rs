@@ -23,6 +23,9 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
         crate::api::retry_run,
         crate::api::run_logs,
         crate::api::metrics,
+        crate::api::list_credentials,
+        crate::api::put_credential,
+        crate::api::delete_credential,
         crate::live::ws,
         crate::hook::hook,
     ),
@@ -33,6 +36,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
         (name = "runs", description = "Runs, their steps, logs and live events"),
         (name = "webhooks", description = "The only routes without a token"),
         (name = "engine", description = "Health, node kinds, metrics"),
+        (name = "credentials", description = "Secrets by name, encrypted at rest; values are write-only"),
     )
 )]
 pub(crate) struct ApiDoc;

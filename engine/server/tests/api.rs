@@ -1003,3 +1003,106 @@ async fn a_websocket_client_that_falls_behind_is_dropped_and_runs_go_on() {
     assert_eq!(frame.code, CloseCode::Policy);
     assert!(frame.reason.contains("too slow"), "{}", frame.reason);
 }
+
+#[tokio::test]
+async fn credentials_are_write_only_and_never_stored_in_clear() {
+    let s = server().await;
+    let secret = "s3cr3t-V4LUE-that-must-not-leak";
+    let put = |name: &str, body: Value| {
+        s.api(reqwest::Method::PUT, &format!("/credentials/{name}"))
+            .json(&body)
+            .send()
+    };
+    let r = put(
+        "github",
+        json!({"kind": "bearer", "value": {"token": secret}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let r = put(
+        "github",
+        json!({"kind": "bearer", "value": {"token": secret}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let r = put("mail", json!({"kind": "smtp", "value": {"host": "h", "port": 25, "security": "starttls", "password": secret}})).await.unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    // A wrong shape names the field, never the value.
+    let r = put(
+        "bad",
+        json!({"kind": "basic", "value": {"username": secret}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let msg = json_of(r).await["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(msg, "credential `bad` (basic): missing field `password`");
+    let r = put(
+        "bad",
+        json!({"kind": "smtp", "value": {"host": "h", "port": secret, "security": "tls"}}),
+    )
+    .await
+    .unwrap();
+    let msg = json_of(r).await["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(!msg.contains(secret), "{msg}");
+    let r = put("bad", json!({"kind": "oauth", "value": {}}))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+
+    let list = json_of(
+        s.api(reqwest::Method::GET, "/credentials")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(list.as_array().unwrap().len(), 2);
+    assert_eq!(list[0]["name"], "github");
+    assert_eq!(list[0]["kind"], "bearer");
+    assert!(!list.to_string().contains(secret));
+
+    // Nothing in the data dir holds the value in clear: database, WAL, blobs, key files.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    fn scan(dir: &std::path::Path, needle: &[u8]) -> Vec<std::path::PathBuf> {
+        let mut hits = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                hits.extend(scan(&path, needle));
+            } else if std::fs::read(&path)
+                .unwrap()
+                .windows(needle.len())
+                .any(|w| w == needle)
+            {
+                hits.push(path);
+            }
+        }
+        hits
+    }
+    assert_eq!(
+        scan(s._dir.path(), secret.as_bytes()),
+        Vec::<std::path::PathBuf>::new()
+    );
+
+    let r = s
+        .api(reqwest::Method::DELETE, "/credentials/github")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NO_CONTENT);
+    let r = s
+        .api(reqwest::Method::DELETE, "/credentials/github")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+}

@@ -42,6 +42,9 @@ pub enum Error {
         detail: String,
     },
 
+    #[error("vault: {0}")]
+    Vault(String),
+
     #[error("invalid inline value: must be non-empty JSON text not starting with '@'")]
     InvalidInline,
 

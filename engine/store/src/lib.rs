@@ -11,8 +11,9 @@ mod blobs;
 mod error;
 mod journal;
 mod store;
+mod vault;
 
 pub use blobs::{Blobs, INLINE_LIMIT, Stored};
 pub use error::{Error, Result};
 pub use journal::{Journal, LogLine, MAX_LOG_MESSAGE, Record, RecordKind, status};
-pub use store::{NewRun, RunFilter, RunRow, Store, WorkflowRow};
+pub use store::{CredentialRow, NewRun, RunFilter, RunRow, Store, WorkflowRow};

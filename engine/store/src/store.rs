@@ -91,6 +91,15 @@ struct Inner {
     pool: SqlitePool,
     blobs: Blobs,
     journal: Journal,
+    vault: crate::vault::Vault,
+}
+
+/// A stored credential, without its value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CredentialRow {
+    pub name: String,
+    pub kind: String,
+    pub updated_at_us: i64,
 }
 
 type RunTuple = (
@@ -158,14 +167,76 @@ impl Store {
             .connect_with(options)
             .await?;
         let journal = spawn_writer(writer, blobs.clone());
+        let vault = crate::vault::Vault::open(&dir)?;
         Ok(Store {
             inner: Arc::new(Inner {
                 dir,
                 pool,
                 blobs,
                 journal,
+                vault,
             }),
         })
+    }
+
+    /// Stores a credential, encrypted; replaces one of the same name.
+    /// The value never reaches the database in clear.
+    pub async fn put_credential(&self, name: &str, kind: &str, value: &Value) -> Result<()> {
+        let plain = serde_json::to_vec(value).map_err(Error::Serialize)?;
+        let (nonce, secret) = self.inner.vault.seal(name, &plain)?;
+        sqlx::query(
+            "INSERT INTO credentials (name, kind, nonce, secret, updated_at_us) VALUES (?, ?, ?, ?, ?) \
+             ON CONFLICT (name) DO UPDATE SET kind = excluded.kind, nonce = excluded.nonce, \
+             secret = excluded.secret, updated_at_us = excluded.updated_at_us",
+        )
+        .bind(name)
+        .bind(kind)
+        .bind(nonce)
+        .bind(secret)
+        .bind(now_us())
+        .execute(&self.inner.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Names and kinds only, by name.
+    pub async fn list_credentials(&self) -> Result<Vec<CredentialRow>> {
+        let rows: Vec<(String, String, i64)> =
+            sqlx::query_as("SELECT name, kind, updated_at_us FROM credentials ORDER BY name")
+                .fetch_all(&self.inner.pool)
+                .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(name, kind, updated_at_us)| CredentialRow {
+                name,
+                kind,
+                updated_at_us,
+            })
+            .collect())
+    }
+
+    /// A credential's kind and decrypted value (for the nodes that use it).
+    pub async fn get_credential(&self, name: &str) -> Result<Option<(String, Value)>> {
+        let row: Option<(String, Vec<u8>, Vec<u8>)> =
+            sqlx::query_as("SELECT kind, nonce, secret FROM credentials WHERE name = ?")
+                .bind(name)
+                .fetch_optional(&self.inner.pool)
+                .await?;
+        let Some((kind, nonce, secret)) = row else {
+            return Ok(None);
+        };
+        let plain = self.inner.vault.open_sealed(name, &nonce, &secret)?;
+        let value = serde_json::from_slice(&plain).map_err(Error::InvalidJson)?;
+        Ok(Some((kind, value)))
+    }
+
+    /// Deletes a credential. Returns whether it existed.
+    pub async fn delete_credential(&self, name: &str) -> Result<bool> {
+        let done = sqlx::query("DELETE FROM credentials WHERE name = ?")
+            .bind(name)
+            .execute(&self.inner.pool)
+            .await?;
+        Ok(done.rows_affected() > 0)
     }
 
     pub fn data_dir(&self) -> &Path {

@@ -623,3 +623,33 @@ async fn a_definition_is_stored_once_for_all_its_runs() -> Result<()> {
     })
     .await
 }
+
+#[tokio::test]
+async fn credentials_round_trip_encrypted_and_bound_to_their_name() -> Result<()> {
+    timed(async {
+        let (dir, store) = open().await?;
+        store.put_credential("api", "bearer", &json!({"token": "tok-123"})).await?;
+        assert_eq!(store.get_credential("api").await?, Some(("bearer".into(), json!({"token": "tok-123"}))));
+        assert_eq!(store.get_credential("nope").await?, None);
+        // A ciphertext copied under another name does not decrypt.
+        let db = sqlx::SqlitePool::connect(&format!("sqlite://{}", dir.path().join("data/sluice.db").display())).await?;
+        sqlx::query("INSERT INTO credentials (name, kind, nonce, secret, updated_at_us) SELECT 'copy', kind, nonce, secret, 0 FROM credentials WHERE name = 'api'")
+            .execute(&db)
+            .await?;
+        assert!(matches!(store.get_credential("copy").await, Err(Error::Vault(_))));
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(dir.path().join("data/vault.key"))?.permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        // The key lives beside the database, and a reopened store reads the same key.
+        drop(store);
+        let again = Store::open(&dir.path().join("data")).await?;
+        assert_eq!(again.get_credential("api").await?.map(|(_, v)| v), Some(json!({"token": "tok-123"})));
+        assert!(again.delete_credential("api").await?);
+        assert!(!again.delete_credential("api").await?);
+        Ok(())
+    })
+    .await
+}

@@ -1,0 +1,135 @@
+//! Credential kinds and the shape of their values (checked before a value is
+//! stored; values themselves live encrypted in the engine's vault).
+
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+/// Every credential kind.
+pub const KINDS: &[&str] = &["bearer", "basic", "header", "query", "smtp"];
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct Bearer {
+    token: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct Basic {
+    username: String,
+    password: String,
+}
+
+/// `header` and `query`: a name and a value to add to requests.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct NameValue {
+    name: String,
+    value: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct Smtp {
+    host: String,
+    port: u16,
+    security: SmtpSecurity,
+    #[serde(default)]
+    username: Option<String>,
+    #[serde(default)]
+    password: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum SmtpSecurity {
+    None,
+    Starttls,
+    Tls,
+}
+
+fn shape<T: DeserializeOwned>(value: &Value) -> Result<(), String> {
+    serde_path_to_error::deserialize::<_, T>(value)
+        .map(|_| ())
+        .map_err(|e| {
+            let path = e.path().to_string();
+            if path == "." {
+                e.into_inner().to_string()
+            } else {
+                format!("{path}: {}", e.into_inner())
+            }
+        })
+}
+
+/// Checks a credential value against its kind; the error names the field.
+/// It never echoes the value.
+pub fn check(kind: &str, value: &Value) -> Result<(), String> {
+    let checked = match kind {
+        "bearer" => shape::<Bearer>(value),
+        "basic" => shape::<Basic>(value),
+        "header" | "query" => shape::<NameValue>(value),
+        "smtp" => shape::<Smtp>(value),
+        other => {
+            return Err(format!(
+                "unknown credential kind `{other}` (kinds: {})",
+                KINDS.join(", ")
+            ));
+        }
+    };
+    // serde's messages can quote the offending string: keep only the field and reason.
+    checked.map_err(|e| match e.find(": invalid type") {
+        Some(_) => e
+            .split(", expected")
+            .next()
+            .unwrap_or(&e)
+            .split(" \"")
+            .next()
+            .unwrap_or(&e)
+            .to_string(),
+        None => e,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn shapes() {
+        assert_eq!(check("bearer", &json!({"token": "t"})), Ok(()));
+        assert_eq!(
+            check(
+                "smtp",
+                &json!({"host": "h", "port": 25, "security": "starttls"})
+            ),
+            Ok(())
+        );
+        assert_eq!(
+            check("basic", &json!({"username": "u"})),
+            Err("missing field `password`".into())
+        );
+        assert_eq!(
+            check("header", &json!({"name": "X", "value": "v", "extra": 1}))
+                .unwrap_err()
+                .contains("unknown field `extra`"),
+            true
+        );
+        assert!(
+            check("oauth", &json!({}))
+                .unwrap_err()
+                .starts_with("unknown credential kind `oauth`")
+        );
+        let err = check(
+            "smtp",
+            &json!({"host": "h", "port": "25", "security": "tls"}),
+        )
+        .unwrap_err();
+        assert!(err.starts_with("port: invalid type"), "{err}");
+    }
+}
