@@ -898,7 +898,8 @@ async fn the_openapi_document_matches_the_routes() {
             let url = path
                 .replace("{id}", "nope")
                 .replace("{workflow}", "nope")
-                .replace("{path}", "nope");
+                .replace("{path}", "nope")
+                .replace("{name}", "nope");
             let m = reqwest::Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
             let r = s
                 .client
