@@ -585,7 +585,12 @@ impl Engine {
     pub async fn resume_all(&self) -> Result<Vec<RunHandle>> {
         let mut handles = Vec::new();
         for row in self.store().unfinished_runs().await? {
-            handles.push(self.resume(&row.id).await?);
+            // One run that cannot be replayed must not keep the others (or
+            // the whole engine) from starting: report it and go on.
+            match self.resume(&row.id).await {
+                Ok(h) => handles.push(h),
+                Err(e) => tracing_log(&format!("run {} cannot be resumed: {e}", row.id)),
+            }
         }
         Ok(handles)
     }

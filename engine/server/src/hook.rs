@@ -77,7 +77,9 @@ pub(crate) async fn hook(
         .await?;
     let run_id = handle.id.clone();
     let Ok(result) = tokio::time::timeout(s.options.webhook_timeout, handle.wait()).await else {
-        // Still running: the caller gets the id to follow it.
+        // Still running: the caller gets the id to follow it, so the run
+        // must be on disk first (its creation was only queued).
+        s.engine.store().journal().flush().await?;
         return Ok(accepted(&run_id));
     };
     if result.status != Status::Succeeded {

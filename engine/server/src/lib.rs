@@ -76,12 +76,22 @@ pub fn router(engine: Engine, token: &str, options: Options) -> Router {
         ))
     };
     let api = protect(api::routes());
+    // Bound to loopback only, nobody elsewhere can call a webhook: then a
+    // foreign Host can only be a DNS-rebinding web page.
+    let hooks = if state.options.listen.ip().is_loopback() {
+        hook::routes().route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            security::check_host,
+        ))
+    } else {
+        hook::routes()
+    };
     let metrics = protect(Router::new().route("/metrics", axum::routing::get(api::metrics)));
     Router::new()
         .nest("/api/v1", api)
         .merge(metrics)
         .route("/openapi.json", axum::routing::get(openapi::document))
-        .merge(hook::routes())
+        .merge(hooks)
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

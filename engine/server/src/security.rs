@@ -84,7 +84,20 @@ pub(crate) async fn check_host_and_origin(
     next.run(req).await
 }
 
-fn check_headers(headers: &HeaderMap, state: &AppState) -> Result<(), ApiError> {
+/// Webhooks on a loopback-only server: the Host check alone (against DNS
+/// rebinding from a web page); no Origin check, other services call them.
+pub(crate) async fn check_host(
+    State(state): State<AppState>,
+    req: Request,
+    next: Next,
+) -> Response {
+    if let Err(e) = check_host_header(req.headers(), &state) {
+        return e.into_response();
+    }
+    next.run(req).await
+}
+
+fn check_host_header(headers: &HeaderMap, state: &AppState) -> Result<(), ApiError> {
     let listen = state.options.listen;
     let host = headers
         .get(header::HOST)
@@ -96,6 +109,15 @@ fn check_headers(headers: &HeaderMap, state: &AppState) -> Result<(), ApiError> 
             format!("Host `{host}` is not this server (expected a loopback name or {listen})"),
         ));
     }
+    Ok(())
+}
+
+fn check_headers(headers: &HeaderMap, state: &AppState) -> Result<(), ApiError> {
+    check_host_header(headers, state)?;
+    let host = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
     if let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) {
         let own = origin
             .strip_prefix("http://")

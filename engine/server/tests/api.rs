@@ -1107,3 +1107,17 @@ async fn credentials_are_write_only_and_never_stored_in_clear() {
         .unwrap();
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn webhooks_on_a_loopback_server_refuse_a_foreign_host() {
+    let s = server().await;
+    s.put_workflow(webhook_flow("when_finished", false)).await;
+    let r = s
+        .hook(reqwest::Method::POST, "orders/orders")
+        .header("Host", "rebound.example")
+        .json(&json!({"id": "a", "total": 500}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+}
