@@ -318,6 +318,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
                     Ok(0)
                 }
                 RunsCommand::Resume { run } => {
+                    let _lock = lock_data_dir(engine.store().data_dir())?;
                     let handles = match run {
                         Some(id) => vec![engine.resume(&id).await.map_err(usage)?],
                         None => engine.resume_all().await.map_err(internal)?,
@@ -340,11 +341,37 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
     }
 }
 
+/// Only one process resumes and drives a data dir's unfinished runs at a
+/// time (`serve`, `runs resume`): two would run their steps twice. Held
+/// until the process exits; the OS releases it even after a SIGKILL.
+fn lock_data_dir(dir: &Path) -> Result<std::fs::File, Exit> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| internal(format!("cannot create {}: {e}", dir.display())))?;
+    let path = dir.join("lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| internal(format!("cannot open {}: {e}", path.display())))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(usage(format!(
+            "the data dir {} is in use by another `sluice serve` or `sluice runs resume`",
+            dir.display()
+        ))),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(internal(format!("cannot lock {}: {e}", path.display())))
+        }
+    }
+}
+
 async fn serve(
     data_dir_flag: Option<PathBuf>,
     listen: Option<std::net::SocketAddr>,
 ) -> Result<u8, Exit> {
     let dir = data_dir(data_dir_flag)?;
+    let _lock = lock_data_dir(&dir)?;
     let engine = open(Some(dir.clone())).await?;
     let token = sluice_server::ensure_token(&dir).map_err(|e| {
         internal(format!(

@@ -143,3 +143,41 @@ async fn acknowledged_webhook_runs_complete_after_a_sigkill() {
     s.child.kill().unwrap();
     s.child.wait().unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_data_dir_is_driven_by_one_process_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = start(dir.path());
+    let o = Command::new(SLUICE)
+        .args(["runs", "resume"])
+        .env("SLUICE_DATA_DIR", dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("is in use by another"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // Reading is fine while serve runs.
+    let o = Command::new(SLUICE)
+        .args(["runs", "list"])
+        .env("SLUICE_DATA_DIR", dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    s.child.kill().unwrap();
+    s.child.wait().unwrap();
+    // The lock dies with the process, even a killed one.
+    let o = Command::new(SLUICE)
+        .args(["runs", "resume"])
+        .env("SLUICE_DATA_DIR", dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
