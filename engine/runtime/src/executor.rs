@@ -502,8 +502,28 @@ impl Engine {
         if active >= self.inner.max_active_runs {
             return Err(Error::Busy(active));
         }
-        self.start_inner(new_run_id(), plan, trigger, input, None, true)
-            .await
+        self.start_detached(plan, trigger, input, true).await
+    }
+
+    /// Creates and spawns a run on a task of its own: a caller that goes away
+    /// midway (an HTTP client hanging up) cannot leave a run recorded but
+    /// never driven.
+    async fn start_detached(
+        &self,
+        plan: Arc<Plan>,
+        trigger: Option<&str>,
+        input: Msg,
+        durable: bool,
+    ) -> Result<RunHandle> {
+        let engine = self.clone();
+        let trigger = trigger.map(str::to_string);
+        tokio::spawn(async move {
+            engine
+                .start_inner(new_run_id(), plan, trigger.as_deref(), input, None, durable)
+                .await
+        })
+        .await
+        .map_err(|e| Error::Usage(format!("starting the run: {e}")))?
     }
 
     /// Like [`Engine::start`] for callers that answer only when the run has
@@ -526,8 +546,7 @@ impl Engine {
         if active >= self.inner.max_active_runs {
             return Err(Error::Busy(active));
         }
-        self.start_inner(new_run_id(), plan, trigger, input, None, false)
-            .await
+        self.start_detached(plan, trigger, input, false).await
     }
 
     /// Starts a run under a chosen id (deterministic ids make starts

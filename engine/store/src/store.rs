@@ -162,12 +162,15 @@ impl Store {
             .busy_timeout(Duration::from_secs(5));
         let mut writer = SqliteConnection::connect_with(&options).await?;
         MIGRATOR.run(&mut writer).await?;
+        let credentials: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM credentials")
+            .fetch_one(&mut writer)
+            .await?;
         let pool = SqlitePoolOptions::new()
             .max_connections(READERS)
             .connect_with(options)
             .await?;
         let journal = spawn_writer(writer, blobs.clone());
-        let vault = crate::vault::Vault::open(&dir)?;
+        let vault = crate::vault::Vault::open(&dir, credentials > 0)?;
         Ok(Store {
             inner: Arc::new(Inner {
                 dir,

@@ -22,37 +22,65 @@ impl std::fmt::Debug for Vault {
     }
 }
 
+/// Writes a fresh key without ever exposing a partial or replaced one: a
+/// private temp file, fsynced, hard-linked into place (fails if a key
+/// appeared meanwhile), then the directory fsynced.
+fn create_key(dir: &Path, path: &Path) -> std::io::Result<()> {
+    let mut key = [0u8; 32];
+    getrandom::fill(&mut key).map_err(|e| std::io::Error::other(e.to_string()))?;
+    let tmp = dir.join(format!(".vault.key.{}.tmp", std::process::id()));
+    // A stale temp file may have loose permissions: never reuse it.
+    match std::fs::remove_file(&tmp) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut f = options.open(&tmp)?;
+    f.write_all(hex::encode(key).as_bytes())?;
+    f.sync_all()?;
+    let linked = std::fs::hard_link(&tmp, path);
+    std::fs::remove_file(&tmp)?;
+    match linked {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    std::fs::File::open(dir)?.sync_all()
+}
+
 impl Vault {
-    /// Reads the key, creating it (mode 0600, atomically) on first use.
-    pub(crate) fn open(dir: &Path) -> Result<Vault> {
+    /// Reads the key, creating it (mode 0600) on first use. Refuses to make a
+    /// new key when credentials already exist: they would never decrypt.
+    pub(crate) fn open(dir: &Path, credentials_stored: bool) -> Result<Vault> {
         let path = dir.join("vault.key");
         let io = |e: std::io::Error| Error::Io {
             path: path.clone(),
             source: e,
         };
-        let key = match std::fs::read_to_string(&path) {
-            Ok(text) => {
-                hex::decode(text.trim()).map_err(|_| Error::Vault("vault.key is not hex".into()))?
-            }
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let mut key = vec![0u8; 32];
-                getrandom::fill(&mut key).map_err(|e| Error::Vault(e.to_string()))?;
-                let tmp = dir.join(".vault.key.tmp");
-                let mut options = std::fs::OpenOptions::new();
-                options.write(true).create(true).truncate(true);
-                #[cfg(unix)]
-                {
-                    use std::os::unix::fs::OpenOptionsExt;
-                    options.mode(0o600);
+                if credentials_stored {
+                    return Err(Error::Vault(format!(
+                        "{} is missing but credentials are stored: restore the key file",
+                        path.display()
+                    )));
                 }
-                let mut f = options.open(&tmp).map_err(io)?;
-                f.write_all(hex::encode(&key).as_bytes()).map_err(io)?;
-                f.sync_all().map_err(io)?;
-                std::fs::rename(&tmp, &path).map_err(io)?;
-                key
+                create_key(dir, &path).map_err(io)?;
+                // Whoever won a race to create it, everyone uses what is on disk.
+                std::fs::read_to_string(&path).map_err(io)?
             }
             Err(e) => return Err(io(e)),
         };
+        let key =
+            hex::decode(text.trim()).map_err(|_| Error::Vault("vault.key is not hex".into()))?;
         let cipher = XChaCha20Poly1305::new_from_slice(&key)
             .map_err(|_| Error::Vault("vault.key must hold 32 bytes".into()))?;
         Ok(Vault { cipher })

@@ -647,8 +647,11 @@ async fn credentials_round_trip_encrypted_and_bound_to_their_name() -> Result<()
         drop(store);
         let again = Store::open(&dir.path().join("data")).await?;
         assert_eq!(again.get_credential("api").await?.map(|(_, v)| v), Some(json!({"token": "tok-123"})));
-        assert!(again.delete_credential("api").await?);
-        assert!(!again.delete_credential("api").await?);
+        // A lost key is an error, never a silently new key.
+        drop(again);
+        std::fs::remove_file(dir.path().join("data/vault.key"))?;
+        let err = Store::open(&dir.path().join("data")).await.unwrap_err();
+        assert!(err.to_string().contains("is missing but credentials are stored"), "{err}");
         Ok(())
     })
     .await
