@@ -819,7 +819,8 @@ fn run_info(id: &str, plan: &Plan, trigger: &str, started_at_us: i64) -> Value {
     json!({"id": id, "workflow": plan.workflow.id, "trigger": trigger, "started_at": started_at})
 }
 
-fn new_run_id() -> String {
+/// A fresh run id: time-ordered, unique within and across processes.
+pub fn new_run_id() -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);

@@ -70,8 +70,11 @@ pub(crate) fn arm(
                         .unwrap_or_default();
                     let message =
                         json!({"event": change, "path": path.display().to_string(), "name": name});
+                    // Like a schedule fire, an event is not refused by the engine's
+                    // run limit (it would be lost): it gets an id of its own.
+                    let id = sluice_runtime::executor::new_run_id();
                     if let Err(e) = engine
-                        .start(plan.clone(), Some(&trigger), Arc::new(message))
+                        .start_with_id(id, plan.clone(), Some(&trigger), Arc::new(message), None)
                         .await
                     {
                         crate::warn(&format!(

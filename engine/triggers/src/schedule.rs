@@ -98,10 +98,21 @@ async fn fire_forever(
         let mut latest = None;
         let mut t = last;
         while let Ok(next) = next_after(&cron, &tz, t) {
-            if next > now || missed >= MAX_MISSED_COUNT {
+            if next > now {
                 break;
             }
-            missed += 1;
+            if missed == MAX_MISSED_COUNT {
+                // Long outage, frequent schedule: stop counting (`missed`
+                // saturates) and jump to the last day to find the latest slot.
+                let day_ago = now
+                    .checked_sub(jiff::SignedDuration::from_hours(24))
+                    .unwrap_or(now);
+                if t < day_ago {
+                    t = day_ago;
+                    continue;
+                }
+            }
+            missed = (missed + 1).min(MAX_MISSED_COUNT);
             latest = Some(next);
             t = next;
         }
