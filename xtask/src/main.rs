@@ -89,6 +89,12 @@ fn ensure_components() -> Result<()> {
 fn test() -> Result<()> {
     ensure_components()?;
     ensure_target("wasm32-unknown-unknown")?;
+    // The email tests talk to a real SMTP server: Python's aiosmtpd.
+    ensure_apt_probe(
+        "/usr/bin/python3 -c 'import aiosmtpd'",
+        "aiosmtpd (Python)",
+        "python3-aiosmtpd",
+    )?;
     step("cargo fmt --check");
     check(cargo().args(["fmt", "--all", "--check"]))?;
     step("cargo clippy --workspace --all-targets -- -D warnings");
@@ -182,8 +188,13 @@ fn bench(which: &str) -> Result<()> {
 
 /// Installs a Debian package when its command is missing (as root only).
 fn ensure_apt(command: &str, package: &str) -> Result<()> {
+    ensure_apt_probe(&format!("command -v {command}"), command, package)
+}
+
+/// Installs a Debian package unless the shell command `probe` succeeds.
+fn ensure_apt_probe(probe: &str, what: &str, package: &str) -> Result<()> {
     if Command::new("sh")
-        .args(["-c", &format!("command -v {command}")])
+        .args(["-c", probe])
         .output()?
         .status
         .success()
@@ -192,7 +203,7 @@ fn ensure_apt(command: &str, package: &str) -> Result<()> {
     }
     let root = output(Command::new("id").arg("-u"))?.trim() == "0";
     if !root {
-        bail!("`{command}` is missing: install the Debian package `{package}`");
+        bail!("`{what}` is missing: install the Debian package `{package}`");
     }
     step(&format!("installing {package} (apt-get)"));
     if !Command::new("apt-get")

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand};
 use serde_json::Value;
 use sluice_model::Workflow;
-use sluice_runtime::{Engine, Options, Plan, RunResult, Status, report};
+use sluice_runtime::{Engine, Options, Plan, RunResult, Settings, Status, report};
 
 #[derive(Parser)]
 #[command(name = "sluice", version, about = "Local-first workflow engine")]
@@ -151,7 +151,12 @@ fn data_dir(flag: Option<PathBuf>) -> Result<PathBuf, Exit> {
 
 async fn open(flag: Option<PathBuf>) -> Result<Engine, Exit> {
     let dir = data_dir(flag)?;
-    Engine::open(&dir, Options::default())
+    let settings = Settings::load(&dir).map_err(|e| usage(e.to_string()))?;
+    let options = Options {
+        settings,
+        ..Options::default()
+    };
+    Engine::open(&dir, options)
         .await
         .map_err(|e| internal(format!("cannot open the data dir {}: {e}", dir.display())))
 }

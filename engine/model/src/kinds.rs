@@ -218,6 +218,26 @@ static CATALOG: &[KindSpec] = &[
         raw["jq"],
         "Transforms the message with a jq program."
     ),
+    kind!(
+        "http.request",
+        "integration",
+        HttpRequestConfig,
+        ["out", "error"],
+        raw["credential"],
+        "Sends an HTTP request; emits the status, headers and body (parsed by content type)."
+    ),
+    kind!(
+        "email.send",
+        "integration",
+        EmailConfig,
+        ["out", "error"],
+        raw["credential"],
+        "Sends an email over SMTP with an `smtp` credential."
+    ),
+    kind!("file.read", "integration", FileReadConfig, ["out", "error"], raw [],
+        "Reads a file inside the allowed folders as text, JSON, CSV or bytes."),
+    kind!("file.write", "integration", FileWriteConfig, ["out", "error"], raw [],
+        "Writes a file inside the allowed folders, atomically (temp file, then rename)."),
     kind!("util.log", "util", LogConfig, ["out"], raw [],
         "Writes a line to the run log and passes the message on."),
     kind!("output.end", "output", EndConfig, [], raw [],
@@ -498,6 +518,216 @@ impl Validate for SubworkflowConfig {}
 
 fn default_true() -> bool {
     true
+}
+
+// ---- integrations ----------------------------------------------------------
+
+/// The credential kinds a node kind accepts (empty: it takes none).
+pub fn credential_kinds(kind: &str) -> &'static [&'static str] {
+    match kind {
+        "http.request" => &["bearer", "basic", "header", "query"],
+        "email.send" => &["smtp"],
+        _ => &[],
+    }
+}
+
+fn is_template(s: &str) -> bool {
+    s.contains("{{") || s.contains("{%")
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HttpRequestConfig {
+    /// HTTP method (default `GET`).
+    #[serde(default)]
+    pub method: Option<String>,
+    /// An `http://` or `https://` URL.
+    pub url: String,
+    /// Request headers (values are templates).
+    #[serde(default)]
+    pub headers: Map<String, Value>,
+    /// Query parameters added to the URL; an array value repeats the key.
+    #[serde(default)]
+    pub query: Map<String, Value>,
+    /// The body: any JSON value (sent as JSON), a string (text), an object
+    /// with `body_type: "form"`, or `{"$bytes"}` / `{"$blob"}` data.
+    #[serde(default)]
+    pub body: Option<Value>,
+    /// How to encode `body` (default: text for strings, bytes for binary values, else JSON).
+    #[serde(default)]
+    pub body_type: Option<BodyType>,
+    /// Name of a `bearer`, `basic`, `header` or `query` credential.
+    #[serde(default)]
+    pub credential: Option<String>,
+    /// Deadline for the whole exchange (default `[http] timeout_ms`, 30 s).
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    /// Redirects to follow (default `[http] max_redirects`, 10; 0 = none).
+    #[serde(default)]
+    pub max_redirects: Option<u32>,
+    /// Largest JSON or text body (default `[http] max_response_bytes`, 16 MiB).
+    #[serde(default)]
+    pub max_response_bytes: Option<u64>,
+    /// How to read the body: by content type (`auto`), or forced.
+    #[serde(default)]
+    pub response: ResponseAs,
+    /// Fail on 4xx (not retried, except 408 and 429) and 5xx (retried).
+    /// With `false` every status is emitted on `out`.
+    #[serde(default = "default_true")]
+    pub fail_on_status: bool,
+    /// Send the step's idempotency key as `Idempotency-Key`.
+    #[serde(default = "default_true")]
+    pub idempotency_key: bool,
+}
+impl Validate for HttpRequestConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        if let Some(m) = &self.method
+            && !is_template(m)
+            && (m.is_empty() || !m.chars().all(|c| c.is_ascii_alphabetic()))
+        {
+            return Err(ConfigError::new(
+                "method",
+                format!("`{m}` is not an HTTP method"),
+            ));
+        }
+        let url = self.url.trim();
+        if url.is_empty() {
+            return Err(ConfigError::new("url", "must not be empty"));
+        }
+        if !url.starts_with('{') && !is_template(url.split('/').next().unwrap_or_default()) {
+            let lower = url.to_ascii_lowercase();
+            if !(lower.starts_with("http://") || lower.starts_with("https://")) {
+                return Err(ConfigError::new(
+                    "url",
+                    format!("`{url}` must start with http:// or https://"),
+                ));
+            }
+        }
+        if matches!(self.body_type, Some(BodyType::Form))
+            && matches!(&self.body, Some(v) if !v.is_object() && !v.is_string())
+        {
+            return Err(ConfigError::new("body", "a form body must be an object"));
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum BodyType {
+    Json,
+    Form,
+    Text,
+    Bytes,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ResponseAs {
+    /// JSON for `application/json` and `*+json`, text for `text/*` and XML,
+    /// bytes otherwise.
+    #[default]
+    Auto,
+    Json,
+    Text,
+    /// Base64 inline up to `[http] inline_bytes`, else a blob reference.
+    Bytes,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EmailConfig {
+    /// Name of an `smtp` credential.
+    pub credential: String,
+    /// Sender address (default: the credential's username, if it is an address).
+    #[serde(default)]
+    pub from: Option<String>,
+    /// Recipients: a string (comma-separated) or an array of strings.
+    #[serde(default)]
+    pub to: Option<Value>,
+    #[serde(default)]
+    pub cc: Option<Value>,
+    #[serde(default)]
+    pub bcc: Option<Value>,
+    #[serde(default)]
+    pub reply_to: Option<String>,
+    #[serde(default)]
+    pub subject: Option<String>,
+    /// Plain-text body.
+    #[serde(default)]
+    pub text: Option<String>,
+    /// HTML body (with `text`, the message carries both).
+    #[serde(default)]
+    pub html: Option<String>,
+    /// Files to attach: `[{"filename", "content", "content_type"?}]`; `content`
+    /// is text, or `{"$bytes"}` / `{"$blob"}` data from an earlier node.
+    #[serde(default)]
+    pub attachments: Option<Value>,
+}
+impl Validate for EmailConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        if self.to.is_none() && self.cc.is_none() && self.bcc.is_none() {
+            return Err(ConfigError::new("to", "set `to`, `cc` or `bcc`"));
+        }
+        if self.text.is_none() && self.html.is_none() && self.attachments.is_none() {
+            return Err(ConfigError::new(
+                "text",
+                "set `text`, `html` or `attachments`",
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum FileFormat {
+    Text,
+    Json,
+    /// An array of objects, one per row after the header row.
+    Csv,
+    /// `{"$bytes"}` inline, or `{"$blob"}` for large files.
+    Bytes,
+}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FileReadConfig {
+    /// A path inside a folder listed in `[files] allow` (relative paths are
+    /// relative to the first one).
+    pub path: String,
+    /// Default: from the extension (`.json`, `.csv`), else text.
+    #[serde(default)]
+    pub format: Option<FileFormat>,
+}
+impl Validate for FileReadConfig {}
+
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FileWriteConfig {
+    /// A path inside a folder listed in `[files] allow`.
+    pub path: String,
+    /// Default: from the extension (`.json`, `.csv`), else text.
+    #[serde(default)]
+    pub format: Option<FileFormat>,
+    /// What to write (default `{{ input }}`).
+    #[serde(default)]
+    pub content: Option<Value>,
+    /// Replace an existing file (default) or fail.
+    #[serde(default)]
+    pub if_exists: IfExists,
+    /// Create missing folders (inside the allowed folder).
+    #[serde(default)]
+    pub create_dirs: bool,
+}
+impl Validate for FileWriteConfig {}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum IfExists {
+    #[default]
+    Overwrite,
+    Fail,
 }
 
 // ---- data, util, output ----------------------------------------------------

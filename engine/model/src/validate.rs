@@ -310,6 +310,54 @@ fn check_templates(v: &Value, path: &str, raw: &[&str], report: &mut dyn FnMut(&
     }
 }
 
+/// The credentials a workflow's nodes refer to: `(node id, credential name,
+/// accepted kinds)`.
+pub fn credential_refs(wf: &Workflow) -> Vec<(&str, &str, &'static [&'static str])> {
+    wf.nodes
+        .iter()
+        .filter(|n| !n.disabled)
+        .filter_map(|n| {
+            let kinds = kinds::credential_kinds(&n.kind);
+            let name = n.config.get("credential")?.as_str()?;
+            (!kinds.is_empty()).then_some((n.id.as_str(), name, kinds))
+        })
+        .collect()
+}
+
+/// Checks the credentials a workflow names against the vault: `lookup`
+/// gives the stored kind of a credential, `None` when there is none. Values
+/// never enter this check.
+pub fn check_credentials(wf: &Workflow, lookup: impl Fn(&str) -> Option<String>) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    for (node, name, accepted) in credential_refs(wf) {
+        match lookup(name) {
+            None => problems.push(problem(
+                Some(node),
+                Some("config.credential"),
+                format!(
+                    "credential `{name}` does not exist (create it with `sluice credentials set \
+                     {name} --kind {} --json ...`)",
+                    accepted[0]
+                ),
+            )),
+            Some(kind) if !accepted.contains(&kind.as_str()) => problems.push(problem(
+                Some(node),
+                Some("config.credential"),
+                format!(
+                    "credential `{name}` is a `{kind}` credential; this node needs {}",
+                    accepted
+                        .iter()
+                        .map(|k| format!("`{k}`"))
+                        .collect::<Vec<_>>()
+                        .join(" or ")
+                ),
+            )),
+            Some(_) => {}
+        }
+    }
+    problems
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,12 +3,21 @@
 //! output port, or an error that says whether retrying can help.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+pub mod binary;
+pub mod email;
+pub mod files;
+pub mod http;
 pub mod jq;
+pub mod redact;
+pub mod settings;
 
 use std::future::Future;
+use std::path::PathBuf;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+
+pub use settings::Settings;
 
 use serde_json::{Map, Value, json};
 use sluice_model::template::{self, Compiled, Scope};
@@ -48,6 +57,27 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub type Outputs = Vec<(String, Msg)>;
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
+/// A credential as a node receives it (decrypted; never journaled).
+#[derive(Clone)]
+pub struct Credential {
+    pub name: String,
+    pub kind: String,
+    pub value: Value,
+}
+
+impl std::fmt::Debug for Credential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Credential({} {}, ***)", self.kind, self.name)
+    }
+}
+
+/// A blob being written: bytes in, content hash and size out.
+pub trait BlobWriter: Send {
+    fn write(&mut self, bytes: &[u8]) -> Result<()>;
+    /// Makes the blob durable; returns its hash and size.
+    fn finish(self: Box<Self>) -> Result<(String, u64)>;
+}
+
 /// What a node may ask of the engine.
 pub trait Host: Send + Sync {
     /// Appends a line to the run log.
@@ -60,6 +90,92 @@ pub trait Host: Send + Sync {
         input: Msg,
         wait: bool,
     ) -> BoxFuture<'_, Result<Value>>;
+    /// The step's stable idempotency key `run/node/lineage/activation`
+    /// (the same for every attempt).
+    fn idempotency_key(&self) -> &str {
+        ""
+    }
+    /// A credential by name. Its secrets are masked (`***`) in everything
+    /// the step produces: output, error, logs and blobs.
+    fn credential<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Credential>> {
+        Box::pin(async move {
+            Err(Error::terminal(format!(
+                "credential `{name}`: this host has no credentials"
+            )))
+        })
+    }
+    /// Starts a new blob in the blob store.
+    fn blob_writer(&self) -> Result<Box<dyn BlobWriter>> {
+        Err(Error::terminal("this host has no blob store"))
+    }
+    /// The file holding a stored blob.
+    fn blob_path(&self, hash: &str) -> Result<PathBuf> {
+        Err(Error::terminal(format!(
+            "blob {hash}: this host has no blob store"
+        )))
+    }
+}
+
+/// Whether an error chain holds a TLS failure (a certificate the server
+/// cannot prove, a handshake refused): retrying will not help.
+pub(crate) fn is_tls_failure(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if err.downcast_ref::<rustls::Error>().is_some() {
+            return true;
+        }
+        if let Some(io) = err.downcast_ref::<std::io::Error>()
+            && let Some(inner) = io.get_ref()
+            && inner.downcast_ref::<rustls::Error>().is_some()
+        {
+            return true;
+        }
+        cur = err.source();
+    }
+    false
+}
+
+/// Engine-wide resources for the I/O kinds: the settings and a shared HTTP
+/// client (one connection pool for every request), built on first use.
+pub struct Io {
+    pub settings: Arc<Settings>,
+    http: OnceLock<std::result::Result<reqwest::Client, String>>,
+}
+
+impl std::fmt::Debug for Io {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Io")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Io {
+    fn default() -> Self {
+        Io::new(Settings::default())
+    }
+}
+
+impl Io {
+    pub fn new(settings: Settings) -> Io {
+        Io {
+            settings: Arc::new(settings),
+            http: OnceLock::new(),
+        }
+    }
+
+    /// The shared HTTP client; an error names a bad `tls.extra_roots` file.
+    pub fn http_client(&self) -> Result<&reqwest::Client> {
+        self.http
+            .get_or_init(|| http::build_client(&self.settings))
+            .as_ref()
+            .map_err(|e| Error::terminal(e.clone()))
+    }
+
+    /// Builds the client now, so a bad setting is reported at start.
+    pub fn check(&self) -> std::result::Result<(), String> {
+        self.http_client().map(|_| ()).map_err(|e| e.message)
+    }
 }
 
 /// One invocation of a node.
@@ -75,6 +191,7 @@ pub struct Call<'a> {
     pub first_started_at_us: i64,
     pub host: &'a dyn Host,
     pub jq: Option<Arc<jq::Program>>,
+    pub io: &'a Io,
 }
 
 /// Runs a node. Pure kinds complete without awaiting.
@@ -86,18 +203,22 @@ pub async fn execute(call: Call<'_>) -> Result<Outputs> {
         "flow.wait" => wait(&call).await,
         "flow.subworkflow" => subworkflow(&call).await,
         "data.transform" => transform(&call).await,
+        "http.request" => http::request(&call).await,
+        "email.send" => email::send(&call).await,
+        "file.read" => files::read(&call).await,
+        "file.write" => files::write(&call).await,
         other => Err(Error::terminal(format!(
             "node kind `{other}` cannot run in this build"
         ))),
     }
 }
 
-fn out(msg: Msg) -> Result<Outputs> {
+pub(crate) fn out(msg: Msg) -> Result<Outputs> {
     Ok(vec![("out".to_string(), msg)])
 }
 
 /// Evaluates the config's templates.
-fn config(call: &Call<'_>) -> Result<Msg> {
+pub(crate) fn config(call: &Call<'_>) -> Result<Msg> {
     Ok(call.config.eval(&call.scope)?)
 }
 
@@ -240,7 +361,7 @@ pub fn execute_pure(call: &Call<'_>) -> Option<Result<Outputs>> {
     })
 }
 
-fn type_name(v: &Value) -> &'static str {
+pub(crate) fn type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use sluice_model::Workflow;
 use sluice_model::template::{NodeOutputs, Scope};
+use sluice_nodes::redact::Redactor;
 use sluice_nodes::{self as nodes, Host};
 use sluice_store::{LogLine, NewRun, Record, RecordKind, Store, Stored};
 use tokio::sync::{Semaphore, mpsc, oneshot, watch};
@@ -71,6 +72,8 @@ pub struct Options {
     pub max_active_runs: usize,
     /// How many live events a subscriber may fall behind before it lags.
     pub event_capacity: usize,
+    /// User settings (`config.toml`): allowed folders, HTTP and SMTP defaults.
+    pub settings: nodes::Settings,
 }
 
 impl Default for Options {
@@ -80,6 +83,7 @@ impl Default for Options {
             exec_log: std::env::var_os("SLUICE_TEST_EXEC_LOG").map(Into::into),
             max_active_runs: 10_000,
             event_capacity: crate::events::CAPACITY,
+            settings: nodes::Settings::default(),
         }
     }
 }
@@ -95,6 +99,8 @@ struct Inner {
     permits: Arc<Semaphore>,
     /// Test hook: append each step execution to this file (counts side effects).
     exec_log: Option<Mutex<std::fs::File>>,
+    /// Settings and the shared HTTP client for the I/O kinds.
+    io: nodes::Io,
     max_active_runs: usize,
     metrics: crate::metrics::Metrics,
     events: tokio::sync::broadcast::Sender<LiveEvent>,
@@ -193,6 +199,7 @@ impl Engine {
                 store,
                 permits: Arc::new(Semaphore::new(options.max_concurrent_steps.max(1))),
                 exec_log,
+                io: nodes::Io::new(options.settings),
                 active: Mutex::new(HashMap::new()),
                 max_active_runs: options.max_active_runs.max(1),
                 metrics: Default::default(),
@@ -437,6 +444,34 @@ impl Engine {
         &self.inner.store
     }
 
+    /// The settings the engine runs with.
+    pub fn settings(&self) -> &nodes::Settings {
+        &self.inner.io.settings
+    }
+
+    /// Checks the credentials a workflow names: each must exist with a kind
+    /// its node accepts. Problems name the node.
+    pub async fn check_credentials(&self, workflow: &Workflow) -> Result<()> {
+        let refs = sluice_model::validate::credential_refs(workflow);
+        if refs.is_empty() {
+            return Ok(());
+        }
+        let stored: HashMap<String, String> = self
+            .store()
+            .list_credentials()
+            .await?
+            .into_iter()
+            .map(|c| (c.name, c.kind))
+            .collect();
+        let problems =
+            sluice_model::validate::check_credentials(workflow, |n| stored.get(n).cloned());
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Invalid(Invalid(problems)))
+        }
+    }
+
     /// Loads a stored workflow by id.
     pub async fn workflow(&self, id: &str) -> Result<Arc<Plan>> {
         // Planning (parse, validate, compile templates and jq) is costly, and
@@ -574,6 +609,7 @@ impl Engine {
         durable: bool,
     ) -> Result<RunHandle> {
         let entry = plan.entry(trigger).map_err(Error::Usage)?;
+        self.check_credentials(&plan.workflow).await?;
         let slot = match self.claim(&id) {
             Ok(slot) => slot,
             Err(attached) => return Ok(attached),
@@ -1433,6 +1469,7 @@ impl Prepared {
                 engine: driver.engine.clone(),
                 idem,
                 logs: Mutex::new(Vec::new()),
+                secrets: Mutex::new(Redactor::default()),
             },
             scope: Scope {
                 input: input.clone(),
@@ -1457,6 +1494,7 @@ impl Prepared {
             first_started_at_us,
             host: &self.host,
             jq: node.jq.clone(),
+            io: &self.host.engine.inner.io,
         }
     }
 
@@ -1468,12 +1506,32 @@ impl Prepared {
         result: nodes::Result<Vec<(String, Msg)>>,
         input: Option<Msg>,
     ) -> Done {
+        let mut logs = self.host.logs.into_inner().unwrap_or_default();
+        let secrets = self.host.secrets.into_inner().unwrap_or_default();
+        let mut result = result;
+        // A step that used a credential: mask its secrets in all it produced
+        // before anything reaches the journal, the events or the caller.
+        if !secrets.is_empty() {
+            match &mut result {
+                Ok(outputs) => {
+                    for (_, msg) in outputs.iter_mut() {
+                        if let Some(masked) = secrets.redact_value(msg) {
+                            *msg = Arc::new(masked);
+                        }
+                    }
+                }
+                Err(e) => e.message = secrets.redact_str(&e.message).into_owned(),
+            }
+            for (_, line) in logs.iter_mut() {
+                *line = secrets.redact_str(line).into_owned();
+            }
+        }
         Done {
             key,
             attempt,
             started: self.started,
             result,
-            logs: self.host.logs.into_inner().unwrap_or_default(),
+            logs,
             input,
         }
     }
@@ -1538,9 +1596,97 @@ struct StepHost {
     engine: Engine,
     idem: String,
     logs: Mutex<Vec<(String, String)>>,
+    /// The secrets of the credentials this step asked for.
+    secrets: Mutex<Redactor>,
+}
+
+/// A blob written by a step, masked for the step's secrets on the way in.
+struct StepBlob {
+    writer: sluice_store::BytesWriter,
+    redact: Option<nodes::redact::StreamRedactor>,
+}
+
+impl nodes::BlobWriter for StepBlob {
+    fn write(&mut self, bytes: &[u8]) -> nodes::Result<()> {
+        let result = match &mut self.redact {
+            Some(r) => {
+                let safe = r.push(bytes);
+                self.writer.write(&safe)
+            }
+            None => self.writer.write(bytes),
+        };
+        result.map_err(|e| nodes::Error::retryable(format!("blob store: {e}")))
+    }
+
+    fn finish(mut self: Box<Self>) -> nodes::Result<(String, u64)> {
+        if let Some(r) = self.redact.take() {
+            let tail = r.finish();
+            self.writer
+                .write(&tail)
+                .map_err(|e| nodes::Error::retryable(format!("blob store: {e}")))?;
+        }
+        self.writer
+            .finish()
+            .map_err(|e| nodes::Error::retryable(format!("blob store: {e}")))
+    }
 }
 
 impl Host for StepHost {
+    fn idempotency_key(&self) -> &str {
+        &self.idem
+    }
+
+    fn credential<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> nodes::BoxFuture<'a, nodes::Result<nodes::Credential>> {
+        Box::pin(async move {
+            let found = self
+                .engine
+                .store()
+                .get_credential(name)
+                .await
+                .map_err(|e| nodes::Error::retryable(format!("credential `{name}`: {e}")))?;
+            let Some((kind, value)) = found else {
+                return Err(nodes::Error::terminal(format!(
+                    "credential `{name}` does not exist"
+                )));
+            };
+            if let Ok(mut secrets) = self.secrets.lock() {
+                secrets.extend(nodes::redact::secrets_of(&kind, &value));
+            }
+            Ok(nodes::Credential {
+                name: name.to_string(),
+                kind,
+                value,
+            })
+        })
+    }
+
+    fn blob_writer(&self) -> nodes::Result<Box<dyn nodes::BlobWriter>> {
+        let writer = self
+            .engine
+            .store()
+            .blobs()
+            .bytes_writer()
+            .map_err(|e| nodes::Error::retryable(format!("blob store: {e}")))?;
+        let redact = self
+            .secrets
+            .lock()
+            .ok()
+            .filter(|s| !s.is_empty())
+            .map(|s| s.stream());
+        Ok(Box::new(StepBlob { writer, redact }))
+    }
+
+    fn blob_path(&self, hash: &str) -> nodes::Result<std::path::PathBuf> {
+        self.engine
+            .store()
+            .blobs()
+            .blob_path(hash)
+            .map_err(|e| nodes::Error::terminal(format!("blob `{hash}`: {e}")))
+    }
+
     fn log(&self, level: &str, message: &str) {
         if let Ok(mut logs) = self.logs.lock()
             && logs.len() < 1000

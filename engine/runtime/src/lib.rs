@@ -13,3 +13,4 @@ pub mod report;
 pub use executor::{Engine, Options, RunHandle, RunResult};
 pub use machine::{Action, Activation, Event, Lineage, Msg, Run, Status, StepError, StepKey};
 pub use plan::{Invalid, Plan, Role};
+pub use sluice_nodes::Settings;

@@ -169,6 +169,7 @@ fn drive(plan: &Arc<Plan>, seed: u64, input: Value) -> Trace {
         };
     absorb(actions, &mut ready, &mut trace);
     let mut budget = 10_000;
+    let io = sluice_nodes::Io::default();
     while !ready.is_empty() {
         budget -= 1;
         assert!(budget > 0, "run does not terminate");
@@ -187,6 +188,7 @@ fn drive(plan: &Arc<Plan>, seed: u64, input: Value) -> Trace {
             first_started_at_us: 0,
             host: &NoHost,
             jq: None,
+            io: &io,
         };
         let outputs = sluice_nodes::execute_pure(&call)
             .expect("pure kind")

@@ -26,6 +26,7 @@ pub(crate) fn routes() -> axum::Router<AppState> {
             "/workflows/{id}",
             get(get_workflow).put(put_workflow).delete(delete_workflow),
         )
+        .route("/validate", post(validate_workflow))
         .route("/workflows/{id}/runs", post(start_run))
         .route("/runs", get(list_runs))
         .route("/runs/{id}", get(get_run))
@@ -117,6 +118,42 @@ pub(crate) async fn put_workflow(
         status,
         Json(json!({"id": id, "nodes": plan.workflow.nodes.len()})),
     ))
+}
+
+#[utoipa::path(post, path = "/api/v1/validate", tag = "workflows",
+    request_body(content = Object, description = "A `sluice.workflow/v1` workflow", content_type = "application/json"),
+    responses((status = 200, description = "`{\"valid\", \"problems\"}`: every problem, each naming its node or edge and field, \
+        including credentials that do not exist in this engine's vault"),
+        (status = 400, description = "The body is not JSON")))]
+pub(crate) async fn validate_workflow(
+    State(s): State<AppState>,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let value = parse_json(&body)?;
+    let wf = match Workflow::from_value(value) {
+        Ok(wf) => wf,
+        Err(e) => {
+            return Ok(Json(json!({
+                "valid": false,
+                "problems": [{"message": e.to_string()}],
+            })));
+        }
+    };
+    let mut problems = match Plan::new(wf.clone()) {
+        Ok(_) => Vec::new(),
+        Err(sluice_runtime::Invalid(p)) => p,
+    };
+    match s.engine.check_credentials(&wf).await {
+        Ok(()) => {}
+        Err(sluice_runtime::executor::Error::Invalid(sluice_runtime::Invalid(p))) => {
+            problems.extend(p)
+        }
+        Err(e) => return Err(e.into()),
+    }
+    Ok(Json(json!({
+        "valid": problems.is_empty(),
+        "problems": problems,
+    })))
 }
 
 #[utoipa::path(delete, path = "/api/v1/workflows/{id}", tag = "workflows",

@@ -15,6 +15,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
         crate::api::list_workflows,
         crate::api::get_workflow,
         crate::api::put_workflow,
+        crate::api::validate_workflow,
         crate::api::delete_workflow,
         crate::api::start_run,
         crate::api::list_runs,

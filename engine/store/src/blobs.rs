@@ -154,6 +154,32 @@ impl Blobs {
         }
     }
 
+    /// Starts a blob of raw bytes (a downloaded file, say), hashed as it is
+    /// written. Nothing is visible under the hash until [`BytesWriter::finish`].
+    pub fn bytes_writer(&self) -> Result<BytesWriter> {
+        let tmp = tempfile::Builder::new()
+            .prefix("blob-")
+            .tempfile_in(&self.inner.tmp)
+            .map_err(Error::io(&self.inner.tmp))?;
+        Ok(BytesWriter {
+            blobs: self.clone(),
+            tmp,
+            hasher: blake3::Hasher::new(),
+            size: 0,
+        })
+    }
+
+    /// The file of an existing blob. Refuses anything that is not a hash.
+    pub fn blob_path(&self, hash: &str) -> Result<PathBuf> {
+        check_hash(hash)?;
+        let path = self.path_of(hash);
+        if path.is_file() {
+            Ok(path)
+        } else {
+            Err(Error::BlobMissing(hash.to_owned()))
+        }
+    }
+
     fn path_of(&self, hash: &str) -> PathBuf {
         let (shard, rest) = hash.split_at(2);
         self.inner.dir.join(shard).join(rest)
@@ -187,6 +213,45 @@ impl Blobs {
             sync_dir(&self.inner.dir)?;
         }
         Ok(())
+    }
+}
+
+/// A raw-bytes blob being written (see [`Blobs::bytes_writer`]). Dropped
+/// unfinished, it leaves nothing behind.
+pub struct BytesWriter {
+    blobs: Blobs,
+    tmp: NamedTempFile,
+    hasher: blake3::Hasher,
+    size: u64,
+}
+
+impl std::fmt::Debug for BytesWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BytesWriter")
+            .field("size", &self.size)
+            .finish()
+    }
+}
+
+impl BytesWriter {
+    pub fn write(&mut self, bytes: &[u8]) -> Result<()> {
+        self.hasher.update(bytes);
+        self.tmp
+            .write_all(bytes)
+            .map_err(Error::io(self.tmp.path()))?;
+        self.size += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Fsyncs and installs the blob; returns its hash and size.
+    pub fn finish(self) -> Result<(String, u64)> {
+        self.tmp
+            .as_file()
+            .sync_all()
+            .map_err(Error::io(self.tmp.path()))?;
+        let hash = self.hasher.finalize().to_hex().to_string();
+        self.blobs.install(self.tmp, &hash)?;
+        Ok((hash, self.size))
     }
 }
 

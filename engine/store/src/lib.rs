@@ -13,7 +13,7 @@ mod journal;
 mod store;
 mod vault;
 
-pub use blobs::{Blobs, INLINE_LIMIT, Stored};
+pub use blobs::{Blobs, BytesWriter, INLINE_LIMIT, Stored};
 pub use error::{Error, Result};
 pub use journal::{Journal, LogLine, MAX_LOG_MESSAGE, Record, RecordKind, status};
 pub use store::{CredentialRow, NewRun, RunFilter, RunRow, Store, WorkflowRow};

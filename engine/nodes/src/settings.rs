@@ -1,0 +1,236 @@
+//! User settings: `<data-dir>/config.toml`. Every key is optional; a missing
+//! file means the defaults. Unknown keys are errors (a typo must not silently
+//! leave a folder unprotected or a limit unset), reported with file and line.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// The name of the settings file inside the data dir.
+pub const FILE_NAME: &str = "config.toml";
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Settings {
+    pub files: FileSettings,
+    pub http: HttpSettings,
+    pub smtp: SmtpSettings,
+    pub tls: TlsSettings,
+    pub sandbox: SandboxSettings,
+}
+
+/// `[files]`: where `file.read` and `file.write` may go.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct FileSettings {
+    /// Folders the file nodes may read and write inside (after following
+    /// symlinks). Relative entries are relative to the data dir. Empty: the
+    /// file nodes refuse every path.
+    pub allow: Vec<PathBuf>,
+    /// Largest file `file.read` loads into a message as text, JSON or CSV.
+    pub max_read_bytes: u64,
+}
+
+impl Default for FileSettings {
+    fn default() -> Self {
+        FileSettings {
+            allow: Vec::new(),
+            max_read_bytes: 16 << 20,
+        }
+    }
+}
+
+/// `[http]`: defaults for `http.request` (a node's own config wins).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct HttpSettings {
+    /// Whole-request deadline, connect to last body byte.
+    pub timeout_ms: u64,
+    /// Redirects followed before the request fails.
+    pub max_redirects: u32,
+    /// Largest JSON or text body parsed into the message.
+    pub max_response_bytes: u64,
+    /// Largest body streamed into the blob store (binary responses).
+    pub max_download_bytes: u64,
+    /// Binary bodies up to this size travel inline as base64; larger ones
+    /// become blob references.
+    pub inline_bytes: u64,
+    pub user_agent: String,
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        HttpSettings {
+            timeout_ms: 30_000,
+            max_redirects: 10,
+            max_response_bytes: 16 << 20,
+            max_download_bytes: 1 << 30,
+            inline_bytes: 64 << 10,
+            user_agent: concat!("sluice/", env!("CARGO_PKG_VERSION")).to_string(),
+        }
+    }
+}
+
+/// `[smtp]`: defaults for `email.send`.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct SmtpSettings {
+    /// Deadline for each SMTP command.
+    pub timeout_ms: u64,
+    /// Largest total size of a message's attachments.
+    pub max_attachment_bytes: u64,
+}
+
+impl Default for SmtpSettings {
+    fn default() -> Self {
+        SmtpSettings {
+            timeout_ms: 30_000,
+            max_attachment_bytes: 25 << 20,
+        }
+    }
+}
+
+/// `[tls]`: trust for outgoing HTTPS and SMTP.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct TlsSettings {
+    /// PEM files of extra root certificates (a company CA, a test CA),
+    /// trusted in addition to the system's.
+    pub extra_roots: Vec<PathBuf>,
+}
+
+/// `[sandbox]`: defaults for `code.js` and `code.wasm`.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct SandboxSettings {
+    pub timeout_ms: u64,
+    pub memory_mb: u64,
+}
+
+impl Default for SandboxSettings {
+    fn default() -> Self {
+        SandboxSettings {
+            timeout_ms: 5_000,
+            memory_mb: 64,
+        }
+    }
+}
+
+/// A settings file that cannot be used; the message names file and line.
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}:{line}:{column}: {message}")]
+    Invalid {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+}
+
+impl Settings {
+    /// Reads `<data_dir>/config.toml`; defaults when it does not exist.
+    /// Relative `files.allow` and `tls.extra_roots` entries are made absolute
+    /// against the data dir.
+    pub fn load(data_dir: &Path) -> Result<Settings, SettingsError> {
+        let path = data_dir.join(FILE_NAME);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Settings::default()),
+            Err(source) => return Err(SettingsError::Io { path, source }),
+        };
+        let mut settings =
+            Settings::parse(&text).map_err(|(line, column, message)| SettingsError::Invalid {
+                path: path.clone(),
+                line,
+                column,
+                message,
+            })?;
+        for p in settings
+            .files
+            .allow
+            .iter_mut()
+            .chain(settings.tls.extra_roots.iter_mut())
+        {
+            if p.is_relative() {
+                *p = data_dir.join(&*p);
+            }
+        }
+        Ok(settings)
+    }
+
+    /// Parses settings text; errors carry 1-based line and column.
+    pub fn parse(text: &str) -> Result<Settings, (usize, usize, String)> {
+        toml::from_str::<Settings>(text).map_err(|e| {
+            let (line, column) = match e.span() {
+                Some(span) => line_col(text, span.start),
+                None => (1, 1),
+            };
+            (line, column, e.message().trim().to_string())
+        })
+    }
+}
+
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before
+        .rfind('\n')
+        .map_or(before.chars().count(), |i| before[i + 1..].chars().count())
+        + 1;
+    (line, column)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_file_gives_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(Settings::load(dir.path()).unwrap(), Settings::default());
+    }
+
+    #[test]
+    fn keys_are_read_and_relative_paths_resolved() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join(FILE_NAME),
+            "[files]\nallow = [\"/srv/in\", \"out\"]\n\n[http]\ntimeout_ms = 1500\n",
+        )
+        .unwrap();
+        let s = Settings::load(dir.path()).unwrap();
+        assert_eq!(
+            s.files.allow,
+            vec![PathBuf::from("/srv/in"), dir.path().join("out")]
+        );
+        assert_eq!(s.http.timeout_ms, 1500);
+        assert_eq!(s.http.max_redirects, 10, "unset keys keep their default");
+    }
+
+    #[test]
+    fn a_typo_is_an_error_with_line_and_column() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join(FILE_NAME),
+            "[files]\nallow = []\n\n[http]\ntimeout = 5\n",
+        )
+        .unwrap();
+        let e = Settings::load(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("config.toml:5:1:"), "{e}");
+        assert!(e.contains("unknown field `timeout`"), "{e}");
+    }
+
+    #[test]
+    fn a_wrong_type_names_the_line() {
+        let (line, _, message) =
+            Settings::parse("[http]\n\nmax_redirects = \"ten\"\n").unwrap_err();
+        assert_eq!(line, 3);
+        assert!(message.contains("invalid type"), "{message}");
+    }
+}

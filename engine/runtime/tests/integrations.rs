@@ -1,0 +1,1176 @@
+//! The integration kinds against real servers on loopback: an axum HTTP
+//! server, a real SMTP server (Python's aiosmtpd, with STARTTLS and implicit
+//! TLS on a test certificate), real files. Plus the redaction guarantee: a
+//! credential's value never lands anywhere in the data dir.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path as UrlPath, Query, State};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use base64::Engine as _;
+use serde_json::{Value, json};
+use sluice_model::Workflow;
+use sluice_runtime::{Engine, Options, Plan, RunResult, Settings, Status};
+
+// ---- harness ---------------------------------------------------------------
+
+struct Harness {
+    dir: tempfile::TempDir,
+    engine: Engine,
+}
+
+async fn harness_with(settings: Settings) -> Harness {
+    harness_in(tempfile::tempdir().unwrap(), settings).await
+}
+
+/// The data dir is `<dir>/data`; tests put servers and folders beside it.
+async fn harness_in(dir: tempfile::TempDir, settings: Settings) -> Harness {
+    let engine = Engine::open(
+        &dir.path().join("data"),
+        Options {
+            settings,
+            ..Options::default()
+        },
+    )
+    .await
+    .unwrap();
+    Harness { dir, engine }
+}
+
+async fn harness() -> Harness {
+    harness_with(Settings::default()).await
+}
+
+fn plan(nodes: Value, edges: Value) -> Arc<Plan> {
+    let wf = Workflow::from_value(
+        json!({"format": "sluice.workflow/v1", "id": "t", "nodes": nodes, "edges": edges}),
+    )
+    .unwrap();
+    Plan::new(wf).unwrap()
+}
+
+async fn run(h: &Harness, nodes: Value, edges: Value, input: Value) -> RunResult {
+    let handle = h
+        .engine
+        .start(plan(nodes, edges), None, Arc::new(input))
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(30), handle.wait())
+        .await
+        .unwrap()
+}
+
+/// trigger → one node → output.end `out`.
+async fn one(h: &Harness, kind: &str, node: Value, input: Value) -> RunResult {
+    let mut n = node;
+    n["id"] = json!("n");
+    n["kind"] = json!(kind);
+    run(
+        h,
+        json!([{"id": "t", "kind": "trigger.manual"}, n, {"id": "out", "kind": "output.end"}]),
+        json!([{"from": "t", "to": "n"}, {"from": "n", "to": "out"}]),
+        input,
+    )
+    .await
+}
+
+#[track_caller]
+fn output(r: &RunResult) -> &Value {
+    assert_eq!(r.status, Status::Succeeded, "error: {:?}", r.error);
+    &r.output["out"]
+}
+
+#[track_caller]
+fn failure(r: &RunResult) -> (String, u64) {
+    assert_eq!(r.status, Status::Failed, "output: {}", r.output);
+    let e = r.error.as_ref().unwrap();
+    (
+        e["message"].as_str().unwrap().to_string(),
+        e["attempts"].as_u64().unwrap_or(0),
+    )
+}
+
+// ---- the HTTP server -------------------------------------------------------
+
+#[derive(Clone, Default)]
+struct Seen {
+    /// Idempotency keys of requests to `/flaky/{key}`, in arrival order.
+    flaky: Arc<Mutex<HashMap<String, Vec<String>>>>,
+}
+
+async fn echo(method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+    let headers: serde_json::Map<String, Value> = headers
+        .iter()
+        .map(|(k, v)| (k.to_string(), json!(v.to_str().unwrap_or("?"))))
+        .collect();
+    axum::Json(json!({
+        "method": method.as_str(),
+        "path": uri.path(),
+        "query": uri.query(),
+        "headers": headers,
+        "body": String::from_utf8_lossy(&body),
+    }))
+    .into_response()
+}
+
+fn redirect(status: StatusCode, to: &str) -> Response {
+    (status, [("location", to.to_string())]).into_response()
+}
+
+async fn http_server() -> (SocketAddr, Seen) {
+    let seen = Seen::default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app =
+        Router::new()
+            .route("/echo", axum::routing::any(echo))
+            .route(
+                "/hops/{n}",
+                axum::routing::any(|UrlPath(n): UrlPath<u32>| async move {
+                    if n == 0 {
+                        redirect(StatusCode::FOUND, "/echo")
+                    } else {
+                        redirect(StatusCode::TEMPORARY_REDIRECT, &format!("/hops/{}", n - 1))
+                    }
+                }),
+            )
+            .route(
+                "/see-other",
+                axum::routing::post(|| async { redirect(StatusCode::SEE_OTHER, "/echo") }),
+            )
+            .route(
+                "/elsewhere",
+                axum::routing::any(move || async move {
+                    // Same server, other origin (another host name).
+                    redirect(
+                        StatusCode::FOUND,
+                        &format!("http://localhost:{}/echo", addr.port()),
+                    )
+                }),
+            )
+            .route(
+                "/slow",
+                axum::routing::get(|| async {
+                    tokio::time::sleep(Duration::from_secs(5)).await;
+                    "late"
+                }),
+            )
+            .route(
+                "/huge",
+                axum::routing::get(|Query(q): Query<HashMap<String, String>>| async move {
+                    let mb: usize = q.get("mb").and_then(|m| m.parse().ok()).unwrap_or(1);
+                    let ct = q
+                        .get("type")
+                        .cloned()
+                        .unwrap_or_else(|| "application/octet-stream".into());
+                    let chunk = Bytes::from(vec![b'x'; 1 << 20]);
+                    let stream = futures::stream::iter(
+                        (0..mb).map(move |_| Ok::<_, std::io::Error>(chunk.clone())),
+                    );
+                    (
+                        [("content-type", ct)],
+                        axum::body::Body::from_stream(stream),
+                    )
+                        .into_response()
+                }),
+            )
+            .route(
+                "/status/{code}",
+                axum::routing::any(|UrlPath(code): UrlPath<u16>| async move {
+                    (
+                        StatusCode::from_u16(code).unwrap(),
+                        format!("status {code}"),
+                    )
+                        .into_response()
+                }),
+            )
+            .route(
+                "/latin1",
+                axum::routing::get(|| async {
+                    (
+                        [("content-type", "text/plain; charset=iso-8859-1")],
+                        vec![b'c', b'a', b'f', 0xe9],
+                    )
+                }),
+            )
+            .route(
+                "/png",
+                axum::routing::get(|| async {
+                    (
+                        [("content-type", "image/png")],
+                        vec![0x89, b'P', b'N', b'G'],
+                    )
+                }),
+            )
+            .route(
+                "/flaky/{key}",
+                axum::routing::any(
+                    |State(seen): State<Seen>,
+                     UrlPath(key): UrlPath<String>,
+                     headers: HeaderMap| async move {
+                        let idem = headers
+                            .get("idempotency-key")
+                            .and_then(|v| v.to_str().ok())
+                            .unwrap_or("")
+                            .to_string();
+                        let mut flaky = seen.flaky.lock().unwrap();
+                        let calls = flaky.entry(key).or_default();
+                        calls.push(idem);
+                        if calls.len() == 1 {
+                            (StatusCode::INTERNAL_SERVER_ERROR, "try again").into_response()
+                        } else {
+                            axum::Json(json!({"calls": calls.len()})).into_response()
+                        }
+                    },
+                ),
+            )
+            .with_state(seen.clone());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (addr, seen)
+}
+
+// ---- http.request ----------------------------------------------------------
+
+#[tokio::test]
+async fn http_methods_json_query_headers_and_bodies() {
+    let (addr, _) = http_server().await;
+    let h = harness().await;
+    let url = format!("http://{addr}/echo");
+
+    let r = one(
+        &h,
+        "http.request",
+        json!({"config": {
+            "method": "post", "url": url,
+            "query": {"q": "a b", "n": 3, "tag": ["x", "y"]},
+            "headers": {"X-Order": "{{ input.id }}"},
+            "body": {"id": "{{ input.id }}", "total": "{{ input.total }}"}
+        }}),
+        json!({"id": "o-7", "total": 120}),
+    )
+    .await;
+    let out = output(&r);
+    assert_eq!(out["status"], 200);
+    assert_eq!(out["url"], json!(format!("{url}?q=a+b&n=3&tag=x&tag=y")));
+    assert_eq!(out["headers"]["content-type"], "application/json");
+    let echo = &out["body"];
+    assert_eq!(echo["method"], "POST");
+    assert_eq!(echo["query"], "q=a+b&n=3&tag=x&tag=y");
+    assert_eq!(echo["headers"]["x-order"], "o-7");
+    assert_eq!(echo["headers"]["content-type"], "application/json");
+    assert_eq!(
+        serde_json::from_str::<Value>(echo["body"].as_str().unwrap()).unwrap(),
+        json!({"id": "o-7", "total": 120})
+    );
+    // The step's idempotency key goes along by default.
+    let idem = echo["headers"]["idempotency-key"].as_str().unwrap();
+    assert!(idem.starts_with(&format!("{}/n/", r.id)), "{idem}");
+
+    for (kind, body, ct, sent) in [
+        (
+            "form",
+            json!({"a": "1 2", "b": ["x", "y"]}),
+            "application/x-www-form-urlencoded",
+            "a=1+2&b=x&b=y",
+        ),
+        (
+            "text",
+            json!("plain words"),
+            "text/plain; charset=utf-8",
+            "plain words",
+        ),
+        (
+            "bytes",
+            json!({"$bytes": "aGVsbG8=", "size": 5}),
+            "application/octet-stream",
+            "hello",
+        ),
+    ] {
+        let r = one(
+            &h,
+            "http.request",
+            json!({"config": {"method": "PUT", "url": url, "body": body, "body_type": kind}}),
+            json!(null),
+        )
+        .await;
+        let echo = &output(&r)["body"];
+        assert_eq!(echo["method"], "PUT", "{kind}");
+        assert_eq!(echo["headers"]["content-type"], ct, "{kind}");
+        assert_eq!(echo["body"], sent, "{kind}");
+    }
+
+    // Bodies by content type: text in its charset, binary as base64.
+    let r = one(
+        &h,
+        "http.request",
+        json!({"config": {"url": format!("http://{addr}/latin1")}}),
+        json!(null),
+    )
+    .await;
+    assert_eq!(output(&r)["body"], "café");
+    let r = one(
+        &h,
+        "http.request",
+        json!({"config": {"url": format!("http://{addr}/png")}}),
+        json!(null),
+    )
+    .await;
+    assert_eq!(
+        output(&r)["body"],
+        json!({"$bytes": base64::engine::general_purpose::STANDARD.encode([0x89, b'P', b'N', b'G']), "size": 4, "content_type": "image/png"})
+    );
+}
+
+#[tokio::test]
+async fn http_redirects_are_followed_within_the_limit() {
+    let (addr, _) = http_server().await;
+    let h = harness().await;
+    let r = one(
+        &h,
+        "http.request",
+        json!({"config": {"method": "PUT", "url": format!("http://{addr}/hops/3"), "body": "kept"}}),
+        json!(null),
+    )
+    .await;
+    let out = output(&r);
+    assert_eq!(out["url"], json!(format!("http://{addr}/echo")));
+    // 307 keeps method and body; the final 302 after a PUT keeps PUT too.
+    assert_eq!(out["body"]["method"], "PUT");
+    assert_eq!(out["body"]["body"], "kept");
+
+    let r = one(
+        &h,
+        "http.request",
+        json!({"config": {"url": format!("http://{addr}/hops/3"), "max_redirects": 2}}),
+        json!(null),
+    )
+    .await;
+    let (msg, attempts) = failure(&r);
+    assert!(msg.contains("more than 2 redirects"), "{msg}");
+    assert_eq!(attempts, 1, "a redirect loop is not retried");
+
+    let r = one(
+        &h,
+        "http.request",
+        json!({"config": {"method": "POST", "url": format!("http://{addr}/see-other"), "body": {"a": 1}}}),
+        json!(null),
+    )
+    .await;
+    let echo = &output(&r)["body"];
+    assert_eq!(echo["method"], "GET", "303 turns the request into a GET");
+    assert_eq!(echo["body"], "");
+}
+
+#[tokio::test]
+async fn http_slow_huge_and_failing_responses() {
+    let (addr, _) = http_server().await;
+    let h = harness().await;
+
+    let r = one(
+        &h,
+        "http.request",
+        json!({"config": {"url": format!("http://{addr}/slow"), "timeout_ms": 200},
+               "retry": {"max_attempts": 2, "backoff_ms": 10}}),
+        json!(null),
+    )
+    .await;
+    let (msg, attempts) = failure(&r);
+    assert!(msg.contains("timed out after 200 ms"), "{msg}");
+    assert_eq!(attempts, 2, "timeouts are retried");
+
+    // 48 MiB of binary streams into the blob store.
+    let r = one(
+        &h,
+        "http.request",
+        json!({"config": {"url": format!("http://{addr}/huge?mb=48")}}),
+        json!(null),
+    )
+    .await;
+    let body = &output(&r)["body"];
+    assert_eq!(body["size"], 48 << 20);
+    assert_eq!(body["content_type"], "application/octet-stream");
+    let hash = body["$blob"].as_str().unwrap();
+    let path = h.engine.store().blobs().blob_path(hash).unwrap();
+    let bytes = std::fs::read(path).unwrap();
+    assert_eq!(bytes.len(), 48 << 20);
+    assert_eq!(blake3::hash(&bytes).to_hex().as_str(), hash);
+
+    // A JSON body over the limit is refused, naming the limit.
+    let r = one(
+        &h,
+        "http.request",
+        json!({"config": {"url": format!("http://{addr}/huge?mb=3&type=application/json"), "max_response_bytes": 1048576}}),
+        json!(null),
+    )
+    .await;
+    let (msg, attempts) = failure(&r);
+    assert!(
+        msg.contains("larger than max_response_bytes (1048576)"),
+        "{msg}"
+    );
+    assert_eq!(attempts, 1);
+
+    // 4xx is terminal, 5xx is retried; fail_on_status: false emits the status.
+    let retry = json!({"max_attempts": 3, "backoff_ms": 5});
+    let r = one(
+        &h,
+        "http.request",
+        json!({"config": {"url": format!("http://{addr}/status/404")}, "retry": retry}),
+        json!(null),
+    )
+    .await;
+    let (msg, attempts) = failure(&r);
+    assert!(
+        msg.contains("404 Not Found") && msg.contains("status 404"),
+        "{msg}"
+    );
+    assert_eq!(attempts, 1);
+    let r = one(
+        &h,
+        "http.request",
+        json!({"config": {"url": format!("http://{addr}/status/503")}, "retry": retry}),
+        json!(null),
+    )
+    .await;
+    assert_eq!(failure(&r).1, 3);
+    let r = one(
+        &h,
+        "http.request",
+        json!({"config": {"url": format!("http://{addr}/status/429")}, "retry": retry}),
+        json!(null),
+    )
+    .await;
+    assert_eq!(failure(&r).1, 3, "429 is retried");
+    let r = one(
+        &h,
+        "http.request",
+        json!({"config": {"url": format!("http://{addr}/status/404"), "fail_on_status": false}}),
+        json!(null),
+    )
+    .await;
+    assert_eq!(output(&r)["status"], 404);
+    assert_eq!(output(&r)["body"], "status 404");
+
+    // Connection refused: retryable, and the error names the URL.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let r = one(
+        &h,
+        "http.request",
+        json!({"config": {"url": format!("http://127.0.0.1:{port}/x")}, "retry": {"max_attempts": 2, "backoff_ms": 5}}),
+        json!(null),
+    )
+    .await;
+    let (msg, attempts) = failure(&r);
+    assert!(msg.contains(&format!("127.0.0.1:{port}")), "{msg}");
+    assert_eq!(attempts, 2);
+}
+
+#[tokio::test]
+async fn http_retries_reuse_the_idempotency_key() {
+    let (addr, seen) = http_server().await;
+    let h = harness().await;
+    // Three parallel elements, each failing once: every element's retry
+    // carries its own step's key, and no two elements share one.
+    let r = run(
+        &h,
+        json!([
+            {"id": "t", "kind": "trigger.manual"},
+            {"id": "each", "kind": "flow.split"},
+            {"id": "call", "kind": "http.request",
+             "config": {"method": "POST", "url": format!("http://{addr}/flaky/{{{{ input }}}}")},
+             "retry": {"max_attempts": 3, "backoff_ms": 5}},
+            {"id": "all", "kind": "flow.join"},
+            {"id": "out", "kind": "output.end"}
+        ]),
+        json!([{"from": "t", "to": "each"}, {"from": "each", "to": "call"},
+               {"from": "call", "to": "all"}, {"from": "all", "to": "out"}]),
+        json!(["a", "b", "c"]),
+    )
+    .await;
+    let out = &r.output["out"];
+    assert_eq!(r.status, Status::Succeeded, "{:?}", r.error);
+    assert_eq!(out.as_array().unwrap().len(), 3);
+    let flaky = seen.flaky.lock().unwrap();
+    let mut keys = Vec::new();
+    for k in ["a", "b", "c"] {
+        let calls = &flaky[k];
+        assert_eq!(calls.len(), 2, "{k}: one failure, one success");
+        assert_eq!(calls[0], calls[1], "{k}: the retry reuses the key");
+        assert!(
+            calls[0].starts_with(&format!("{}/call/", r.id)),
+            "{}",
+            calls[0]
+        );
+        keys.push(calls[0].clone());
+    }
+    keys.dedup();
+    assert_eq!(keys.len(), 3, "each element has its own key");
+}
+
+// ---- credentials and redaction --------------------------------------------
+
+/// Every file under `dir`, read raw (SQLite main file, WAL, blobs, key file).
+fn grep_dir(dir: &Path, needles: &[&str]) -> Vec<String> {
+    let mut hits = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if let Ok(bytes) = std::fs::read(&p) {
+                for n in needles {
+                    if memchr_find(&bytes, n.as_bytes()) {
+                        hits.push(format!("{} contains {n:?}", p.display()));
+                    }
+                }
+            }
+        }
+    }
+    hits
+}
+
+fn memchr_find(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+#[tokio::test]
+async fn credentials_authenticate_and_never_reach_the_data_dir() {
+    let (addr, _) = http_server().await;
+    let h = harness().await;
+    let store = h.engine.store();
+    let token = "tok-9f8e7d6c5b4a";
+    let password = "pw-Zq81!x y";
+    let header_value = "hdr-0a1b2c3d4e5f";
+    let query_value = "qry-77665544";
+    store
+        .put_credential("api", "bearer", &json!({"token": token}))
+        .await
+        .unwrap();
+    store
+        .put_credential(
+            "login",
+            "basic",
+            &json!({"username": "ann", "password": password}),
+        )
+        .await
+        .unwrap();
+    store
+        .put_credential(
+            "key",
+            "header",
+            &json!({"name": "X-Api-Key", "value": header_value}),
+        )
+        .await
+        .unwrap();
+    store
+        .put_credential(
+            "qk",
+            "query",
+            &json!({"name": "api_key", "value": query_value}),
+        )
+        .await
+        .unwrap();
+
+    let url = format!("http://{addr}/echo");
+    let call = |cred: &str| json!({"config": {"url": url, "credential": cred}});
+    // The echo server sends the secret straight back: the step's output,
+    // as journaled, must show it masked.
+    let r = one(&h, "http.request", call("api"), json!(null)).await;
+    assert_eq!(output(&r)["body"]["headers"]["authorization"], "Bearer ***");
+    let r = one(&h, "http.request", call("login"), json!(null)).await;
+    assert_eq!(output(&r)["body"]["headers"]["authorization"], "Basic ***");
+    let r = one(&h, "http.request", call("key"), json!(null)).await;
+    assert_eq!(output(&r)["body"]["headers"]["x-api-key"], "***");
+    let r = one(&h, "http.request", call("qk"), json!(null)).await;
+    assert_eq!(output(&r)["body"]["query"], "api_key=***");
+    assert_eq!(output(&r)["url"], json!(format!("{url}?api_key=***")));
+    let steps = sluice_runtime::report::steps(&store.run_records(&r.id).await.unwrap());
+    assert!(!serde_json::to_string(&steps).unwrap().contains(query_value));
+
+    // A credential never follows a redirect to another origin.
+    let r = one(
+        &h,
+        "http.request",
+        json!({"config": {"url": format!("http://{addr}/elsewhere"), "credential": "api"}}),
+        json!(null),
+    )
+    .await;
+    assert!(output(&r)["body"]["headers"].get("authorization").is_none());
+
+    // Errors and logs are masked too: a failing call whose URL holds the
+    // query secret, and a large binary echo streamed into a blob.
+    let r = one(
+        &h,
+        "http.request",
+        json!({"config": {"url": format!("http://{addr}/status/400"), "credential": "qk"}}),
+        json!(null),
+    )
+    .await;
+    let (msg, _) = failure(&r);
+    assert!(msg.contains("api_key=***"), "{msg}");
+
+    // Wrong kind and missing credentials are refused before the run starts,
+    // naming the node.
+    let wrong = h
+        .engine
+        .start(
+            plan(
+                json!([{"id": "t", "kind": "trigger.manual"},
+                       {"id": "mail", "kind": "email.send", "config": {"credential": "api", "to": "a@b.c", "text": "x"}}]),
+                json!([{"from": "t", "to": "mail"}]),
+            ),
+            None,
+            Arc::new(json!(null)),
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        wrong.contains("mail") && wrong.contains("`bearer` credential"),
+        "{wrong}"
+    );
+    let missing = h
+        .engine
+        .start(
+            plan(
+                json!([{"id": "t", "kind": "trigger.manual"},
+                       {"id": "get", "kind": "http.request", "config": {"url": url, "credential": "nope"}}]),
+                json!([{"from": "t", "to": "get"}]),
+            ),
+            None,
+            Arc::new(json!(null)),
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        missing.contains("get") && missing.contains("credential `nope` does not exist"),
+        "{missing}"
+    );
+
+    // Now grep every byte the engine wrote.
+    let basic = base64::engine::general_purpose::STANDARD.encode(format!("ann:{password}"));
+    let hits = grep_dir(
+        &h.dir.path().join("data"),
+        &[
+            token,
+            password,
+            header_value,
+            query_value,
+            basic.as_str(),
+            "pw-Zq81%21x",
+        ],
+    );
+    assert!(hits.is_empty(), "secrets leaked: {hits:#?}");
+}
+
+// ---- files -----------------------------------------------------------------
+
+async fn file_harness() -> (Harness, PathBuf, PathBuf) {
+    let root = tempfile::tempdir().unwrap();
+    let allowed = root.path().join("allowed");
+    let outside = root.path().join("outside");
+    std::fs::create_dir_all(&allowed).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    let mut settings = Settings::default();
+    settings.files.allow = vec![allowed.clone()];
+    (harness_in(root, settings).await, allowed, outside)
+}
+
+#[tokio::test]
+async fn files_round_trip_in_every_format() {
+    let (h, allowed, _) = file_harness().await;
+    let rows = json!([{"sku": "A-1", "qty": 2, "note": "red, large"}, {"sku": "B-2", "qty": 5}]);
+    let steps = json!([
+        {"id": "t", "kind": "trigger.manual"},
+        {"id": "w_json", "kind": "file.write", "config": {"path": "out/data.json", "content": "{{ input }}", "create_dirs": true}},
+        {"id": "w_csv", "kind": "file.write", "config": {"path": "out/rows.csv", "content": "{{ nodes.t.rows }}"}},
+        {"id": "w_txt", "kind": "file.write", "config": {"path": "out/note.txt", "content": "hello {{ nodes.t.rows[0].sku }}"}},
+        {"id": "r_json", "kind": "file.read", "config": {"path": "out/data.json"}},
+        {"id": "r_csv", "kind": "file.read", "config": {"path": "out/rows.csv"}},
+        {"id": "r_txt", "kind": "file.read", "config": {"path": "{{ nodes.w_txt.path }}"}},
+        {"id": "r_bytes", "kind": "file.read", "config": {"path": "out/note.txt", "format": "bytes"}},
+        {"id": "all", "kind": "flow.merge", "config": {"mode": "all"}},
+        {"id": "out", "kind": "output.end"}
+    ]);
+    let edges = json!([
+        {"from": "t", "to": "w_json"}, {"from": "w_json", "to": "w_csv"}, {"from": "w_csv", "to": "w_txt"},
+        {"from": "w_txt", "to": "r_json"}, {"from": "w_txt", "to": "r_csv"}, {"from": "w_txt", "to": "r_txt"},
+        {"from": "w_txt", "to": "r_bytes"},
+        {"from": "r_json", "to": "all"}, {"from": "r_csv", "to": "all"}, {"from": "r_txt", "to": "all"},
+        {"from": "r_bytes", "to": "all"}, {"from": "all", "to": "out"}
+    ]);
+    let r = run(&h, steps, edges, json!({"rows": rows})).await;
+    let out = output(&r);
+    assert_eq!(out["r_json"]["content"], json!({"rows": rows}));
+    assert_eq!(
+        out["r_csv"]["content"],
+        json!([{"sku": "A-1", "qty": "2", "note": "red, large"}, {"sku": "B-2", "qty": "5", "note": ""}])
+    );
+    assert_eq!(out["r_txt"]["content"], "hello A-1");
+    assert_eq!(
+        out["r_bytes"]["content"]["$bytes"],
+        base64::engine::general_purpose::STANDARD.encode("hello A-1")
+    );
+    let real = std::fs::canonicalize(&allowed).unwrap();
+    assert_eq!(
+        out["r_txt"]["path"],
+        json!(real.join("out/note.txt").display().to_string())
+    );
+    assert_eq!(
+        std::fs::read_to_string(allowed.join("out/rows.csv")).unwrap(),
+        "sku,qty,note\nA-1,2,\"red, large\"\nB-2,5,\n"
+    );
+    // No temp files are left beside the targets.
+    let names: Vec<String> = std::fs::read_dir(allowed.join("out"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), 3, "{names:?}");
+
+    // A large binary file travels as a blob, and writes back byte for byte.
+    let big: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    std::fs::write(allowed.join("big.bin"), &big).unwrap();
+    let r = run(
+        &h,
+        json!([
+            {"id": "t", "kind": "trigger.manual"},
+            {"id": "r", "kind": "file.read", "config": {"path": "big.bin", "format": "bytes"}},
+            {"id": "w", "kind": "file.write", "config": {"path": "copy.bin", "format": "bytes", "content": "{{ input.content }}"}},
+            {"id": "out", "kind": "output.end"}
+        ]),
+        json!([{"from": "t", "to": "r"}, {"from": "r", "to": "w"}, {"from": "w", "to": "out"}]),
+        json!(null),
+    )
+    .await;
+    assert_eq!(output(&r)["size"], big.len());
+    assert_eq!(std::fs::read(allowed.join("copy.bin")).unwrap(), big);
+
+    // if_exists: fail keeps the file; bad JSON names line and column.
+    std::fs::write(allowed.join("bad.json"), "{\n  \"a\": 1,\n  oops\n}").unwrap();
+    let r = one(
+        &h,
+        "file.read",
+        json!({"config": {"path": "bad.json"}}),
+        json!(null),
+    )
+    .await;
+    let (msg, _) = failure(&r);
+    assert!(msg.contains("not valid JSON (line 3, column 3)"), "{msg}");
+    let r = one(
+        &h,
+        "file.write",
+        json!({"config": {"path": "out/note.txt", "content": "new", "if_exists": "fail"}}),
+        json!(null),
+    )
+    .await;
+    assert!(failure(&r).0.contains("exists"));
+    assert_eq!(
+        std::fs::read_to_string(allowed.join("out/note.txt")).unwrap(),
+        "hello A-1"
+    );
+}
+
+#[tokio::test]
+async fn files_outside_the_allowed_folders_are_refused() {
+    let (h, allowed, outside) = file_harness().await;
+    std::fs::write(outside.join("secret.txt"), "top secret").unwrap();
+    std::os::unix::fs::symlink(&outside, allowed.join("escape")).unwrap();
+    std::os::unix::fs::symlink(outside.join("secret.txt"), allowed.join("alias.txt")).unwrap();
+    let abs = outside.join("secret.txt").display().to_string();
+    for path in [
+        "../outside/secret.txt",
+        abs.as_str(),
+        "escape/secret.txt",
+        "alias.txt",
+    ] {
+        let r = one(
+            &h,
+            "file.read",
+            json!({"config": {"path": path}}),
+            json!(null),
+        )
+        .await;
+        let (msg, attempts) = failure(&r);
+        assert!(msg.contains("outside the allowed folders"), "{path}: {msg}");
+        assert!(
+            msg.contains(&format!("`{path}`")),
+            "the error names the path: {msg}"
+        );
+        assert_eq!(attempts, 1);
+        let r = one(
+            &h,
+            "file.write",
+            json!({"config": {"path": path, "content": "pwned"}}),
+            json!(null),
+        )
+        .await;
+        assert!(
+            failure(&r).0.contains("outside the allowed folders"),
+            "{path}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(outside.join("secret.txt")).unwrap(),
+        "top secret"
+    );
+    assert_eq!(
+        std::fs::read_dir(&outside).unwrap().count(),
+        1,
+        "nothing was written outside"
+    );
+
+    // No allowed folders at all: refused with the setting to change.
+    let h2 = harness().await;
+    let r = one(
+        &h2,
+        "file.read",
+        json!({"config": {"path": "/etc/hostname"}}),
+        json!(null),
+    )
+    .await;
+    assert!(failure(&r).0.contains("[files] allow"));
+}
+
+// ---- email.send over a real SMTP server -------------------------------------
+
+const SMTP_SERVER: &str = r#"
+import asyncio, base64, json, ssl, sys
+from email import message_from_bytes, policy
+from aiosmtpd.smtp import SMTP, AuthResult
+
+out_path, mode, cert, key = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+
+class Handler:
+    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
+        if address.startswith("busy"):
+            return "451 4.3.0 mailbox busy, try later"
+        if address.startswith("nobody"):
+            return "550 5.1.1 no such user"
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
+    async def handle_DATA(self, server, session, envelope):
+        msg = message_from_bytes(envelope.content, policy=policy.default)
+        text = msg.get_body(preferencelist=("plain",))
+        html = msg.get_body(preferencelist=("html",))
+        rec = {
+            "mail_from": envelope.mail_from,
+            "rcpt_tos": envelope.rcpt_tos,
+            "tls": session.ssl is not None
+                   or server.transport.get_extra_info("ssl_object") is not None,
+            "auth": session.authenticated,
+            "from": str(msg["From"]), "to": str(msg["To"]), "cc": str(msg["Cc"] or ""),
+            "bcc": str(msg["Bcc"] or ""), "subject": str(msg["Subject"]),
+            "message_id": str(msg["Message-ID"]),
+            "text": text.get_content() if text else None,
+            "html": html.get_content() if html else None,
+            "attachments": [
+                {"filename": a.get_filename(), "content_type": a.get_content_type(),
+                 "data": base64.b64encode(a.get_payload(decode=True)).decode()}
+                for a in msg.iter_attachments()
+            ],
+        }
+        with open(out_path, "a") as f:
+            f.write(json.dumps(rec) + "\n")
+        return "250 2.0.0 queued as 42"
+
+def authenticator(server, session, envelope, mechanism, auth_data):
+    ok = auth_data.login == b"mailer" and auth_data.password == b"smtp-pw-31337"
+    return AuthResult(success=ok)
+
+async def main():
+    ctx = None
+    if mode != "none":
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ctx.load_cert_chain(cert, key)
+    def factory():
+        if mode == "starttls":
+            return SMTP(Handler(), tls_context=ctx, require_starttls=True,
+                        authenticator=authenticator, auth_require_tls=True)
+        return SMTP(Handler(), authenticator=authenticator, auth_require_tls=False)
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(factory, "127.0.0.1", 0,
+                                      ssl=ctx if mode == "tls" else None)
+    print(server.sockets[0].getsockname()[1], flush=True)
+    await server.serve_forever()
+
+asyncio.run(main())
+"#;
+
+struct Smtp {
+    child: tokio::process::Child,
+    port: u16,
+    received: PathBuf,
+}
+
+impl Drop for Smtp {
+    fn drop(&mut self) {
+        self.child.start_kill().ok();
+    }
+}
+
+impl Smtp {
+    fn messages(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.received)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
+/// A CA and a server certificate for 127.0.0.1 signed by it.
+fn test_pki(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca_params, ca_key);
+    let key = KeyPair::generate().unwrap();
+    let params = CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+    let cert = params.signed_by(&key, &issuer).unwrap();
+    let (ca, crt, k) = (
+        dir.join("ca.pem"),
+        dir.join("server.pem"),
+        dir.join("server.key"),
+    );
+    std::fs::write(&ca, ca_cert.pem()).unwrap();
+    std::fs::write(&crt, cert.pem()).unwrap();
+    std::fs::write(&k, key.serialize_pem()).unwrap();
+    (ca, crt, k)
+}
+
+async fn smtp_server(dir: &Path, mode: &str, cert: &Path, key: &Path) -> Smtp {
+    use tokio::io::AsyncBufReadExt;
+    let script = dir.join("smtp_server.py");
+    std::fs::write(&script, SMTP_SERVER).unwrap();
+    let received = dir.join(format!("received-{mode}.jsonl"));
+    // Debian's interpreter, where python3-aiosmtpd installs (a pyenv or
+    // venv python3 earlier on PATH would not see it).
+    let python = std::env::var("SLUICE_TEST_PYTHON").unwrap_or_else(|_| {
+        if Path::new("/usr/bin/python3").exists() {
+            "/usr/bin/python3".into()
+        } else {
+            "python3".into()
+        }
+    });
+    let mut child = tokio::process::Command::new(python)
+        .arg(&script)
+        .arg(&received)
+        .arg(mode)
+        .arg(cert)
+        .arg(key)
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("python3 with aiosmtpd (cargo xtask test installs python3-aiosmtpd)");
+    let stdout = child.stdout.take().unwrap();
+    let mut line = String::new();
+    tokio::time::timeout(
+        Duration::from_secs(20),
+        tokio::io::BufReader::new(stdout).read_line(&mut line),
+    )
+    .await
+    .expect("the SMTP server did not start")
+    .unwrap();
+    let port = line
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("SMTP server said {line:?}"));
+    Smtp {
+        child,
+        port,
+        received,
+    }
+}
+
+#[tokio::test]
+async fn email_is_delivered_field_by_field() {
+    let h = harness().await;
+    let smtp = smtp_server(h.dir.path(), "none", Path::new("-"), Path::new("-")).await;
+    h.engine
+        .store()
+        .put_credential(
+            "mail",
+            "smtp",
+            &json!({"host": "127.0.0.1", "port": smtp.port, "security": "none"}),
+        )
+        .await
+        .unwrap();
+    let r = one(
+        &h,
+        "email.send",
+        json!({"config": {
+            "credential": "mail",
+            "from": "Sluice <robot@example.org>",
+            "to": ["Ann <ann@example.org>", "bob@example.org"],
+            "cc": "carol@example.org",
+            "bcc": ["dave@example.org"],
+            "subject": "Order {{ input.id }} shipped",
+            "text": "Hello {{ input.name }}, order {{ input.id }} is on its way.",
+            "html": "<p>Hello <b>{{ input.name }}</b></p>",
+            "attachments": [
+                {"filename": "order.json", "content": "{{ input | tojson }}", "content_type": "application/json"},
+                {"filename": "logo.png", "content": {"$bytes": "iVBORw0=", "size": 5, "content_type": "image/png"}}
+            ]
+        }}),
+        json!({"id": "o-42", "name": "Ann"}),
+    )
+    .await;
+    let out = output(&r).clone();
+    let msgs = smtp.messages();
+    assert_eq!(msgs.len(), 1);
+    let m = &msgs[0];
+    assert_eq!(m["mail_from"], "robot@example.org");
+    assert_eq!(
+        m["rcpt_tos"],
+        json!([
+            "ann@example.org",
+            "bob@example.org",
+            "carol@example.org",
+            "dave@example.org"
+        ])
+    );
+    assert_eq!(m["from"], "Sluice <robot@example.org>");
+    assert_eq!(m["to"], "Ann <ann@example.org>, bob@example.org");
+    assert_eq!(m["cc"], "carol@example.org");
+    assert_eq!(m["bcc"], "", "Bcc is not in the headers");
+    assert_eq!(m["subject"], "Order o-42 shipped");
+    assert_eq!(
+        m["text"].as_str().unwrap().trim_end(),
+        "Hello Ann, order o-42 is on its way."
+    );
+    assert_eq!(
+        m["html"].as_str().unwrap().trim_end(),
+        "<p>Hello <b>Ann</b></p>"
+    );
+    assert_eq!(m["message_id"], out["message_id"]);
+    assert!(
+        out["message_id"]
+            .as_str()
+            .unwrap()
+            .ends_with("@example.org>")
+    );
+    assert_eq!(out["accepted"], m["rcpt_tos"]);
+    assert!(
+        out["response"].as_str().unwrap().starts_with("250"),
+        "{out}"
+    );
+    let atts = m["attachments"].as_array().unwrap();
+    assert_eq!(atts.len(), 2);
+    assert_eq!(atts[0]["filename"], "order.json");
+    assert_eq!(atts[0]["content_type"], "application/json");
+    let order = base64::engine::general_purpose::STANDARD
+        .decode(atts[0]["data"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(
+        serde_json::from_slice::<Value>(&order).unwrap(),
+        json!({"id": "o-42", "name": "Ann"})
+    );
+    assert_eq!(atts[1]["filename"], "logo.png");
+    assert_eq!(atts[1]["content_type"], "image/png");
+    assert_eq!(atts[1]["data"], "iVBORw0=");
+
+    // 4xx: retried; 5xx: not.
+    let retry = json!({"max_attempts": 3, "backoff_ms": 5});
+    let r = one(
+        &h,
+        "email.send",
+        json!({"config": {"credential": "mail", "from": "a@example.org", "to": "busy@example.org", "text": "x"}, "retry": retry}),
+        json!(null),
+    )
+    .await;
+    let (msg, attempts) = failure(&r);
+    assert!(msg.contains("451") || msg.contains("mailbox busy"), "{msg}");
+    assert_eq!(attempts, 3);
+    let r = one(
+        &h,
+        "email.send",
+        json!({"config": {"credential": "mail", "from": "a@example.org", "to": "nobody@example.org", "text": "x"}, "retry": retry}),
+        json!(null),
+    )
+    .await;
+    let (msg, attempts) = failure(&r);
+    assert!(msg.contains("550") || msg.contains("no such user"), "{msg}");
+    assert_eq!(attempts, 1);
+    assert_eq!(smtp.messages().len(), 1, "nothing else was delivered");
+}
+
+#[tokio::test]
+async fn email_over_starttls_and_tls_with_auth() {
+    let pki = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = test_pki(pki.path());
+    let mut settings = Settings::default();
+    settings.tls.extra_roots = vec![ca];
+    let h = harness_with(settings).await;
+    for mode in ["starttls", "tls"] {
+        let smtp = smtp_server(h.dir.path(), mode, &cert, &key).await;
+        let name = format!("mail-{mode}");
+        h.engine
+            .store()
+            .put_credential(
+                &name,
+                "smtp",
+                &json!({"host": "127.0.0.1", "port": smtp.port, "security": mode,
+                        "username": "mailer", "password": "smtp-pw-31337"}),
+            )
+            .await
+            .unwrap();
+        let r = one(
+            &h,
+            "email.send",
+            json!({"config": {"credential": name, "from": "robot@example.org", "to": "ann@example.org",
+                              "subject": "secure", "text": "over {{ input }}"}}),
+            json!(mode),
+        )
+        .await;
+        output(&r);
+        let msgs = smtp.messages();
+        assert_eq!(msgs.len(), 1, "{mode}");
+        assert_eq!(msgs[0]["tls"], true, "{mode}");
+        assert_eq!(msgs[0]["auth"], true, "{mode}");
+        assert_eq!(
+            msgs[0]["text"].as_str().unwrap().trim_end(),
+            format!("over {mode}")
+        );
+    }
+    // Without the test CA the certificate is refused (terminal, not retried).
+    let h2 = harness().await;
+    let smtp = smtp_server(h2.dir.path(), "starttls", &cert, &key).await;
+    h2.engine
+        .store()
+        .put_credential(
+            "m",
+            "smtp",
+            &json!({"host": "127.0.0.1", "port": smtp.port, "security": "starttls",
+                    "username": "mailer", "password": "smtp-pw-31337"}),
+        )
+        .await
+        .unwrap();
+    let r = one(
+        &h2,
+        "email.send",
+        json!({"config": {"credential": "m", "from": "a@example.org", "to": "ann@example.org", "text": "x"},
+               "retry": {"max_attempts": 3, "backoff_ms": 5}}),
+        json!(null),
+    )
+    .await;
+    let (msg, attempts) = failure(&r);
+    assert!(msg.to_lowercase().contains("certificate"), "{msg}");
+    assert_eq!(attempts, 1);
+    assert!(smtp.messages().is_empty());
+    let hits = grep_dir(&h.dir.path().join("data"), &["smtp-pw-31337"]);
+    assert!(hits.is_empty(), "{hits:?}");
+}
