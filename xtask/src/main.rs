@@ -12,7 +12,7 @@ usage: cargo xtask <command>
 
   run               build the engine and run the example workflows (durable, in the data dir)
   test              fmt check, clippy -D warnings, the whole test suite, wasm32 build of the model
-  bench [engine|webhook]
+  bench [engine|webhook|http]
                     print the engine figures, or load the trigger port with wrk (docs/benchmarks.md)
   docs              regenerate docs/nodes.md from the node schemas
 ";
@@ -182,7 +182,21 @@ fn bench(which: &str) -> Result<()> {
             ]))
         }
         "webhook" => bench_webhook(),
-        other => bail!("unknown benchmark `{other}` (available: engine, webhook)"),
+        "http" => {
+            step(
+                "http.request benchmark (release build): 1,000 calls via flow.split vs raw reqwest",
+            );
+            check(cargo().args([
+                "run",
+                "--release",
+                "--locked",
+                "-p",
+                "sluice-cli",
+                "--bin",
+                "sluice-bench-http",
+            ]))
+        }
+        other => bail!("unknown benchmark `{other}` (available: engine, webhook, http)"),
     }
 }
 

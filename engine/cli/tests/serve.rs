@@ -42,6 +42,7 @@ fn start(data: &Path) -> Serve {
 }
 
 fn client() -> reqwest::Client {
+    sluice_nodes::http::install_crypto_provider();
     reqwest::Client::builder()
         .timeout(Duration::from_secs(20))
         .build()

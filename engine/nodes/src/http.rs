@@ -20,6 +20,16 @@ use crate::{Call, Error, Outputs, Result, config, out, type_name};
 
 const KIND: &str = "http.request";
 
+/// Makes ring the process's default rustls provider (once; a provider that
+/// is already installed stays). Clients built elsewhere in the process, with
+/// `reqwest::Client::new()`, need one.
+pub fn install_crypto_provider() {
+    // Err means a provider is already installed: fine.
+    rustls::crypto::ring::default_provider()
+        .install_default()
+        .ok();
+}
+
 /// Builds the shared client: rustls on ring, the system's roots plus
 /// `tls.extra_roots`, no automatic redirects.
 pub(crate) fn build_client(settings: &Settings) -> std::result::Result<reqwest::Client, String> {

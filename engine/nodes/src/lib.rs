@@ -158,6 +158,7 @@ impl Default for Io {
 
 impl Io {
     pub fn new(settings: Settings) -> Io {
+        http::install_crypto_provider();
         Io {
             settings: Arc::new(settings),
             http: OnceLock::new(),

@@ -38,10 +38,13 @@ async fn server_with(configure: impl FnOnce(&mut sluice_server::Options)) -> Ser
         _dir: dir,
         base: format!("http://{addr}"),
         token,
-        client: reqwest::Client::builder()
-            .timeout(Duration::from_secs(20))
-            .build()
-            .unwrap(),
+        client: {
+            sluice_nodes::http::install_crypto_provider();
+            reqwest::Client::builder()
+        }
+        .timeout(Duration::from_secs(20))
+        .build()
+        .unwrap(),
         addr,
         _stop: stop,
     }
@@ -644,6 +647,7 @@ async fn a_full_engine_answers_429_with_retry_after() {
         .await
         .unwrap();
     });
+    sluice_nodes::http::install_crypto_provider();
     let c = reqwest::Client::new();
     let wf = json!({"format": "sluice.workflow/v1", "id": "busy", "nodes": [
         {"id": "hook", "kind": "trigger.webhook", "config": {"path": "go", "respond": "immediately"}},
