@@ -378,6 +378,7 @@ async fn serve(
     let dir = data_dir(data_dir_flag)?;
     let _lock = lock_data_dir(&dir)?;
     let engine = open(Some(dir.clone())).await?;
+    engine.check_settings().map_err(usage)?;
     let token = sluice_server::ensure_token(&dir).map_err(|e| {
         internal(format!(
             "cannot write {}: {e}",

@@ -419,11 +419,20 @@ impl Error {
 /// Temp file beside the target, fsync, rename, fsync the folder.
 fn atomic_write(target: &Path, data: Data, overwrite: bool) -> Result<u64> {
     let dir = target.parent().unwrap_or(Path::new("/"));
-    let io = |e: std::io::Error| Error::retryable(e.to_string());
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".sluice-write-")
-        .tempfile_in(dir)
-        .map_err(io)?;
+    let io = |e: std::io::Error| Error {
+        retryable: e.kind() != std::io::ErrorKind::PermissionDenied,
+        message: e.to_string(),
+    };
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(".sluice-write-");
+    // A new file gets the usual mode (0666 less the umask), not the
+    // temp file's private 0600.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        builder.permissions(std::fs::Permissions::from_mode(0o666));
+    }
+    let mut tmp = builder.tempfile_in(dir).map_err(io)?;
     let size = match data {
         Data::Bytes(b) => {
             tmp.write_all(&b).map_err(io)?;

@@ -82,8 +82,10 @@ pub fn root_store(settings: &Settings) -> std::result::Result<rustls::RootCertSt
 /// The request body, kept re-sendable for `307`/`308` redirects and retries.
 enum Body {
     None,
-    Bytes(bytes::Bytes, Option<&'static str>),
-    File(std::path::PathBuf),
+    /// Bytes and their default content type.
+    Bytes(bytes::Bytes, Option<String>),
+    /// A blob file and its content type.
+    File(std::path::PathBuf, Option<String>),
 }
 
 pub async fn request(call: &Call<'_>) -> Result<Outputs> {
@@ -217,10 +219,19 @@ pub async fn request(call: &Call<'_>) -> Result<Outputs> {
     }
 
     let body = body_of(call, &cfg)?;
-    if let Body::Bytes(_, Some(ct)) = &body
+    let default_ct = match &body {
+        Body::None => None,
+        Body::Bytes(_, ct) | Body::File(_, ct) => {
+            Some(ct.as_deref().unwrap_or("application/octet-stream"))
+        }
+    };
+    if let Some(ct) = default_ct
         && !headers.contains_key(header::CONTENT_TYPE)
     {
-        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
+        let v = HeaderValue::from_str(ct).map_err(|_| {
+            Error::terminal(format!("{KIND}: content type `{ct}` is not a header value"))
+        })?;
+        headers.insert(header::CONTENT_TYPE, v);
     }
 
     let timeout_ms = cfg
@@ -263,14 +274,25 @@ pub async fn request(call: &Call<'_>) -> Result<Outputs> {
         let mut redirects = 0u64;
         loop {
             let mut req = client.request(method.clone(), url.clone());
-            req = req.headers(headers.clone());
             if url.origin() == origin {
-                req = req.headers(secret_headers.clone());
+                req = req.headers(headers.clone()).headers(secret_headers.clone());
+            } else {
+                // Like browsers and curl: authority does not travel to
+                // another origin, whether from a credential or typed in.
+                let mut h = headers.clone();
+                for name in [
+                    header::AUTHORIZATION,
+                    header::COOKIE,
+                    header::PROXY_AUTHORIZATION,
+                ] {
+                    h.remove(name);
+                }
+                req = req.headers(h);
             }
             req = match &body {
                 Body::None => req,
                 Body::Bytes(b, _) => req.body(b.clone()),
-                Body::File(path) => {
+                Body::File(path, _) => {
                     let f = tokio::fs::File::open(path).await.map_err(|e| {
                         Error::retryable(format!("{KIND}: reading the body blob: {e}"))
                     })?;
@@ -280,6 +302,7 @@ pub async fn request(call: &Call<'_>) -> Result<Outputs> {
             let resp = req.send().await.map_err(|e| send_error(&e))?;
             let status = resp.status();
             if status.is_redirection()
+                && max_redirects > 0
                 && let Some(location) = resp.headers().get(header::LOCATION)
             {
                 redirects += 1;
@@ -393,14 +416,17 @@ fn body_of(call: &Call<'_>, cfg: &Value) -> Result<Body> {
             serde_json::to_vec(body)
                 .map_err(|e| Error::terminal(e.to_string()))?
                 .into(),
-            Some("application/json"),
+            Some("application/json".into()),
         ),
         "text" => {
             let text = match body {
                 Value::String(s) => s.clone(),
                 other => other.to_string(),
             };
-            Body::Bytes(text.into_bytes().into(), Some("text/plain; charset=utf-8"))
+            Body::Bytes(
+                text.into_bytes().into(),
+                Some("text/plain; charset=utf-8".into()),
+            )
         }
         "form" => {
             let Value::Object(fields) = body else {
@@ -419,12 +445,14 @@ fn body_of(call: &Call<'_>, cfg: &Value) -> Result<Body> {
                 .map_err(|e| Error::terminal(format!("{KIND}: form body: {e}")))?;
             Body::Bytes(
                 encoded.into_bytes().into(),
-                Some("application/x-www-form-urlencoded"),
+                Some("application/x-www-form-urlencoded".into()),
             )
         }
         "bytes" => match binary::data_of(body, call.host, true, &format!("{KIND}: body"))? {
-            Data::Bytes(b) => Body::Bytes(b.into(), Some("application/octet-stream")),
-            Data::File { path, .. } => Body::File(path),
+            Data::Bytes(b) => Body::Bytes(b.into(), binary::content_type(body).map(str::to_string)),
+            Data::File { path, .. } => {
+                Body::File(path, binary::content_type(body).map(str::to_string))
+            }
         },
         other => {
             return Err(Error::terminal(format!(
@@ -663,7 +691,7 @@ async fn download(
         }
     }
     Ok(match writer {
-        None => binary::inline(&buf, content_type),
+        None => binary::inline(&call.host.mask(&buf), content_type),
         Some(w) => {
             let (hash, size) = w.finish()?;
             binary::blob_ref(&hash, size, content_type)

@@ -104,6 +104,11 @@ pub trait Host: Send + Sync {
             )))
         })
     }
+    /// `bytes` with the step's secrets masked (for binary data that goes
+    /// into the message base64-encoded, where masking the text cannot see it).
+    fn mask(&self, bytes: &[u8]) -> Vec<u8> {
+        bytes.to_vec()
+    }
     /// Starts a new blob in the blob store.
     fn blob_writer(&self) -> Result<Box<dyn BlobWriter>> {
         Err(Error::terminal("this host has no blob store"))

@@ -444,6 +444,12 @@ impl Engine {
         &self.inner.store
     }
 
+    /// Builds what the settings describe (the HTTP client with its extra
+    /// root certificates) now, so a bad setting is reported at start.
+    pub fn check_settings(&self) -> std::result::Result<(), String> {
+        self.inner.io.check()
+    }
+
     /// The settings the engine runs with.
     pub fn settings(&self) -> &nodes::Settings {
         &self.inner.io.settings
@@ -1646,7 +1652,13 @@ impl Host for StepHost {
                 .store()
                 .get_credential(name)
                 .await
-                .map_err(|e| nodes::Error::retryable(format!("credential `{name}`: {e}")))?;
+                .map_err(|e| match e {
+                    // A key that does not open the vault will not next time either.
+                    sluice_store::Error::Vault(_) => {
+                        nodes::Error::terminal(format!("credential `{name}`: {e}"))
+                    }
+                    _ => nodes::Error::retryable(format!("credential `{name}`: {e}")),
+                })?;
             let Some((kind, value)) = found else {
                 return Err(nodes::Error::terminal(format!(
                     "credential `{name}` does not exist"
@@ -1661,6 +1673,18 @@ impl Host for StepHost {
                 value,
             })
         })
+    }
+
+    fn mask(&self, bytes: &[u8]) -> Vec<u8> {
+        match self.secrets.lock() {
+            Ok(s) if !s.is_empty() => {
+                let mut stream = s.stream();
+                let mut out = stream.push(bytes);
+                out.extend(stream.finish());
+                out
+            }
+            _ => bytes.to_vec(),
+        }
     }
 
     fn blob_writer(&self) -> nodes::Result<Box<dyn nodes::BlobWriter>> {

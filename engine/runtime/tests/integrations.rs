@@ -142,6 +142,25 @@ async fn http_server() -> (SocketAddr, Seen) {
                 }),
             )
             .route(
+                "/echo-bytes",
+                axum::routing::any(
+                    |headers: HeaderMap, Query(q): Query<HashMap<String, usize>>| async move {
+                        // The caller's Authorization sent back as binary,
+                        // `repeat` times with odd-sized filler between.
+                        let auth = headers
+                            .get("authorization")
+                            .map(|v| v.as_bytes().to_vec())
+                            .unwrap_or_default();
+                        let mut body = auth.clone();
+                        for i in 1..q.get("repeat").copied().unwrap_or(1) {
+                            body.extend(std::iter::repeat_n(b'.', 997 + i % 13));
+                            body.extend(&auth);
+                        }
+                        ([("content-type", "application/octet-stream")], body)
+                    },
+                ),
+            )
+            .route(
                 "/see-other",
                 axum::routing::post(|| async { redirect(StatusCode::SEE_OTHER, "/echo") }),
             )
@@ -366,6 +385,17 @@ async fn http_redirects_are_followed_within_the_limit() {
     let echo = &output(&r)["body"];
     assert_eq!(echo["method"], "GET", "303 turns the request into a GET");
     assert_eq!(echo["body"], "");
+
+    // max_redirects 0: the redirect itself is the answer.
+    let r = one(
+        &h,
+        "http.request",
+        json!({"config": {"url": format!("http://{addr}/hops/0"), "max_redirects": 0}}),
+        json!(null),
+    )
+    .await;
+    assert_eq!(output(&r)["status"], 302);
+    assert_eq!(output(&r)["headers"]["location"], "/echo");
 }
 
 #[tokio::test]
@@ -606,9 +636,53 @@ async fn credentials_authenticate_and_never_reach_the_data_dir() {
     )
     .await;
     assert!(output(&r)["body"]["headers"].get("authorization").is_none());
+    let r = one(
+        &h,
+        "http.request",
+        json!({"config": {"url": format!("http://{addr}/elsewhere"),
+                          "headers": {"Authorization": "Bearer typed-in", "Cookie": "s=1", "X-Keep": "yes"}}}),
+        json!(null),
+    )
+    .await;
+    let headers = &output(&r)["body"]["headers"];
+    assert!(
+        headers.get("authorization").is_none() && headers.get("cookie").is_none(),
+        "{headers}"
+    );
+    assert_eq!(headers["x-keep"], "yes");
 
-    // Errors and logs are masked too: a failing call whose URL holds the
-    // query secret, and a large binary echo streamed into a blob.
+    // Binary bodies are masked before they are base64-encoded.
+    let r = one(
+        &h,
+        "http.request",
+        json!({"config": {"url": format!("http://{addr}/echo-bytes"), "credential": "api"}}),
+        json!(null),
+    )
+    .await;
+    let b64 = output(&r)["body"]["$bytes"].as_str().unwrap();
+    assert_eq!(
+        base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .unwrap(),
+        b"Bearer ***"
+    );
+    // ... and streamed into blobs (the secret straddles chunk boundaries).
+    let r = one(
+        &h,
+        "http.request",
+        json!({"config": {"url": format!("http://{addr}/echo-bytes?repeat=3000"), "credential": "api"}}),
+        json!(null),
+    )
+    .await;
+    let hash = output(&r)["body"]["$blob"].as_str().unwrap().to_string();
+    let blob = std::fs::read(store.blobs().blob_path(&hash).unwrap()).unwrap();
+    assert!(!memchr_find(&blob, token.as_bytes()));
+    assert_eq!(
+        blob.windows(10).filter(|w| w == b"Bearer ***").count(),
+        3000
+    );
+
+    // Errors are masked too: a failing call whose URL holds the query secret.
     let r = one(
         &h,
         "http.request",
@@ -731,6 +805,17 @@ async fn files_round_trip_in_every_format() {
         std::fs::read_to_string(allowed.join("out/rows.csv")).unwrap(),
         "sku,qty,note\nA-1,2,\"red, large\"\nB-2,5,\n"
     );
+    // A new file gets the mode any new file gets here (not a temp file's 0600).
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(allowed.join("plain.txt"), "x").unwrap();
+    let mode = |p: &str| {
+        std::fs::metadata(allowed.join(p))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    assert_eq!(mode("out/note.txt"), mode("plain.txt"));
     // No temp files are left beside the targets.
     let names: Vec<String> = std::fs::read_dir(allowed.join("out"))
         .unwrap()

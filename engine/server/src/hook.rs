@@ -67,14 +67,27 @@ pub(crate) async fn hook(
     // `immediately` acknowledges the run: it must be on disk first.
     // `when_finished` answers after the run's finish, which commits it.
     let input = Arc::new(message);
+    // A workflow that cannot start (a credential it names is missing) is the
+    // owner's problem, not the caller's: 500, like a failed run.
+    let cannot_start = |e: sluice_runtime::executor::Error| match e {
+        sluice_runtime::executor::Error::Invalid(_) => {
+            ApiError::internal(format!("the workflow cannot start: {e}"))
+        }
+        other => other.into(),
+    };
     if config.get("respond").and_then(Value::as_str) == Some("immediately") {
-        let handle = s.engine.start(plan, Some(&trigger), input).await?;
+        let handle = s
+            .engine
+            .start(plan, Some(&trigger), input)
+            .await
+            .map_err(cannot_start)?;
         return Ok(accepted(&handle.id));
     }
     let handle = s
         .engine
         .start_for_result(plan, Some(&trigger), input)
-        .await?;
+        .await
+        .map_err(cannot_start)?;
     let run_id = handle.id.clone();
     let Ok(result) = tokio::time::timeout(s.options.webhook_timeout, handle.wait()).await else {
         // Still running: the caller gets the id to follow it, so the run
