@@ -95,6 +95,10 @@ fn test() -> Result<()> {
         "aiosmtpd (Python)",
         "python3-aiosmtpd",
     )?;
+    // The vault tests use a real Secret Service on a private session bus.
+    ensure_apt("dbus-daemon", "dbus")?;
+    ensure_apt("gnome-keyring-daemon", "gnome-keyring")?;
+    ensure_apt("secret-tool", "libsecret-tools")?;
     step("cargo fmt --check");
     check(cargo().args(["fmt", "--all", "--check"]))?;
     step("cargo clippy --workspace --all-targets -- -D warnings");

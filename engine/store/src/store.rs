@@ -91,7 +91,7 @@ struct Inner {
     pool: SqlitePool,
     blobs: Blobs,
     journal: Journal,
-    vault: crate::vault::Vault,
+    vault: tokio::sync::OnceCell<crate::vault::Vault>,
 }
 
 /// A stored credential, without its value.
@@ -162,31 +162,45 @@ impl Store {
             .busy_timeout(Duration::from_secs(5));
         let mut writer = SqliteConnection::connect_with(&options).await?;
         MIGRATOR.run(&mut writer).await?;
-        let credentials: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM credentials")
-            .fetch_one(&mut writer)
-            .await?;
         let pool = SqlitePoolOptions::new()
             .max_connections(READERS)
             .connect_with(options)
             .await?;
         let journal = spawn_writer(writer, blobs.clone());
-        let vault = crate::vault::Vault::open(&dir, credentials > 0)?;
         Ok(Store {
             inner: Arc::new(Inner {
                 dir,
                 pool,
                 blobs,
                 journal,
-                vault,
+                vault: tokio::sync::OnceCell::new(),
             }),
         })
+    }
+
+    /// The vault, opened on first use: finding the key may mean asking the
+    /// OS keyring, which only credential users should pay for.
+    async fn vault(&self) -> Result<&crate::vault::Vault> {
+        self.inner
+            .vault
+            .get_or_try_init(|| async {
+                let stored: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM credentials")
+                    .fetch_one(&self.inner.pool)
+                    .await?;
+                let dir = self.inner.dir.clone();
+                tokio::task::spawn_blocking(move || {
+                    crate::vault::Vault::open(&dir, stored > 0, crate::vault::KeyHome::from_env()?)
+                })
+                .await?
+            })
+            .await
     }
 
     /// Stores a credential, encrypted; replaces one of the same name.
     /// The value never reaches the database in clear.
     pub async fn put_credential(&self, name: &str, kind: &str, value: &Value) -> Result<()> {
         let plain = serde_json::to_vec(value).map_err(Error::Serialize)?;
-        let (nonce, secret) = self.inner.vault.seal(name, &plain)?;
+        let (nonce, secret) = self.vault().await?.seal(name, &plain)?;
         sqlx::query(
             "INSERT INTO credentials (name, kind, nonce, secret, updated_at_us) VALUES (?, ?, ?, ?, ?) \
              ON CONFLICT (name) DO UPDATE SET kind = excluded.kind, nonce = excluded.nonce, \
@@ -228,7 +242,7 @@ impl Store {
         let Some((kind, nonce, secret)) = row else {
             return Ok(None);
         };
-        let plain = self.inner.vault.open_sealed(name, &nonce, &secret)?;
+        let plain = self.vault().await?.open_sealed(name, &nonce, &secret)?;
         let value = serde_json::from_slice(&plain).map_err(Error::InvalidJson)?;
         Ok(Some((kind, value)))
     }

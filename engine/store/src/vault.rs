@@ -1,8 +1,19 @@
-//! The credentials vault: values encrypted at rest with XChaCha20-Poly1305.
-//! The key is 32 random bytes in `<data-dir>/vault.key` (mode 0600), beside
-//! the database and never inside it, so a copied `sluice.db` reveals nothing.
-//! (An OS keyring, where one exists, is the planned home of the key; on a
-//! headless Linux machine there is none, hence the file.)
+//! The credentials vault: values encrypted at rest with XChaCha20-Poly1305
+//! under a 32-byte key that is never inside the database, so a copied
+//! `sluice.db` reveals nothing.
+//!
+//! Where the key lives is decided once, when the first credential is stored:
+//! - in the OS keyring (macOS Keychain, Windows Credential Manager, the
+//!   Secret Service on Linux desktops) when one answers; `vault.keyring`
+//!   beside the database then records which keyring entry holds it (a name,
+//!   not the key);
+//! - otherwise in `vault.key` beside the database (mode 0600), which is what
+//!   a headless machine without a keyring gets.
+//!
+//! `SLUICE_VAULT_KEY=keyring|file|auto` (default `auto`) overrides the
+//! choice for a new vault. An existing vault is always opened where it is;
+//! if its keyring cannot be reached the error says so rather than quietly
+//! starting a new key.
 
 use std::io::Write;
 use std::path::Path;
@@ -11,6 +22,36 @@ use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 
 use crate::{Error, Result};
+
+/// The keyring service name of Sluice's entries.
+pub const KEYRING_SERVICE: &str = "sluice";
+const KEY_FILE: &str = "vault.key";
+const MARKER_FILE: &str = "vault.keyring";
+
+/// Where a new vault's key goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyHome {
+    /// The OS keyring when one answers, else the key file.
+    Auto,
+    /// Always the key file.
+    File,
+    /// Always the OS keyring (an error when there is none).
+    Keyring,
+}
+
+impl KeyHome {
+    /// `SLUICE_VAULT_KEY`: `auto` (default), `file` or `keyring`.
+    pub fn from_env() -> Result<KeyHome> {
+        match std::env::var("SLUICE_VAULT_KEY").as_deref() {
+            Err(_) | Ok("") | Ok("auto") => Ok(KeyHome::Auto),
+            Ok("file") => Ok(KeyHome::File),
+            Ok("keyring") => Ok(KeyHome::Keyring),
+            Ok(other) => Err(Error::Vault(format!(
+                "SLUICE_VAULT_KEY is `{other}`; use auto, file or keyring"
+            ))),
+        }
+    }
+}
 
 pub(crate) struct Vault {
     cipher: XChaCha20Poly1305,
@@ -26,9 +67,24 @@ impl std::fmt::Debug for Vault {
 /// private temp file, fsynced, hard-linked into place (fails if a key
 /// appeared meanwhile), then the directory fsynced.
 fn create_key(dir: &Path, path: &Path) -> std::io::Result<()> {
-    let mut key = [0u8; 32];
-    getrandom::fill(&mut key).map_err(|e| std::io::Error::other(e.to_string()))?;
-    let tmp = dir.join(format!(".vault.key.{}.tmp", std::process::id()));
+    let key = random_hex(32).map_err(|e| std::io::Error::other(e.to_string()))?;
+    write_new(dir, path, key.as_bytes())
+}
+
+fn random_hex(n: usize) -> Result<String> {
+    let mut bytes = vec![0u8; n];
+    getrandom::fill(&mut bytes).map_err(|e| Error::Vault(e.to_string()))?;
+    Ok(hex::encode(bytes))
+}
+
+/// Creates `path` with `content` (mode 0600) unless it exists; never shows
+/// a partial file.
+fn write_new(dir: &Path, path: &Path, content: &[u8]) -> std::io::Result<()> {
+    let tmp = dir.join(format!(
+        ".{}.{}.tmp",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("vault"),
+        std::process::id()
+    ));
     // A stale temp file may have loose permissions: never reuse it.
     match std::fs::remove_file(&tmp) {
         Ok(()) => {}
@@ -43,7 +99,7 @@ fn create_key(dir: &Path, path: &Path) -> std::io::Result<()> {
         options.mode(0o600);
     }
     let mut f = options.open(&tmp)?;
-    f.write_all(hex::encode(key).as_bytes())?;
+    f.write_all(content)?;
     f.sync_all()?;
     let linked = std::fs::hard_link(&tmp, path);
     std::fs::remove_file(&tmp)?;
@@ -56,33 +112,47 @@ fn create_key(dir: &Path, path: &Path) -> std::io::Result<()> {
 }
 
 impl Vault {
-    /// Reads the key, creating it (mode 0600) on first use. Refuses to make a
-    /// new key when credentials already exist: they would never decrypt.
-    pub(crate) fn open(dir: &Path, credentials_stored: bool) -> Result<Vault> {
-        let path = dir.join("vault.key");
-        let io = |e: std::io::Error| Error::Io {
-            path: path.clone(),
-            source: e,
+    /// Finds the key (file or keyring), creating it in `home` when there is
+    /// none yet. Refuses to make a new key when credentials already exist:
+    /// they would never decrypt. Blocking (the keyring may be slow).
+    pub(crate) fn open(dir: &Path, credentials_stored: bool, home: KeyHome) -> Result<Vault> {
+        let file = dir.join(KEY_FILE);
+        let marker = dir.join(MARKER_FILE);
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |e: std::io::Error| Error::Io { path, source: e }
         };
-        let text = match std::fs::read_to_string(&path) {
+        let hex_key = match std::fs::read_to_string(&file) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                if credentials_stored {
-                    return Err(Error::Vault(format!(
-                        "{} is missing but credentials are stored: restore the key file",
-                        path.display()
-                    )));
+                match std::fs::read_to_string(&marker) {
+                    Ok(account) => os_keyring::read(account.trim())?,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        if credentials_stored {
+                            return Err(Error::Vault(format!(
+                                "{} is missing but credentials are stored: restore the key file",
+                                file.display()
+                            )));
+                        }
+                        match new_key(dir, home)? {
+                            Some(key) => key,
+                            None => {
+                                create_key(dir, &file).map_err(io(&file))?;
+                                // Whoever won a race to create it, everyone
+                                // uses what is on disk.
+                                std::fs::read_to_string(&file).map_err(io(&file))?
+                            }
+                        }
+                    }
+                    Err(e) => return Err(io(&marker)(e)),
                 }
-                create_key(dir, &path).map_err(io)?;
-                // Whoever won a race to create it, everyone uses what is on disk.
-                std::fs::read_to_string(&path).map_err(io)?
             }
-            Err(e) => return Err(io(e)),
+            Err(e) => return Err(io(&file)(e)),
         };
-        let key =
-            hex::decode(text.trim()).map_err(|_| Error::Vault("vault.key is not hex".into()))?;
+        let key = hex::decode(hex_key.trim())
+            .map_err(|_| Error::Vault("the vault key is not hex".into()))?;
         let cipher = XChaCha20Poly1305::new_from_slice(&key)
-            .map_err(|_| Error::Vault("vault.key must hold 32 bytes".into()))?;
+            .map_err(|_| Error::Vault("the vault key must hold 32 bytes".into()))?;
         Ok(Vault { cipher })
     }
 
@@ -118,8 +188,79 @@ impl Vault {
             )
             .map_err(|_| {
                 Error::Vault(format!(
-                    "credential `{name}` does not decrypt with this vault.key"
+                    "credential `{name}` does not decrypt with this vault's key"
                 ))
             })
+    }
+}
+
+/// A new key in the keyring (`Some`), or `None` for the key file.
+fn new_key(dir: &Path, home: KeyHome) -> Result<Option<String>> {
+    if home == KeyHome::File {
+        return Ok(None);
+    }
+    let key = random_hex(32)?;
+    // A fresh account name per vault: a second process racing to create the
+    // vault writes its own entry and loses the marker race, never our key.
+    let real = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let account = format!("vault key of {} ({})", real.display(), random_hex(4)?);
+    if let Err(e) = os_keyring::write(&account, &key) {
+        return match home {
+            KeyHome::Keyring => Err(e),
+            _ => Ok(None),
+        };
+    }
+    let marker = dir.join(MARKER_FILE);
+    write_new(dir, &marker, format!("{account}\n").as_bytes()).map_err(|source| Error::Io {
+        path: marker.clone(),
+        source,
+    })?;
+    let winner = std::fs::read_to_string(&marker).map_err(|source| Error::Io {
+        path: marker.clone(),
+        source,
+    })?;
+    if winner.trim() != account {
+        os_keyring::remove(&account);
+        return os_keyring::read(winner.trim()).map(Some);
+    }
+    Ok(Some(key))
+}
+
+/// The OS keyring, through the `keyring` crate.
+mod os_keyring {
+    use super::KEYRING_SERVICE;
+    use crate::{Error, Result};
+
+    fn entry(account: &str) -> Result<::keyring::Entry> {
+        ::keyring::Entry::new(KEYRING_SERVICE, account)
+            .map_err(|e| Error::Vault(format!("OS keyring: {e}")))
+    }
+
+    pub(super) fn write(account: &str, key: &str) -> Result<()> {
+        let e = entry(account)?;
+        e.set_password(key)
+            .map_err(|e| Error::Vault(format!("OS keyring: {e}")))?;
+        // Read back: some keyrings accept a write they cannot keep.
+        match e.get_password() {
+            Ok(k) if k == key => Ok(()),
+            Ok(_) => Err(Error::Vault("OS keyring: the key read back differs".into())),
+            Err(err) => Err(Error::Vault(format!("OS keyring: {err}"))),
+        }
+    }
+
+    pub(super) fn read(account: &str) -> Result<String> {
+        entry(account)?.get_password().map_err(|e| {
+            Error::Vault(format!(
+                "the vault key is in the OS keyring (service `{KEYRING_SERVICE}`, account \
+                 `{account}`, recorded in vault.keyring) and cannot be read: {e}"
+            ))
+        })
+    }
+
+    pub(super) fn remove(account: &str) {
+        if let Ok(e) = entry(account) {
+            // Best effort: an orphan entry only costs a line in the keyring.
+            e.delete_credential().ok();
+        }
     }
 }

@@ -650,8 +650,11 @@ async fn credentials_round_trip_encrypted_and_bound_to_their_name() -> Result<()
         // A lost key is an error, never a silently new key.
         drop(again);
         std::fs::remove_file(dir.path().join("data/vault.key"))?;
-        let err = Store::open(&dir.path().join("data")).await.unwrap_err();
+        // (The store opens; the vault refuses on first use.)
+        let store = Store::open(&dir.path().join("data")).await?;
+        let err = store.get_credential("api").await.unwrap_err();
         assert!(err.to_string().contains("is missing but credentials are stored"), "{err}");
+        assert!(!dir.path().join("data/vault.key").exists());
         Ok(())
     })
     .await
