@@ -17,10 +17,17 @@ const CALLS: usize = 1000;
 const CONCURRENCY: usize = 32;
 const ROUNDS: usize = 7;
 
+/// Connections the server accepted (pooling shows as a small number).
+static ACCEPTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 async fn server() -> Result<std::net::SocketAddr> {
     use axum::extract::Path;
+    use axum::serve::ListenerExt;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
+    let listener = listener.tap_io(|_| {
+        ACCEPTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    });
     let app = axum::Router::new().route(
         "/item/{i}",
         axum::routing::get(|Path(i): Path<u64>| async move {
@@ -102,9 +109,15 @@ async fn main() -> Result<()> {
     engine_run(&engine, &plan).await?;
     let mut raws = Vec::new();
     let mut runs = Vec::new();
+    let (mut raw_conns, mut run_conns) = (0, 0);
+    let accepted = || ACCEPTED.load(std::sync::atomic::Ordering::Relaxed);
     for _ in 0..ROUNDS {
+        let before = accepted();
         raws.push(raw(client, addr).await?);
+        raw_conns += accepted() - before;
+        let before = accepted();
         runs.push(engine_run(&engine, &plan).await?);
+        run_conns += accepted() - before;
     }
     let (raw_t, run_t) = (median(raws), median(runs));
     let per_call = |d: Duration| d.as_secs_f64() * 1e6 / CALLS as f64;
@@ -123,5 +136,8 @@ async fn main() -> Result<()> {
         per_call(run_t)
     );
     println!("  added by the engine: {added:>6.1} µs per call (target < 50 µs)");
+    println!(
+        "  new connections in {ROUNDS} rounds: raw {raw_conns}, workflow {run_conns} (both pool)"
+    );
     Ok(())
 }
