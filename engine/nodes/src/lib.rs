@@ -135,6 +135,15 @@ pub(crate) fn is_tls_failure(e: &(dyn std::error::Error + 'static)) -> bool {
         {
             return true;
         }
+        // Connectors box their errors in types of their own; rustls's
+        // messages for a failed verification or handshake are distinctive.
+        let text = err.to_string();
+        if text.contains("invalid peer certificate")
+            || text.contains("peer is incompatible")
+            || text.contains("received fatal alert")
+        {
+            return true;
+        }
         cur = err.source();
     }
     false

@@ -546,6 +546,107 @@ async fn http_retries_reuse_the_idempotency_key() {
     assert_eq!(keys.len(), 3, "each element has its own key");
 }
 
+/// An HTTPS server for 127.0.0.1 with a certificate from the test CA: it
+/// answers every request with a small JSON body and closes.
+async fn https_server(cert: &Path, key: &Path) -> SocketAddr {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let key = PrivateKeyDer::from_pem_file(key).unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(certs, key)
+    .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                return;
+            };
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                // A refused handshake (an untrusting client) just ends here.
+                let Ok(mut tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 1024];
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match tls.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                let body = br#"{"secure": true}"#;
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    body.len()
+                );
+                tls.write_all(head.as_bytes()).await.ok();
+                tls.write_all(body).await.ok();
+                tls.shutdown().await.ok();
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn https_with_an_extra_root_and_refused_without_it() {
+    let pki = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = test_pki(pki.path());
+    let addr = https_server(&cert, &key).await;
+    let url = format!("https://{addr}/x");
+
+    let mut settings = Settings::default();
+    settings.tls.extra_roots = vec![ca];
+    let h = harness_with(settings).await;
+    let r = one(
+        &h,
+        "http.request",
+        json!({"config": {"url": url}}),
+        json!(null),
+    )
+    .await;
+    assert_eq!(output(&r)["body"], json!({"secure": true}));
+
+    // The system's roots alone do not know the test CA: refused, not retried.
+    let h = harness().await;
+    let r = one(
+        &h,
+        "http.request",
+        json!({"config": {"url": url}, "retry": {"max_attempts": 3, "backoff_ms": 5}}),
+        json!(null),
+    )
+    .await;
+    let (msg, attempts) = failure(&r);
+    assert!(msg.to_lowercase().contains("certificate"), "{msg}");
+    assert_eq!(attempts, 1, "{msg}");
+
+    // A bad extra root is reported naming the file.
+    let bad = pki.path().join("not-a-cert.pem");
+    std::fs::write(&bad, "hello").unwrap();
+    let mut settings = Settings::default();
+    settings.tls.extra_roots = vec![bad];
+    let h = harness_with(settings).await;
+    assert!(
+        h.engine
+            .check_settings()
+            .unwrap_err()
+            .contains("not-a-cert.pem")
+    );
+}
+
 // ---- credentials and redaction --------------------------------------------
 
 /// Every file under `dir`, read raw (SQLite main file, WAL, blobs, key file).
