@@ -986,6 +986,8 @@ struct Extra<'a> {
     input: Option<&'a Value>,
     error: Option<Value>,
     duration_us: Option<i64>,
+    /// `data` already serialized (by the step's own task, off the driver).
+    stored: Option<Stored>,
 }
 
 /// What a finished step task reports back.
@@ -997,6 +999,8 @@ struct Done {
     logs: Vec<(String, String)>,
     /// Steps journaled only after they ran (pure kinds): their input.
     input: Option<Msg>,
+    /// The outputs, serialized by the step's task (see [`Extra::stored`]).
+    stored: Option<Stored>,
 }
 
 enum Wake {
@@ -1074,10 +1078,14 @@ impl Driver {
             input,
             error,
             duration_us,
+            stored,
         } = extra;
         let (node, lineage, activation) = self.key_strings(key);
         let blobs = self.engine.store().blobs();
-        let data = data.map(|v| blobs.store_value(v)).transpose()?;
+        let data = match stored {
+            Some(s) => Some(s),
+            None => data.map(|v| blobs.store_value(v)).transpose()?,
+        };
         let input = input.map(|v| blobs.store_value(v)).transpose()?;
         let at_us = nodes::now_us();
         if self.engine.inner.events.receiver_count() > 0 {
@@ -1165,7 +1173,7 @@ impl Driver {
             let event = match wake {
                 Wake::RetryDue(key) => Event::RetryDue { key },
                 Wake::Cancel => Event::Cancel,
-                Wake::Step(done) => {
+                Wake::Step(mut done) => {
                     self.handles.remove(&done.key);
                     let took = done.started.elapsed();
                     self.engine
@@ -1181,6 +1189,7 @@ impl Driver {
                                 input: done.input.as_deref(),
                                 error: None,
                                 duration_us: duration,
+                                stored: done.stored.take(),
                             };
                             self.journal(
                                 RecordKind::Succeeded,
@@ -1197,6 +1206,7 @@ impl Driver {
                                 input: done.input.as_deref(),
                                 error: Some(err),
                                 duration_us: duration,
+                                stored: None,
                             };
                             self.journal(
                                 RecordKind::Failed,
@@ -1386,6 +1396,7 @@ impl Driver {
         }
         let plan = self.plan.clone();
         let permits = self.engine.inner.permits.clone();
+        let blobs = self.engine.store().blobs().clone();
         let tx = self.tx.clone();
         let handle_key = key.clone();
         let handle = self.tasks.spawn(async move {
@@ -1403,9 +1414,15 @@ impl Driver {
                 None => fut.await,
             };
             drop(permit);
+            let mut done = step.done(key, attempt, result, None);
+            // Serialize the outputs here, in parallel with other steps, so
+            // the run's driver (one task per run) only queues them. A failure
+            // leaves it to the driver, which reports it.
+            if let Ok(outputs) = &done.result {
+                done.stored = blobs.store_value(outputs.as_slice()).ok();
+            }
             // The driver may be gone (run aborted): nothing to report then.
-            tx.send(Wake::Step(step.done(key, attempt, result, None)))
-                .ok();
+            tx.send(Wake::Step(done)).ok();
         });
         self.handles.insert(handle_key, handle);
     }
@@ -1539,6 +1556,7 @@ impl Prepared {
             result,
             logs,
             input,
+            stored: None,
         }
     }
 }
