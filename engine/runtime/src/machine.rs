@@ -715,10 +715,19 @@ impl Run {
                     let mut acts = acts;
                     acts.sort_by(|a, b| a.0.cmp(&b.0));
                     for (act, split_hist) in acts {
-                        let items: Vec<Value> = buffered
-                            .iter()
-                            .filter(|(k, _, _)| k.seg.as_ref().is_some_and(|s| s.act == act))
-                            .map(|(_, m, _)| (**m).clone())
+                        // Taken out of the buffer, an element's message is
+                        // usually no longer shared (its history goes with it):
+                        // moved into the array rather than deep-copied.
+                        let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut buffered)
+                            .into_iter()
+                            .partition(|(k, _, _)| k.seg.as_ref().is_some_and(|s| s.act == act));
+                        buffered = rest;
+                        let items: Vec<Value> = mine
+                            .into_iter()
+                            .map(|(_, m, hist)| {
+                                drop(hist);
+                                Arc::unwrap_or_clone(m)
+                            })
                             .collect();
                         let key = StepKey {
                             node,
