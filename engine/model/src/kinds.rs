@@ -913,10 +913,18 @@ fn enum_values(p: &Value) -> Option<String> {
     let values: Vec<&Value> = match p.get("enum").and_then(Value::as_array) {
         Some(e) => e.iter().collect(),
         None => {
+            // Documented variants come as `const`s, undocumented ones grouped
+            // in an `enum`: together, in declaration order.
             let alts = p.get("oneOf")?.as_array()?;
-            alts.iter()
-                .map(|a| a.get("const"))
-                .collect::<Option<Vec<_>>>()?
+            let mut all = Vec::new();
+            for a in alts {
+                match (a.get("const"), a.get("enum").and_then(Value::as_array)) {
+                    (Some(c), _) => all.push(c),
+                    (None, Some(e)) => all.extend(e.iter()),
+                    (None, None) => return None,
+                }
+            }
+            all
         }
     };
     let v: Vec<String> = values
