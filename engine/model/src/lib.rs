@@ -7,6 +7,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod credentials;
+pub mod doc;
 pub mod graph;
 pub mod kinds;
 pub mod template;

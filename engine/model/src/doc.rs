@@ -1,0 +1,511 @@
+//! Workflows as Loro documents (DESIGN §6): every edit is an operation, and
+//! edits from several windows or peers merge.
+//!
+//! Layout of the document:
+//! - `meta` (map): every top-level field except `nodes` and `edges`, one
+//!   entry per field.
+//! - `nodes` (map): node id → a mergeable map with one entry per node field
+//!   (`kind`, `position`, `label`, `retry`, unknown fields…), `order` (the
+//!   node's place in the file), and `config`, a mergeable map with one entry
+//!   per config key. Code (`config.source`, `config.jq`) is Loro text, so two
+//!   people typing in it merge character by character.
+//! - `edges` (map): `"<from> -> <to>"` → the edge's fields and its `order`.
+//!
+//! Plain entries hold their value as JSON text: exact round trip (key order,
+//! big integers), and a concurrent change to one field never mixes with
+//! another field. Different nodes, and different fields of one node, never
+//! conflict; the same field set twice concurrently resolves the same way on
+//! every peer (Loro's last-writer-wins by Lamport time and peer).
+//!
+//! A merge can leave an edge whose node was deleted, or two concurrently
+//! added edges that close a cycle. [`WorkflowDoc::to_value`] repairs both
+//! deterministically (edges are kept in file order; one that dangles or
+//! closes a cycle is dropped), so every peer reads the same valid graph.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use loro::{
+    Container, ExportMode, LoroDoc, LoroMap, LoroText, LoroValue, UpdateOptions, ValueOrContainer,
+    VersionVector,
+};
+use serde_json::{Map, Value};
+
+use crate::workflow::Workflow;
+
+/// Config keys held as Loro text (character-level merge).
+pub const TEXT_FIELDS: &[&str] = &["source", "jq"];
+
+const META: &str = "meta";
+const NODES: &str = "nodes";
+const EDGES: &str = "edges";
+const CONFIG: &str = "config";
+const ORDER: &str = "order";
+
+#[derive(Debug, thiserror::Error)]
+pub enum DocError {
+    #[error("document: {0}")]
+    Loro(String),
+    #[error("the document does not hold a valid workflow: {0}")]
+    Invalid(String),
+}
+
+fn loro_err(e: impl std::fmt::Display) -> DocError {
+    DocError::Loro(e.to_string())
+}
+
+/// A workflow held as a Loro document.
+#[derive(Debug)]
+pub struct WorkflowDoc {
+    doc: LoroDoc,
+}
+
+impl Default for WorkflowDoc {
+    fn default() -> Self {
+        WorkflowDoc::new()
+    }
+}
+
+fn json_text(v: &Value) -> LoroValue {
+    LoroValue::String(v.to_string().into())
+}
+
+/// A plain entry's JSON (entries are JSON text; anything else is read as
+/// the nearest JSON so a foreign writer cannot make the document unreadable).
+fn entry_json(v: &ValueOrContainer) -> Option<Value> {
+    match v {
+        ValueOrContainer::Value(LoroValue::String(s)) => {
+            Some(serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.to_string())))
+        }
+        ValueOrContainer::Value(LoroValue::Null) => None,
+        ValueOrContainer::Value(LoroValue::Bool(b)) => Some(Value::Bool(*b)),
+        ValueOrContainer::Value(LoroValue::I64(i)) => Some(Value::from(*i)),
+        ValueOrContainer::Value(LoroValue::Double(d)) => {
+            serde_json::Number::from_f64(*d).map(Value::Number)
+        }
+        ValueOrContainer::Container(Container::Text(t)) => Some(Value::String(t.to_string())),
+        _ => None,
+    }
+}
+
+fn child_map(v: Option<ValueOrContainer>) -> Option<LoroMap> {
+    match v {
+        Some(ValueOrContainer::Container(Container::Map(m))) => Some(m),
+        _ => None,
+    }
+}
+
+fn keys_of(map: &LoroMap) -> Vec<String> {
+    let mut keys: Vec<String> = map.keys().map(|k| k.to_string()).collect();
+    keys.sort();
+    keys
+}
+
+/// Sets `key` to `value` (as JSON text) unless it already holds it.
+fn set_entry(map: &LoroMap, key: &str, value: &Value) -> Result<bool, DocError> {
+    if let Some(current) = map.get(key)
+        && matches!(current, ValueOrContainer::Value(_))
+        && entry_json(&current).as_ref() == Some(value)
+    {
+        return Ok(false);
+    }
+    map.insert(key, json_text(value)).map_err(loro_err)?;
+    Ok(true)
+}
+
+/// Deletes the keys of `map` not in `keep`.
+fn prune(map: &LoroMap, keep: &HashSet<&str>) -> Result<bool, DocError> {
+    let mut changed = false;
+    for k in keys_of(map) {
+        if !keep.contains(k.as_str()) {
+            map.delete(&k).map_err(loro_err)?;
+            changed = true;
+        }
+    }
+    Ok(changed)
+}
+
+fn edge_key(edge: &Value) -> Option<String> {
+    Some(format!(
+        "{} -> {}",
+        edge.get("from")?.as_str()?,
+        edge.get("to")?.as_str()?
+    ))
+}
+
+impl WorkflowDoc {
+    pub fn new() -> WorkflowDoc {
+        WorkflowDoc {
+            doc: LoroDoc::new(),
+        }
+    }
+
+    /// A document holding `wf`, written by peer `peer`.
+    pub fn from_workflow(wf: &Workflow, peer: u64) -> Result<WorkflowDoc, DocError> {
+        let d = WorkflowDoc::new();
+        d.doc.set_peer_id(peer).map_err(loro_err)?;
+        d.apply(wf)?;
+        Ok(d)
+    }
+
+    /// Loads a document from a snapshot or updates.
+    pub fn from_bytes(bytes: &[u8]) -> Result<WorkflowDoc, DocError> {
+        let d = WorkflowDoc::new();
+        d.import(bytes)?;
+        Ok(d)
+    }
+
+    /// The underlying Loro document.
+    pub fn loro(&self) -> &LoroDoc {
+        &self.doc
+    }
+
+    /// Merges updates from a peer. Bytes that are not a Loro update are
+    /// refused and change nothing; importing the same update twice is a
+    /// no-op.
+    pub fn import(&self, bytes: &[u8]) -> Result<(), DocError> {
+        self.doc.import(bytes).map(|_| ()).map_err(loro_err)
+    }
+
+    /// Everything this document has that a peer at `since` lacks.
+    pub fn updates_since(&self, since: &VersionVector) -> Result<Vec<u8>, DocError> {
+        self.doc
+            .export(ExportMode::updates(since))
+            .map_err(loro_err)
+    }
+
+    /// The whole document, compacted.
+    pub fn snapshot(&self) -> Result<Vec<u8>, DocError> {
+        self.doc.export(ExportMode::Snapshot).map_err(loro_err)
+    }
+
+    pub fn version(&self) -> VersionVector {
+        self.doc.oplog_vv()
+    }
+
+    /// Makes the document hold `wf` with the fewest operations: only fields
+    /// that differ are written, code is updated by a text diff, and nothing
+    /// is written when nothing changed. Returns whether anything changed.
+    pub fn apply(&self, wf: &Workflow) -> Result<bool, DocError> {
+        let value = serde_json::to_value(wf).map_err(|e| DocError::Invalid(e.to_string()))?;
+        let Value::Object(mut top) = value else {
+            return Err(DocError::Invalid("a workflow must be an object".into()));
+        };
+        let nodes = match top.remove("nodes") {
+            Some(Value::Array(n)) => n,
+            _ => Vec::new(),
+        };
+        let edges = match top.remove("edges") {
+            Some(Value::Array(e)) => e,
+            _ => Vec::new(),
+        };
+        let mut changed = false;
+
+        let meta = self.doc.get_map(META);
+        for (k, v) in &top {
+            changed |= set_entry(&meta, k, v)?;
+        }
+        changed |= prune(&meta, &top.keys().map(String::as_str).collect())?;
+
+        let doc_nodes = self.doc.get_map(NODES);
+        let mut ids = HashSet::new();
+        // Keep the current order when the file's order agrees with it.
+        let current_order = self.node_order();
+        let wanted_order: Vec<&str> = nodes
+            .iter()
+            .filter_map(|n| n.get("id").and_then(Value::as_str))
+            .collect();
+        let reorder = current_order
+            .iter()
+            .filter(|id| wanted_order.contains(&id.as_str()))
+            .map(String::as_str)
+            .ne(wanted_order
+                .iter()
+                .copied()
+                .filter(|id| current_order.iter().any(|c| c == id)));
+        let mut next = self.max_order() + 1.0;
+        for (i, node) in nodes.iter().enumerate() {
+            let Value::Object(fields) = node else {
+                continue;
+            };
+            let Some(id) = fields.get("id").and_then(Value::as_str) else {
+                continue;
+            };
+            ids.insert(id);
+            let existed = doc_nodes.get(id).is_some();
+            let nmap = doc_nodes.ensure_mergeable_map(id).map_err(loro_err)?;
+            let mut keep: HashSet<&str> = HashSet::from([ORDER, CONFIG]);
+            for (k, v) in fields {
+                if k == "id" || k == CONFIG {
+                    continue;
+                }
+                keep.insert(k);
+                changed |= set_entry(&nmap, k, v)?;
+            }
+            // A node created again resurfaces its old fields: drop them.
+            changed |= prune(&nmap, &keep)?;
+            let order = if reorder {
+                Some(i as f64)
+            } else if !existed || nmap.get(ORDER).is_none() {
+                next += 1.0;
+                Some(next - 1.0)
+            } else {
+                None
+            };
+            if let Some(o) = order {
+                changed |= set_entry(&nmap, ORDER, &Value::from(o))?;
+            }
+            let config = fields
+                .get(CONFIG)
+                .cloned()
+                .unwrap_or(Value::Object(Map::new()));
+            changed |= self.apply_config(&nmap, &config)?;
+        }
+        changed |= prune(&doc_nodes, &ids)?;
+
+        let doc_edges = self.doc.get_map(EDGES);
+        let mut keys = HashSet::new();
+        let current_edges = self.edge_keys_in_order();
+        let wanted_edges: Vec<String> = edges.iter().filter_map(edge_key).collect();
+        let reorder_edges = current_edges
+            .iter()
+            .filter(|k| wanted_edges.contains(k))
+            .ne(wanted_edges.iter().filter(|k| current_edges.contains(k)));
+        let mut next_edge = self.max_edge_order() + 1.0;
+        for (i, edge) in edges.iter().enumerate() {
+            let Some(key) = edge_key(edge) else {
+                continue;
+            };
+            let mut stored = edge.clone();
+            let old_order = child_value(&doc_edges, &key).and_then(|v| v.get(ORDER).cloned());
+            let order = match (reorder_edges, old_order) {
+                (true, _) => Value::from(i as f64),
+                (false, Some(o)) => o,
+                (false, None) => {
+                    next_edge += 1.0;
+                    Value::from(next_edge - 1.0)
+                }
+            };
+            if let Value::Object(m) = &mut stored {
+                m.insert(ORDER.into(), order);
+            }
+            changed |= set_entry(&doc_edges, &key, &stored)?;
+            keys.insert(key);
+        }
+        changed |= prune(&doc_edges, &keys.iter().map(String::as_str).collect())?;
+
+        if changed {
+            self.doc.commit();
+        }
+        Ok(changed)
+    }
+
+    fn apply_config(&self, node: &LoroMap, config: &Value) -> Result<bool, DocError> {
+        let empty = Map::new();
+        let fields = config.as_object().unwrap_or(&empty);
+        let cmap = node.ensure_mergeable_map(CONFIG).map_err(loro_err)?;
+        let mut changed = false;
+        for (k, v) in fields {
+            match (TEXT_FIELDS.contains(&k.as_str()), v) {
+                (true, Value::String(s)) => {
+                    // A plain entry in the way (an old value): replace it.
+                    if let Some(ValueOrContainer::Value(_)) = cmap.get(k) {
+                        cmap.delete(k).map_err(loro_err)?;
+                    }
+                    let text: LoroText = cmap.ensure_mergeable_text(k).map_err(loro_err)?;
+                    if text.to_string() != *s {
+                        text.update(s, UpdateOptions::default())
+                            .map_err(|e| DocError::Loro(format!("config.{k}: {e:?}")))?;
+                        changed = true;
+                    }
+                }
+                _ => changed |= set_entry(&cmap, k, v)?,
+            }
+        }
+        changed |= prune(&cmap, &fields.keys().map(String::as_str).collect())?;
+        Ok(changed)
+    }
+
+    fn node_order(&self) -> Vec<String> {
+        let nodes = self.doc.get_map(NODES);
+        let mut ids: Vec<(f64, String)> = keys_of(&nodes)
+            .into_iter()
+            .map(|id| {
+                let o = child_map(nodes.get(&id))
+                    .and_then(|m| m.get(ORDER))
+                    .and_then(|v| entry_json(&v))
+                    .and_then(|v| v.as_f64())
+                    .unwrap_or(f64::MAX);
+                (o, id)
+            })
+            .collect();
+        ids.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+        ids.into_iter().map(|(_, id)| id).collect()
+    }
+
+    fn max_order(&self) -> f64 {
+        let nodes = self.doc.get_map(NODES);
+        keys_of(&nodes)
+            .iter()
+            .filter_map(|id| {
+                child_map(nodes.get(id))?
+                    .get(ORDER)
+                    .and_then(|v| entry_json(&v))?
+                    .as_f64()
+            })
+            .fold(-1.0, f64::max)
+    }
+
+    fn edge_entries(&self) -> Vec<(f64, String, Value)> {
+        let edges = self.doc.get_map(EDGES);
+        let mut out: Vec<(f64, String, Value)> = keys_of(&edges)
+            .into_iter()
+            .filter_map(|k| {
+                let v = child_value(&edges, &k)?;
+                let o = v.get(ORDER).and_then(Value::as_f64).unwrap_or(f64::MAX);
+                Some((o, k, v))
+            })
+            .collect();
+        out.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+        out
+    }
+
+    fn edge_keys_in_order(&self) -> Vec<String> {
+        self.edge_entries().into_iter().map(|(_, k, _)| k).collect()
+    }
+
+    fn max_edge_order(&self) -> f64 {
+        self.edge_entries()
+            .iter()
+            .map(|(o, _, _)| *o)
+            .filter(|o| *o < f64::MAX)
+            .fold(-1.0, f64::max)
+    }
+
+    /// The workflow JSON the document holds, repaired (see the module docs).
+    pub fn to_value(&self) -> Value {
+        let mut wf = self.raw_value();
+        repair(&mut wf);
+        wf
+    }
+
+    /// The workflow JSON as merged, before [`repair`].
+    pub fn raw_value(&self) -> Value {
+        let mut top = Map::new();
+        let meta = self.doc.get_map(META);
+        for k in keys_of(&meta) {
+            if let Some(v) = meta.get(&k).and_then(|v| entry_json(&v)) {
+                top.insert(k, v);
+            }
+        }
+        let nodes_map = self.doc.get_map(NODES);
+        let mut nodes = Vec::new();
+        for id in self.node_order() {
+            let Some(nmap) = child_map(nodes_map.get(&id)) else {
+                continue;
+            };
+            let mut node = Map::new();
+            node.insert("id".into(), Value::String(id.clone()));
+            for k in keys_of(&nmap) {
+                if k == ORDER {
+                    continue;
+                }
+                if k == CONFIG {
+                    let mut config = Map::new();
+                    if let Some(cmap) = child_map(nmap.get(CONFIG)) {
+                        for ck in keys_of(&cmap) {
+                            if let Some(v) = cmap.get(&ck).and_then(|v| entry_json(&v)) {
+                                config.insert(ck, v);
+                            }
+                        }
+                    }
+                    node.insert(CONFIG.into(), Value::Object(config));
+                    continue;
+                }
+                if let Some(v) = nmap.get(&k).and_then(|v| entry_json(&v)) {
+                    node.insert(k, v);
+                }
+            }
+            nodes.push(Value::Object(node));
+        }
+        let edges: Vec<Value> = self
+            .edge_entries()
+            .into_iter()
+            .map(|(_, _, mut v)| {
+                if let Value::Object(m) = &mut v {
+                    m.remove(ORDER);
+                }
+                v
+            })
+            .collect();
+        let mut wf = Value::Object(top);
+        wf["nodes"] = Value::Array(nodes);
+        wf["edges"] = Value::Array(edges);
+        wf
+    }
+
+    /// The workflow the document holds, repaired and parsed.
+    pub fn to_workflow(&self) -> Result<Workflow, DocError> {
+        Workflow::from_value(self.to_value()).map_err(|e| DocError::Invalid(e.to_string()))
+    }
+}
+
+fn child_value(map: &LoroMap, key: &str) -> Option<Value> {
+    map.get(key).and_then(|v| entry_json(&v))
+}
+
+/// Drops, in file order, each edge that names a missing node or closes a
+/// cycle. Returns the dropped edges' descriptions. Deterministic: the same
+/// JSON gives the same result on every peer.
+pub fn repair(wf: &mut Value) -> Vec<String> {
+    let ids: BTreeSet<String> = wf["nodes"]
+        .as_array()
+        .map(|n| {
+            n.iter()
+                .filter_map(|n| n.get("id").and_then(Value::as_str).map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    let node_of = |end: &Value| -> Option<String> {
+        end.as_str()
+            .map(|s| s.split(':').next().unwrap_or(s).to_string())
+    };
+    let mut graph: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut dropped = Vec::new();
+    let Some(edges) = wf.get_mut("edges").and_then(Value::as_array_mut) else {
+        return dropped;
+    };
+    edges.retain(|e| {
+        let (Some(from), Some(to)) = (node_of(&e["from"]), node_of(&e["to"])) else {
+            dropped.push(format!("{e}: not an edge"));
+            return false;
+        };
+        if !ids.contains(&from) || !ids.contains(&to) {
+            dropped.push(format!("{from} -> {to}: a node is gone"));
+            return false;
+        }
+        if from == to || reaches(&graph, &to, &from) {
+            dropped.push(format!("{from} -> {to}: would close a cycle"));
+            return false;
+        }
+        graph.entry(from).or_default().push(to);
+        true
+    });
+    dropped
+}
+
+fn reaches(graph: &BTreeMap<String, Vec<String>>, from: &str, to: &str) -> bool {
+    let mut stack = vec![from.to_string()];
+    let mut seen: HashMap<String, ()> = HashMap::new();
+    while let Some(n) = stack.pop() {
+        if n == to {
+            return true;
+        }
+        if seen.insert(n.clone(), ()).is_some() {
+            continue;
+        }
+        if let Some(next) = graph.get(&n) {
+            stack.extend(next.iter().cloned());
+        }
+    }
+    false
+}

@@ -1,0 +1,498 @@
+//! Workflows as Loro documents: exact round trips, minimal operations,
+//! concurrent edits that all survive, deterministic repair, and seeded
+//! random peers over a network that delays, duplicates and reorders.
+
+use std::collections::VecDeque;
+
+use serde_json::{Value, json};
+use sluice_model::doc::{WorkflowDoc, repair};
+use sluice_model::{Workflow, validate};
+
+fn wf(v: Value) -> Workflow {
+    Workflow::from_value(v).unwrap()
+}
+
+fn base() -> Workflow {
+    wf(json!({
+        "format": "sluice.workflow/v1", "id": "orders", "name": "Orders",
+        "vars": {"zeta": 1, "alpha": [1, 2, {"b": 2, "a": 1}]},
+        "x-team": "ops",
+        "nodes": [
+            {"id": "start", "kind": "trigger.manual", "position": [0.0, 0.0]},
+            {"id": "shape", "kind": "data.transform", "config": {"jq": "{id: .id,\n total: .total}"}},
+            {"id": "tag", "kind": "data.set", "label": "Tag it",
+             "config": {"values": {"z": "{{ input.id }}", "a": 1, "big": 18446744073709551615u64}, "keep_input": true},
+             "retry": {"max_attempts": 3, "backoff_ms": 200, "factor": 2.0}, "x-note": {"k": "v"}},
+            {"id": "done", "kind": "output.end"}
+        ],
+        "edges": [
+            {"from": "start", "to": "shape"},
+            {"from": "shape", "to": "tag", "x-color": "red"},
+            {"from": "tag", "to": "done"}
+        ]
+    }))
+}
+
+fn sync(a: &WorkflowDoc, b: &WorkflowDoc) {
+    b.import(&a.updates_since(&b.version()).unwrap()).unwrap();
+    a.import(&b.updates_since(&a.version()).unwrap()).unwrap();
+}
+
+#[test]
+fn a_workflow_round_trips_exactly() {
+    let w = base();
+    let d = WorkflowDoc::from_workflow(&w, 1).unwrap();
+    let back = d.to_workflow().unwrap();
+    assert_eq!(back, w);
+    // Through bytes, on another peer.
+    let d2 = WorkflowDoc::from_bytes(&d.snapshot().unwrap()).unwrap();
+    assert_eq!(d2.to_workflow().unwrap(), w);
+    // Key order inside values is kept (values are stored as JSON text).
+    let v = d2.to_value();
+    let values = &v["nodes"][2]["config"]["values"];
+    assert_eq!(
+        values.as_object().unwrap().keys().collect::<Vec<_>>(),
+        ["z", "a", "big"]
+    );
+    assert_eq!(values["big"], json!(18446744073709551615u64));
+}
+
+#[test]
+fn applying_is_minimal() {
+    let w = base();
+    let d = WorkflowDoc::from_workflow(&w, 1).unwrap();
+    let v0 = d.version();
+    assert!(
+        !d.apply(&w).unwrap(),
+        "the same workflow again writes nothing"
+    );
+    assert_eq!(d.version(), v0);
+
+    let mut v = serde_json::to_value(&w).unwrap();
+    v["nodes"][2]["config"]["keep_input"] = json!(false);
+    assert!(d.apply(&wf(v.clone())).unwrap());
+    let update = d.updates_since(&v0).unwrap();
+    assert!(
+        update.len() < 200,
+        "one field changed: {} bytes",
+        update.len()
+    );
+
+    // Code changes travel as a text diff, not a new string.
+    let v1 = d.version();
+    v["nodes"][1]["config"]["jq"] = json!("{id: .id,\n total: .total,\n n: 1}");
+    d.apply(&wf(v.clone())).unwrap();
+    assert!(d.updates_since(&v1).unwrap().len() < 200);
+    assert_eq!(d.to_workflow().unwrap(), wf(v));
+}
+
+#[test]
+fn concurrent_edits_to_different_nodes_and_fields_all_survive() {
+    let a = WorkflowDoc::from_workflow(&base(), 1).unwrap();
+    let b = WorkflowDoc::from_bytes(&a.snapshot().unwrap()).unwrap();
+    b.loro().set_peer_id(2).unwrap();
+    let c = WorkflowDoc::from_bytes(&a.snapshot().unwrap()).unwrap();
+    c.loro().set_peer_id(3).unwrap();
+
+    // a: a field of `tag`; b: another field of `tag` and the code of `shape`
+    // (at its start); c: the code of `shape` (at its end) and a new node.
+    let mut va = a.to_value();
+    va["nodes"][2]["label"] = json!("Tag (renamed)");
+    a.apply(&wf(va)).unwrap();
+    let mut vb = b.to_value();
+    vb["nodes"][2]["config"]["keep_input"] = json!(false);
+    vb["nodes"][1]["config"]["jq"] = json!("# by b\n{id: .id,\n total: .total}");
+    b.apply(&wf(vb)).unwrap();
+    let mut vc = c.to_value();
+    vc["nodes"][1]["config"]["jq"] = json!("{id: .id,\n total: .total} # by c");
+    vc["nodes"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"id": "log", "kind": "util.log", "config": {"message": "hi"}}));
+    vc["edges"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"from": "tag", "to": "log"}));
+    c.apply(&wf(vc)).unwrap();
+
+    sync(&a, &b);
+    sync(&b, &c);
+    sync(&a, &c);
+    let merged = a.to_value();
+    assert_eq!(merged, b.to_value());
+    assert_eq!(merged, c.to_value());
+    assert_eq!(merged["nodes"][2]["label"], "Tag (renamed)");
+    assert_eq!(merged["nodes"][2]["config"]["keep_input"], false);
+    assert_eq!(
+        merged["nodes"][1]["config"]["jq"],
+        "# by b\n{id: .id,\n total: .total} # by c"
+    );
+    assert_eq!(merged["nodes"][4]["id"], "log");
+    assert!(validate(&wf(merged)).is_empty());
+}
+
+#[test]
+fn an_edge_to_a_node_deleted_concurrently_is_dropped_everywhere() {
+    let a = WorkflowDoc::from_workflow(&base(), 1).unwrap();
+    let b = WorkflowDoc::from_bytes(&a.snapshot().unwrap()).unwrap();
+    b.loro().set_peer_id(2).unwrap();
+    // a deletes `done`; b wires `shape` to `done` as well.
+    let mut va = a.to_value();
+    va["nodes"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|n| n["id"] != "done");
+    va["edges"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|e| e["to"] != "done");
+    a.apply(&wf(va)).unwrap();
+    let mut vb = b.to_value();
+    vb["edges"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"from": "shape", "to": "done"}));
+    b.apply(&wf(vb)).unwrap();
+    sync(&a, &b);
+    let (ma, mb) = (a.to_value(), b.to_value());
+    assert_eq!(ma, mb);
+    assert!(
+        ma["edges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["to"] != "done")
+    );
+    assert!(validate(&wf(ma)).is_empty());
+}
+
+#[test]
+fn concurrent_edges_closing_a_cycle_are_repaired_the_same_way() {
+    let w = wf(json!({
+        "format": "sluice.workflow/v1", "id": "c",
+        "nodes": [
+            {"id": "t", "kind": "trigger.manual"},
+            {"id": "p", "kind": "util.log", "config": {"message": "p"}},
+            {"id": "q", "kind": "util.log", "config": {"message": "q"}}
+        ],
+        "edges": [{"from": "t", "to": "p"}, {"from": "t", "to": "q"}]
+    }));
+    let a = WorkflowDoc::from_workflow(&w, 1).unwrap();
+    let b = WorkflowDoc::from_bytes(&a.snapshot().unwrap()).unwrap();
+    b.loro().set_peer_id(2).unwrap();
+    let mut va = a.to_value();
+    va["edges"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"from": "p", "to": "q"}));
+    a.apply(&wf(va)).unwrap();
+    let mut vb = b.to_value();
+    vb["edges"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"from": "q", "to": "p"}));
+    b.apply(&wf(vb)).unwrap();
+    sync(&a, &b);
+    let (ma, mb) = (a.to_value(), b.to_value());
+    assert_eq!(ma, mb);
+    assert_eq!(
+        ma["edges"].as_array().unwrap().len(),
+        3,
+        "one of the two is dropped"
+    );
+    assert!(validate(&wf(ma)).is_empty());
+    // The repair itself is a pure function of the JSON.
+    let mut cyclic = json!({"nodes": [{"id": "x"}, {"id": "y"}],
+        "edges": [{"from": "x", "to": "y"}, {"from": "y:out", "to": "x"}, {"from": "x", "to": "gone"}]});
+    let dropped = repair(&mut cyclic);
+    assert_eq!(dropped.len(), 2, "{dropped:?}");
+    assert_eq!(cyclic["edges"], json!([{"from": "x", "to": "y"}]));
+}
+
+#[test]
+fn imports_are_idempotent_and_garbage_changes_nothing() {
+    let a = WorkflowDoc::from_workflow(&base(), 1).unwrap();
+    let b = WorkflowDoc::new();
+    let update = a.updates_since(&b.version()).unwrap();
+    b.import(&update).unwrap();
+    let once = (b.to_value(), b.version());
+    b.import(&update).unwrap();
+    assert_eq!((b.to_value(), b.version()), once);
+    for garbage in [
+        &b"not loro"[..],
+        &[],
+        &update[..update.len() / 2],
+        &[0xff; 64],
+    ] {
+        assert!(b.import(garbage).is_err() || b.version() == once.1);
+        assert_eq!((b.to_value(), b.version()), once);
+    }
+    let mut flipped = update.clone();
+    let mid = flipped.len() / 2;
+    flipped[mid] ^= 0x5a;
+    let fresh = WorkflowDoc::new();
+    let _ = fresh.import(&flipped);
+    assert_eq!(
+        fresh.to_value()["nodes"],
+        json!([]),
+        "a corrupt update adds nothing"
+    );
+}
+
+// ---- seeded random peers ----------------------------------------------------
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        // xorshift64*
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+    fn chance(&mut self, percent: u64) -> bool {
+        self.next() % 100 < percent
+    }
+}
+
+fn ids(v: &Value, pred: impl Fn(&Value) -> bool) -> Vec<String> {
+    v["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| pred(n))
+        .map(|n| n["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn has_path(v: &Value, from: &str, to: &str) -> bool {
+    let mut stack = vec![from.to_string()];
+    let mut seen = std::collections::HashSet::new();
+    while let Some(n) = stack.pop() {
+        if n == to {
+            return true;
+        }
+        if !seen.insert(n.clone()) {
+            continue;
+        }
+        for e in v["edges"].as_array().unwrap() {
+            if e["from"].as_str().unwrap().split(':').next() == Some(n.as_str()) {
+                stack.push(
+                    e["to"]
+                        .as_str()
+                        .unwrap()
+                        .split(':')
+                        .next()
+                        .unwrap()
+                        .to_string(),
+                );
+            }
+        }
+    }
+    false
+}
+
+/// One local edit, made the way the editor or the API would: on the JSON,
+/// keeping it valid, then applied to the document.
+fn random_edit(rng: &mut Rng, peer: usize, counter: &mut usize, v: &mut Value) {
+    let not_exit = |n: &Value| n["kind"] != "output.end";
+    let not_trigger = |n: &Value| !n["kind"].as_str().unwrap().starts_with("trigger.");
+    let editable = |n: &Value| n["kind"] != "trigger.manual";
+    match rng.below(7) {
+        0 => {
+            *counter += 1;
+            let id = format!("n{peer}-{counter}");
+            let node = match rng.below(4) {
+                0 => json!({"id": id, "kind": "data.set", "config": {"values": {"k": *counter}}}),
+                1 => json!({"id": id, "kind": "data.transform", "config": {"jq": "."}}),
+                2 => json!({"id": id, "kind": "util.log", "config": {"message": "m"}}),
+                _ => json!({"id": id, "kind": "output.end"}),
+            };
+            let sources = ids(v, not_exit);
+            let from = sources[rng.below(sources.len())].clone();
+            v["nodes"].as_array_mut().unwrap().push(node);
+            v["edges"]
+                .as_array_mut()
+                .unwrap()
+                .push(json!({"from": from, "to": id}));
+        }
+        1 => {
+            let victims = ids(v, editable);
+            if victims.is_empty() {
+                return;
+            }
+            let id = victims[rng.below(victims.len())].clone();
+            v["nodes"]
+                .as_array_mut()
+                .unwrap()
+                .retain(|n| n["id"] != json!(id));
+            v["edges"].as_array_mut().unwrap().retain(|e| {
+                e["from"].as_str().unwrap().split(':').next() != Some(&id)
+                    && e["to"].as_str().unwrap().split(':').next() != Some(&id)
+            });
+        }
+        2 => {
+            let sets = ids(v, |n| n["kind"] == "data.set");
+            if let Some(id) = sets.get(rng.below(sets.len().max(1))) {
+                let n = v["nodes"]
+                    .as_array_mut()
+                    .unwrap()
+                    .iter_mut()
+                    .find(|n| n["id"] == json!(id))
+                    .unwrap();
+                n["config"]["values"][format!("p{peer}")] = json!(rng.below(1000));
+            }
+        }
+        3 => {
+            let code = ids(v, |n| n["kind"] == "data.transform");
+            if let Some(id) = code.get(rng.below(code.len().max(1))) {
+                let n = v["nodes"]
+                    .as_array_mut()
+                    .unwrap()
+                    .iter_mut()
+                    .find(|n| n["id"] == json!(id))
+                    .unwrap();
+                // Whole comment lines keep any merge a valid program.
+                let jq = n["config"]["jq"].as_str().unwrap().to_string();
+                n["config"]["jq"] = json!(format!("{jq}\n# edit by {peer}"));
+            }
+        }
+        4 => {
+            let froms = ids(v, not_exit);
+            let tos = ids(v, not_trigger);
+            if tos.is_empty() {
+                return;
+            }
+            let (from, to) = (&froms[rng.below(froms.len())], &tos[rng.below(tos.len())]);
+            let exists = v["edges"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|e| e["from"] == json!(from) && e["to"] == json!(to));
+            // The editor refuses an edge that closes a cycle.
+            if from != to && !exists && !has_path(v, to, from) {
+                v["edges"]
+                    .as_array_mut()
+                    .unwrap()
+                    .push(json!({"from": from, "to": to}));
+            }
+        }
+        5 => {
+            let edges = v["edges"].as_array_mut().unwrap();
+            if !edges.is_empty() {
+                let i = rng.below(edges.len());
+                edges.remove(i);
+            }
+        }
+        _ => {
+            let all = ids(v, |_| true);
+            let id = &all[rng.below(all.len())];
+            let n = v["nodes"]
+                .as_array_mut()
+                .unwrap()
+                .iter_mut()
+                .find(|n| n["id"] == json!(id))
+                .unwrap();
+            n["position"] = json!([rng.below(2000) as f64, rng.below(2000) as f64]);
+        }
+    }
+}
+
+struct Msg {
+    at: u64,
+    to: usize,
+    bytes: Vec<u8>,
+}
+
+/// Returns how many edges the merge left for [`repair`] to drop.
+fn run_peers(seed: u64, peers: usize, ticks: u64) -> usize {
+    let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    let start = wf(json!({
+        "format": "sluice.workflow/v1", "id": "fuzz",
+        "nodes": [{"id": "start", "kind": "trigger.manual"}, {"id": "end", "kind": "output.end"}],
+        "edges": [{"from": "start", "to": "end"}]
+    }));
+    let origin = WorkflowDoc::from_workflow(&start, 1000).unwrap();
+    let snapshot = origin.snapshot().unwrap();
+    let docs: Vec<WorkflowDoc> = (0..peers)
+        .map(|p| {
+            let d = WorkflowDoc::from_bytes(&snapshot).unwrap();
+            d.loro().set_peer_id(p as u64 + 1).unwrap();
+            d
+        })
+        .collect();
+    let mut counters = vec![0usize; peers];
+    let mut net: VecDeque<Msg> = VecDeque::new();
+    for now in 0..ticks {
+        let p = rng.below(peers);
+        if rng.chance(70) {
+            let before = docs[p].version();
+            let mut v = docs[p].to_value();
+            random_edit(&mut rng, p, &mut counters[p], &mut v);
+            docs[p].apply(&wf(v)).unwrap();
+            let update = docs[p].updates_since(&before).unwrap();
+            for q in (0..peers).filter(|q| *q != p) {
+                let copies = if rng.chance(15) { 2 } else { 1 };
+                for _ in 0..copies {
+                    net.push_back(Msg {
+                        at: now + rng.below(12) as u64,
+                        to: q,
+                        bytes: update.clone(),
+                    });
+                }
+            }
+        }
+        // Deliver what is due, in random order.
+        let mut due: Vec<Msg> = Vec::new();
+        net.retain(|m| {
+            if m.at <= now {
+                due.push(Msg {
+                    at: m.at,
+                    to: m.to,
+                    bytes: m.bytes.clone(),
+                });
+                false
+            } else {
+                true
+            }
+        });
+        while !due.is_empty() {
+            let m = due.swap_remove(rng.below(due.len()));
+            docs[m.to].import(&m.bytes).unwrap();
+        }
+    }
+    // The network drains, in random order.
+    let mut rest: Vec<Msg> = net.into_iter().collect();
+    while !rest.is_empty() {
+        let m = rest.swap_remove(rng.below(rest.len()));
+        docs[m.to].import(&m.bytes).unwrap();
+    }
+    let first = docs[0].to_value();
+    for (i, d) in docs.iter().enumerate() {
+        assert_eq!(
+            d.version(),
+            docs[0].version(),
+            "seed {seed}: peer {i} version"
+        );
+        assert_eq!(d.to_value(), first, "seed {seed}: peer {i} differs");
+    }
+    let repaired = repair(&mut docs[0].raw_value()).len();
+    let merged = wf(first.clone());
+    let problems = validate(&merged);
+    assert!(problems.is_empty(), "seed {seed}: {problems:?}\n{first:#}");
+    repaired
+}
+
+#[test]
+fn random_peers_over_a_bad_network_converge_on_a_valid_workflow() {
+    let mut repaired = 0;
+    for seed in 0..24 {
+        repaired += run_peers(seed, 3 + (seed as usize % 3), 150);
+    }
+    // The seeds do produce merges that need repair (dangling or cyclic edges).
+    assert!(repaired > 0);
+}
