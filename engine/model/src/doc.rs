@@ -509,3 +509,13 @@ fn reaches(graph: &BTreeMap<String, Vec<String>>, from: &str, to: &str) -> bool 
     }
     false
 }
+
+/// A version vector as bytes, for the wire.
+pub fn encode_version(v: &VersionVector) -> Vec<u8> {
+    v.encode()
+}
+
+/// A version vector from [`encode_version`]'s bytes.
+pub fn decode_version(bytes: &[u8]) -> Result<VersionVector, DocError> {
+    VersionVector::decode(bytes).map_err(loro_err)
+}

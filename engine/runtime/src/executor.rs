@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use sluice_model::Workflow;
+use sluice_model::doc::WorkflowDoc;
 use sluice_model::template::{NodeOutputs, Scope};
 use sluice_nodes::redact::Redactor;
 use sluice_nodes::{self as nodes, Host};
@@ -112,7 +113,21 @@ struct Inner {
     limits: Mutex<HashMap<String, (usize, Arc<Semaphore>)>>,
     /// Runs being driven, so a second resume attaches instead of driving twice.
     active: Mutex<HashMap<String, Active>>,
+    /// Workflow documents in memory, by workflow id (one writer at a time).
+    docs: tokio::sync::Mutex<HashMap<String, DocState>>,
 }
+
+/// A workflow document and where its stored form stands.
+struct DocState {
+    doc: WorkflowDoc,
+    /// The last update stored.
+    last_seq: i64,
+    /// Updates stored since the last snapshot.
+    pending: usize,
+}
+
+/// Updates after which a document is compacted into a snapshot.
+const COMPACT_AFTER: usize = 100;
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -201,6 +216,7 @@ impl Engine {
                 exec_log,
                 io: nodes::Io::new(options.settings),
                 active: Mutex::new(HashMap::new()),
+                docs: tokio::sync::Mutex::new(HashMap::new()),
                 max_active_runs: options.max_active_runs.max(1),
                 metrics: Default::default(),
                 events: tokio::sync::broadcast::channel(options.event_capacity.max(1)).0,
@@ -375,16 +391,167 @@ impl Engine {
     pub async fn save_workflow(&self, plan: &Plan) -> Result<bool> {
         let id = &plan.workflow.id;
         let existed = self.store().get_workflow(id).await?.is_some();
-        self.store()
-            .put_workflow(id, &plan.workflow.name, &plan.definition)
-            .await?;
+        let mut docs = self.inner.docs.lock().await;
+        let state = self.doc_state(&mut docs, id).await?;
+        let before = state.doc.version();
+        // The new JSON becomes the fewest operations on the document.
+        let changed = state.doc.apply(&plan.workflow).map_err(doc_usage)?;
+        if changed {
+            let update = state.doc.updates_since(&before).map_err(doc_usage)?;
+            let seq = self
+                .store()
+                .put_workflow_update(id, &plan.workflow.name, &plan.definition, &update)
+                .await?;
+            state.last_seq = seq;
+            state.pending += 1;
+            self.maybe_compact(id, state).await?;
+        } else {
+            self.store()
+                .put_workflow(id, &plan.workflow.name, &plan.definition)
+                .await?;
+        }
+        drop(docs);
         self.workflow_changed(id);
         Ok(existed)
     }
 
+    /// Merges a document update from an editor or a peer into workflow
+    /// `id`, persists it, and stores the workflow it now holds. Bytes that
+    /// are not an update, or that would change the workflow's id, are
+    /// refused and change nothing. Returns whether anything changed.
+    pub async fn import_doc_update(&self, id: &str, bytes: &[u8]) -> Result<bool> {
+        let mut docs = self.inner.docs.lock().await;
+        let state = self.doc_state(&mut docs, id).await?;
+        let before = state.doc.version();
+        let imported = state.doc.import(bytes);
+        let fresh = state.doc.version();
+        if imported.is_ok() && fresh == before {
+            return Ok(false);
+        }
+        let materialized = imported
+            .map_err(doc_usage)
+            .and_then(|()| state.doc.to_workflow().map_err(doc_usage))
+            .and_then(|wf| {
+                if wf.id == id {
+                    Ok(wf)
+                } else {
+                    Err(Error::Usage(format!(
+                        "the update renames workflow `{id}` to `{}`",
+                        wf.id
+                    )))
+                }
+            });
+        let wf = match materialized {
+            Ok(wf) => wf,
+            Err(e) => {
+                // Whatever got in is dropped: the stored document is the truth.
+                docs.remove(id);
+                return Err(e);
+            }
+        };
+        let update = state.doc.updates_since(&before).map_err(doc_usage)?;
+        let seq = self
+            .store()
+            .put_workflow_update(id, &wf.name, &wf.to_json_pretty(), &update)
+            .await?;
+        state.last_seq = seq;
+        state.pending += 1;
+        self.maybe_compact(id, state).await?;
+        drop(docs);
+        self.workflow_changed(id);
+        Ok(true)
+    }
+
+    /// Everything of workflow `id`'s document a peer at `since` lacks (all
+    /// of it for an empty `since`), with the current version vector.
+    pub async fn doc_updates(&self, id: &str, since: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
+        let mut docs = self.inner.docs.lock().await;
+        let state = self.doc_state(&mut docs, id).await?;
+        let since = if since.is_empty() {
+            Default::default()
+        } else {
+            sluice_model::doc::decode_version(since).map_err(doc_usage)?
+        };
+        let bytes = state.doc.updates_since(&since).map_err(doc_usage)?;
+        Ok((
+            bytes,
+            sluice_model::doc::encode_version(&state.doc.version()),
+        ))
+    }
+
+    /// The cached document of `id`, loaded from the store on first use. A
+    /// workflow stored before documents existed gets one made from its JSON.
+    async fn doc_state<'a>(
+        &self,
+        docs: &'a mut HashMap<String, DocState>,
+        id: &str,
+    ) -> Result<&'a mut DocState> {
+        if !docs.contains_key(id) {
+            let corrupt = |e: sluice_model::doc::DocError| Error::Corrupt {
+                run: format!("document of workflow {id}"),
+                message: e.to_string(),
+            };
+            let stored = self.store().load_doc(id).await?;
+            let doc = WorkflowDoc::new();
+            if let Some(snapshot) = &stored.snapshot {
+                doc.import(snapshot).map_err(corrupt)?;
+            }
+            for (_, update) in &stored.updates {
+                doc.import(update).map_err(corrupt)?;
+            }
+            let mut state = DocState {
+                doc,
+                last_seq: stored.updates.last().map_or(stored.upto_seq, |u| u.0),
+                pending: stored.updates.len(),
+            };
+            if stored.snapshot.is_none()
+                && stored.updates.is_empty()
+                && let Some(text) = self.store().get_workflow(id).await?
+                && let Ok(wf) = Workflow::from_json(&text)
+                && state.doc.apply(&wf).map_err(doc_usage)?
+            {
+                let all = state.doc.snapshot().map_err(doc_usage)?;
+                state.last_seq = self
+                    .store()
+                    .put_workflow_update(id, &wf.name, &text, &all)
+                    .await?;
+                state.pending = 1;
+            }
+            docs.insert(id.to_string(), state);
+        }
+        docs.get_mut(id)
+            .ok_or_else(|| Error::WorkflowNotFound(id.to_string()))
+    }
+
+    async fn maybe_compact(&self, id: &str, state: &mut DocState) -> Result<()> {
+        if state.pending < COMPACT_AFTER {
+            return Ok(());
+        }
+        let snapshot = state.doc.snapshot().map_err(doc_usage)?;
+        self.store()
+            .compact_doc(id, &snapshot, state.last_seq)
+            .await?;
+        state.pending = 0;
+        Ok(())
+    }
+
+    /// The bytes workflow `id`'s document takes in the database.
+    pub async fn doc_size(&self, id: &str) -> Result<u64> {
+        Ok(self.store().doc_size(id).await?)
+    }
+
+    /// Forgets the in-memory documents (the next use loads them from the
+    /// store): what a restart does.
+    pub async fn drop_doc_cache(&self) {
+        self.inner.docs.lock().await.clear();
+    }
+
     /// Deletes a stored workflow (its runs stay). Returns whether it existed.
     pub async fn delete_workflow(&self, id: &str) -> Result<bool> {
+        let mut docs = self.inner.docs.lock().await;
         let existed = self.store().delete_workflow(id).await?;
+        docs.remove(id);
+        drop(docs);
         self.workflow_changed(id);
         Ok(existed)
     }
@@ -1812,4 +1979,8 @@ fn child_result(r: RunResult, workflow: &str) -> nodes::Result<Value> {
                 .unwrap_or("no error message")
         ))),
     }
+}
+
+fn doc_usage(e: sluice_model::doc::DocError) -> Error {
+    Error::Usage(e.to_string())
 }

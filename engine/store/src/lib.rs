@@ -16,4 +16,4 @@ mod vault;
 pub use blobs::{Blobs, BytesWriter, INLINE_LIMIT, Stored};
 pub use error::{Error, Result};
 pub use journal::{Journal, LogLine, MAX_LOG_MESSAGE, Record, RecordKind, status};
-pub use store::{CredentialRow, NewRun, RunFilter, RunRow, Store, WorkflowRow};
+pub use store::{CredentialRow, NewRun, RunFilter, RunRow, Store, StoredDoc, WorkflowRow};

@@ -94,6 +94,16 @@ struct Inner {
     vault: tokio::sync::OnceCell<crate::vault::Vault>,
 }
 
+/// A workflow document as stored (see [`Store::load_doc`]).
+#[derive(Debug, Default)]
+pub struct StoredDoc {
+    pub snapshot: Option<Vec<u8>>,
+    /// The last update folded into `snapshot` (0: none).
+    pub upto_seq: i64,
+    /// `(seq, bytes)` after `upto_seq`, oldest first.
+    pub updates: Vec<(i64, Vec<u8>)>,
+}
+
 /// A stored credential, without its value.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CredentialRow {
@@ -284,14 +294,126 @@ impl Store {
         Ok(())
     }
 
-    /// Deletes a workflow; its runs stay (they pin their own definition).
-    /// Returns whether it existed.
+    /// Deletes a workflow and its document; its runs stay (they pin their
+    /// own definition). Returns whether it existed.
     pub async fn delete_workflow(&self, id: &str) -> Result<bool> {
+        let mut tx = self.inner.pool.begin().await?;
         let done = sqlx::query("DELETE FROM workflows WHERE id = ?")
             .bind(id)
-            .execute(&self.inner.pool)
+            .execute(&mut *tx)
             .await?;
+        sqlx::query("DELETE FROM doc_updates WHERE workflow_id = ?")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM doc_snapshots WHERE workflow_id = ?")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
         Ok(done.rows_affected() > 0)
+    }
+
+    /// Stores a workflow's new JSON and the document update that produced
+    /// it, in one transaction (never one without the other). Returns the
+    /// update's sequence number.
+    pub async fn put_workflow_update(
+        &self,
+        id: &str,
+        name: &str,
+        definition: &str,
+        update: &[u8],
+    ) -> Result<i64> {
+        let mut tx = self.inner.pool.begin().await?;
+        let now = now_us();
+        sqlx::query(
+            "INSERT INTO workflows (id, name, definition, updated_at_us) VALUES (?, ?, ?, ?) \
+             ON CONFLICT (id) DO UPDATE SET name = excluded.name, definition = excluded.definition, \
+             updated_at_us = excluded.updated_at_us",
+        )
+        .bind(id)
+        .bind(name)
+        .bind(definition)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        let seq: i64 = sqlx::query_scalar(
+            "SELECT MAX(COALESCE((SELECT MAX(seq) FROM doc_updates WHERE workflow_id = ?1), 0), \
+             COALESCE((SELECT upto_seq FROM doc_snapshots WHERE workflow_id = ?1), 0)) + 1",
+        )
+        .bind(id)
+        .fetch_one(&mut *tx)
+        .await?;
+        sqlx::query("INSERT INTO doc_updates (workflow_id, seq, bytes, at_us) VALUES (?, ?, ?, ?)")
+            .bind(id)
+            .bind(seq)
+            .bind(update)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(seq)
+    }
+
+    /// A workflow's document as stored: the snapshot (if any) and the
+    /// updates after it, oldest first.
+    pub async fn load_doc(&self, id: &str) -> Result<StoredDoc> {
+        let snapshot: Option<(i64, Vec<u8>)> =
+            sqlx::query_as("SELECT upto_seq, bytes FROM doc_snapshots WHERE workflow_id = ?")
+                .bind(id)
+                .fetch_optional(&self.inner.pool)
+                .await?;
+        let upto = snapshot.as_ref().map_or(0, |(u, _)| *u);
+        let updates: Vec<(i64, Vec<u8>)> = sqlx::query_as(
+            "SELECT seq, bytes FROM doc_updates WHERE workflow_id = ? AND seq > ? ORDER BY seq",
+        )
+        .bind(id)
+        .bind(upto)
+        .fetch_all(&self.inner.pool)
+        .await?;
+        Ok(StoredDoc {
+            snapshot: snapshot.map(|(_, b)| b),
+            upto_seq: upto,
+            updates,
+        })
+    }
+
+    /// Replaces the updates up to `upto_seq` with `snapshot`, in one
+    /// transaction: a crash leaves the old rows or the new ones, never
+    /// neither. Updates appended after `upto_seq` stay.
+    pub async fn compact_doc(&self, id: &str, snapshot: &[u8], upto_seq: i64) -> Result<()> {
+        let mut tx = self.inner.pool.begin().await?;
+        sqlx::query(
+            "INSERT INTO doc_snapshots (workflow_id, upto_seq, bytes, at_us) VALUES (?, ?, ?, ?) \
+             ON CONFLICT (workflow_id) DO UPDATE SET upto_seq = excluded.upto_seq, \
+             bytes = excluded.bytes, at_us = excluded.at_us WHERE excluded.upto_seq > upto_seq",
+        )
+        .bind(id)
+        .bind(upto_seq)
+        .bind(snapshot)
+        .bind(now_us())
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query("DELETE FROM doc_updates WHERE workflow_id = ? AND seq <= ?")
+            .bind(id)
+            .bind(upto_seq)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Bytes a workflow's document takes in the database (snapshot plus
+    /// pending updates).
+    pub async fn doc_size(&self, id: &str) -> Result<u64> {
+        let size: i64 = sqlx::query_scalar(
+            "SELECT COALESCE((SELECT SUM(LENGTH(bytes)) FROM doc_updates WHERE workflow_id = ?1), 0) \
+             + COALESCE((SELECT LENGTH(bytes) FROM doc_snapshots WHERE workflow_id = ?1), 0)",
+        )
+        .bind(id)
+        .fetch_one(&self.inner.pool)
+        .await?;
+        Ok(size.max(0) as u64)
     }
 
     /// The workflow JSON text, as stored.
