@@ -12,7 +12,7 @@ usage: cargo xtask <command>
 
   run               build the engine and run the example workflows (durable, in the data dir)
   test              fmt check, clippy -D warnings, the whole test suite, wasm32 build of the model
-  bench [engine|webhook|http]
+  bench [engine|webhook|http|docs]
                     print the engine figures, or load the trigger port with wrk (docs/benchmarks.md)
   docs              regenerate docs/nodes.md from the node schemas
 ";
@@ -200,7 +200,19 @@ fn bench(which: &str) -> Result<()> {
                 "sluice-bench-http",
             ]))
         }
-        other => bail!("unknown benchmark `{other}` (available: engine, webhook, http)"),
+        "docs" => {
+            step("workflow document benchmark (release build): load, merge + persist, size");
+            check(cargo().args([
+                "run",
+                "--release",
+                "--locked",
+                "-p",
+                "sluice-cli",
+                "--bin",
+                "sluice-bench-docs",
+            ]))
+        }
+        other => bail!("unknown benchmark `{other}` (available: engine, webhook, http, docs)"),
     }
 }
 

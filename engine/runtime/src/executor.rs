@@ -535,6 +535,14 @@ impl Engine {
         Ok(())
     }
 
+    /// Loads workflow `id`'s document (from SQLite unless cached) and returns
+    /// its version vector, encoded.
+    pub async fn doc_version(&self, id: &str) -> Result<Vec<u8>> {
+        let mut docs = self.inner.docs.lock().await;
+        let state = self.doc_state(&mut docs, id).await?;
+        Ok(sluice_model::doc::encode_version(&state.doc.version()))
+    }
+
     /// The bytes workflow `id`'s document takes in the database.
     pub async fn doc_size(&self, id: &str) -> Result<u64> {
         Ok(self.store().doc_size(id).await?)
