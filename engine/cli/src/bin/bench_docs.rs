@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use serde_json::{Value, json};
+use serde_json::json;
 use sluice_model::Workflow;
 use sluice_model::doc::WorkflowDoc;
 use sluice_runtime::{Engine, Options, Plan};
