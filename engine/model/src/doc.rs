@@ -178,6 +178,12 @@ impl WorkflowDoc {
         self.doc.export(ExportMode::Snapshot).map_err(loro_err)
     }
 
+    /// The workflow id the document holds (cheap: one entry).
+    pub fn id(&self) -> Option<String> {
+        let v = self.doc.get_map(META).get("id")?;
+        entry_json(&v)?.as_str().map(str::to_string)
+    }
+
     pub fn version(&self) -> VersionVector {
         self.doc.oplog_vv()
     }

@@ -115,6 +115,8 @@ struct Inner {
     active: Mutex<HashMap<String, Active>>,
     /// Workflow documents in memory, by workflow id (one writer at a time).
     docs: tokio::sync::Mutex<HashMap<String, DocState>>,
+    /// Workflows whose document is ahead of their stored JSON.
+    dirty: Mutex<HashSet<String>>,
 }
 
 /// A workflow document and where its stored form stands.
@@ -128,6 +130,10 @@ struct DocState {
 
 /// Updates after which a document is compacted into a snapshot.
 const COMPACT_AFTER: usize = 100;
+
+/// How long after a merged update its workflow JSON is written (edits in a
+/// burst, like a node being dragged, are written once).
+const MATERIALIZE_AFTER: Duration = Duration::from_millis(200);
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -209,7 +215,7 @@ impl Engine {
                 .ok()
                 .map(Mutex::new)
         });
-        Ok(Engine {
+        let engine = Engine {
             inner: Arc::new(Inner {
                 store,
                 permits: Arc::new(Semaphore::new(options.max_concurrent_steps.max(1))),
@@ -217,6 +223,7 @@ impl Engine {
                 io: nodes::Io::new(options.settings),
                 active: Mutex::new(HashMap::new()),
                 docs: tokio::sync::Mutex::new(HashMap::new()),
+                dirty: Mutex::new(HashSet::new()),
                 max_active_runs: options.max_active_runs.max(1),
                 metrics: Default::default(),
                 events: tokio::sync::broadcast::channel(options.event_capacity.max(1)).0,
@@ -224,7 +231,9 @@ impl Engine {
                 limits: Mutex::new(HashMap::new()),
                 plans: Mutex::new(HashMap::new()),
             }),
-        })
+        };
+        engine.materialize_stale().await?;
+        Ok(engine)
     }
 
     /// Claims the right to drive `id`, or attaches to the driver that has it.
@@ -428,38 +437,80 @@ impl Engine {
         if imported.is_ok() && fresh == before {
             return Ok(false);
         }
-        let materialized = imported
+        let checked = imported
             .map_err(doc_usage)
-            .and_then(|()| state.doc.to_workflow().map_err(doc_usage))
-            .and_then(|wf| {
-                if wf.id == id {
-                    Ok(wf)
-                } else {
-                    Err(Error::Usage(format!(
-                        "the update renames workflow `{id}` to `{}`",
-                        wf.id
-                    )))
-                }
+            .and_then(|()| match state.doc.id() {
+                Some(new_id) if new_id != id => Err(Error::Usage(format!(
+                    "the update renames workflow `{id}` to `{new_id}`"
+                ))),
+                _ => Ok(()),
             });
-        let wf = match materialized {
-            Ok(wf) => wf,
-            Err(e) => {
-                // Whatever got in is dropped: the stored document is the truth.
-                docs.remove(id);
-                return Err(e);
-            }
-        };
+        if let Err(e) = checked {
+            // Whatever got in is dropped: the stored document is the truth.
+            docs.remove(id);
+            return Err(e);
+        }
+        // The update is durable now; the workflow JSON follows shortly (or
+        // at once when something needs it: see `materialize`).
         let update = state.doc.updates_since(&before).map_err(doc_usage)?;
-        let seq = self
-            .store()
-            .put_workflow_update(id, &wf.name, &wf.to_json_pretty(), &update)
-            .await?;
-        state.last_seq = seq;
+        state.last_seq = self.store().append_doc_update(id, &update).await?;
         state.pending += 1;
         self.maybe_compact(id, state).await?;
         drop(docs);
-        self.workflow_changed(id);
+        let first = self
+            .inner
+            .dirty
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id.to_string());
+        if first {
+            let engine = self.clone();
+            let id = id.to_string();
+            tokio::spawn(async move {
+                tokio::time::sleep(MATERIALIZE_AFTER).await;
+                if let Err(e) = engine.materialize(&id).await {
+                    tracing_log(&format!("workflow {id}: {e}"));
+                }
+            });
+        }
         Ok(true)
+    }
+
+    /// Writes the JSON of a workflow whose document moved ahead of it, and
+    /// tells the triggers. A no-op for workflows that are up to date.
+    pub async fn materialize(&self, id: &str) -> Result<()> {
+        let mut docs = self.inner.docs.lock().await;
+        let was_dirty = self
+            .inner
+            .dirty
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(id);
+        if !was_dirty {
+            return Ok(());
+        }
+        let state = self.doc_state(&mut docs, id).await?;
+        let wf = state.doc.to_workflow().map_err(doc_usage)?;
+        self.store()
+            .put_workflow(id, &wf.name, &wf.to_json_pretty())
+            .await?;
+        drop(docs);
+        self.workflow_changed(id);
+        Ok(())
+    }
+
+    /// Brings every stored workflow JSON up to its document (after a crash
+    /// between a document update and its materialization).
+    async fn materialize_stale(&self) -> Result<()> {
+        for id in self.store().stale_workflows().await? {
+            self.inner
+                .dirty
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(id.clone());
+            self.materialize(&id).await?;
+        }
+        Ok(())
     }
 
     /// Everything of workflow `id`'s document a peer at `since` lacks (all
@@ -655,6 +706,15 @@ impl Engine {
 
     /// Loads a stored workflow by id.
     pub async fn workflow(&self, id: &str) -> Result<Arc<Plan>> {
+        let dirty = self
+            .inner
+            .dirty
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(id);
+        if dirty {
+            self.materialize(id).await?;
+        }
         // Planning (parse, validate, compile templates and jq) is costly, and
         // so is a read per webhook: a plan is reused for a second without
         // looking, then while the stored text is the one it was built from.

@@ -32,7 +32,10 @@ async fn save(engine: &Engine, v: Value) {
         .unwrap();
 }
 
+/// The workflow JSON as stored, once the engine has written what its
+/// document holds (it does so 200 ms after an edit, or when asked).
 async fn stored(engine: &Engine) -> Workflow {
+    engine.materialize("doc").await.unwrap();
     Workflow::from_json(&engine.store().get_workflow("doc").await.unwrap().unwrap()).unwrap()
 }
 
@@ -176,4 +179,54 @@ async fn a_workflow_stored_before_documents_gets_one() {
     let doc = client(&engine, 5).await;
     assert_eq!(doc.to_workflow().unwrap(), workflow(sample("legacy")));
     assert!(engine.store().load_doc("doc").await.unwrap().updates.len() == 1);
+}
+
+#[tokio::test]
+async fn merged_edits_reach_the_stored_json_lazily_and_after_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(dir.path(), Options::default()).await.unwrap();
+    save(&engine, sample("first")).await;
+    let editor = client(&engine, 11).await;
+    let before = editor.version();
+    let mut v = editor.to_value();
+    v["nodes"][1]["label"] = json!("dragged");
+    editor.apply(&workflow(v)).unwrap();
+    engine
+        .import_doc_update("doc", &editor.updates_since(&before).unwrap())
+        .await
+        .unwrap();
+    // Written shortly after, without anyone asking.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let text = engine.store().get_workflow("doc").await.unwrap().unwrap();
+        if Workflow::from_json(&text).unwrap().nodes[1]
+            .label
+            .as_deref()
+            == Some("dragged")
+        {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never materialized");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+
+    // A crash between the update and the JSON: the next start catches up.
+    let before = editor.version();
+    let mut v = editor.to_value();
+    v["nodes"][1]["label"] = json!("after the crash");
+    editor.apply(&workflow(v)).unwrap();
+    engine
+        .store()
+        .append_doc_update("doc", &editor.updates_since(&before).unwrap())
+        .await
+        .unwrap();
+    drop(engine);
+    let engine = Engine::open(dir.path(), Options::default()).await.unwrap();
+    let text = engine.store().get_workflow("doc").await.unwrap().unwrap();
+    assert_eq!(
+        Workflow::from_json(&text).unwrap().nodes[1]
+            .label
+            .as_deref(),
+        Some("after the crash")
+    );
 }

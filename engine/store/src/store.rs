@@ -355,6 +355,35 @@ impl Store {
         Ok(seq)
     }
 
+    /// Appends a document update (the workflow JSON is written later, by
+    /// [`Store::put_workflow`]). Returns the update's sequence number.
+    pub async fn append_doc_update(&self, id: &str, update: &[u8]) -> Result<i64> {
+        let seq: i64 = sqlx::query_scalar(
+            "INSERT INTO doc_updates (workflow_id, seq, bytes, at_us) VALUES (?1, \
+             MAX(COALESCE((SELECT MAX(seq) FROM doc_updates WHERE workflow_id = ?1), 0), \
+             COALESCE((SELECT upto_seq FROM doc_snapshots WHERE workflow_id = ?1), 0)) + 1, ?2, ?3) \
+             RETURNING seq",
+        )
+        .bind(id)
+        .bind(update)
+        .bind(now_us())
+        .fetch_one(&self.inner.pool)
+        .await?;
+        Ok(seq)
+    }
+
+    /// Workflows whose document changed after their JSON was last written
+    /// (a crash came between the two).
+    pub async fn stale_workflows(&self) -> Result<Vec<String>> {
+        Ok(sqlx::query_scalar(
+            "SELECT w.id FROM workflows w WHERE \
+             COALESCE((SELECT MAX(at_us) FROM doc_updates u WHERE u.workflow_id = w.id), 0) > w.updated_at_us \
+             OR COALESCE((SELECT at_us FROM doc_snapshots s WHERE s.workflow_id = w.id), 0) > w.updated_at_us",
+        )
+        .fetch_all(&self.inner.pool)
+        .await?)
+    }
+
     /// A workflow's document as stored: the snapshot (if any) and the
     /// updates after it, oldest first.
     pub async fn load_doc(&self, id: &str) -> Result<StoredDoc> {
@@ -383,8 +412,11 @@ impl Store {
     /// neither. Updates appended after `upto_seq` stay.
     pub async fn compact_doc(&self, id: &str, snapshot: &[u8], upto_seq: i64) -> Result<()> {
         let mut tx = self.inner.pool.begin().await?;
+        // The snapshot is as old as the newest update it folds in (a newer
+        // time would make the workflow look stale: `stale_workflows`).
         sqlx::query(
-            "INSERT INTO doc_snapshots (workflow_id, upto_seq, bytes, at_us) VALUES (?, ?, ?, ?) \
+            "INSERT INTO doc_snapshots (workflow_id, upto_seq, bytes, at_us) VALUES (?1, ?2, ?3, \
+             COALESCE((SELECT MAX(at_us) FROM doc_updates WHERE workflow_id = ?1 AND seq <= ?2), ?4)) \
              ON CONFLICT (workflow_id) DO UPDATE SET upto_seq = excluded.upto_seq, \
              bytes = excluded.bytes, at_us = excluded.at_us WHERE excluded.upto_seq > upto_seq",
         )

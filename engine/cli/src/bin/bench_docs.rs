@@ -11,7 +11,7 @@ use sluice_model::doc::WorkflowDoc;
 use sluice_runtime::{Engine, Options, Plan};
 
 const NODES: usize = 1000;
-const EDITS: usize = 1_000;
+const EDITS: usize = 10_000;
 
 fn big_workflow() -> Result<Workflow> {
     let mut nodes = vec![json!({"id": "start", "kind": "trigger.manual"})];
