@@ -175,45 +175,34 @@ fn bench(which: &str) -> Result<()> {
             step(
                 "engine benchmark (release build): durable steps/s, step overhead, SQLite commit floor",
             );
-            check(cargo().args([
-                "run",
-                "--release",
-                "--locked",
-                "-p",
-                "sluice-cli",
-                "--bin",
-                "sluice-bench-engine",
-            ]))
+            run_bench_bin("sluice-bench-engine")
         }
         "webhook" => bench_webhook(),
         "http" => {
             step(
                 "http.request benchmark (release build): 1,000 calls via flow.split vs raw reqwest",
             );
-            check(cargo().args([
-                "run",
-                "--release",
-                "--locked",
-                "-p",
-                "sluice-cli",
-                "--bin",
-                "sluice-bench-http",
-            ]))
+            run_bench_bin("sluice-bench-http")
         }
         "docs" => {
             step("workflow document benchmark (release build): load, merge + persist, size");
-            check(cargo().args([
-                "run",
-                "--release",
-                "--locked",
-                "-p",
-                "sluice-cli",
-                "--bin",
-                "sluice-bench-docs",
-            ]))
+            run_bench_bin("sluice-bench-docs")
         }
         other => bail!("unknown benchmark `{other}` (available: engine, webhook, http, docs)"),
     }
+}
+
+/// Runs one of the `sluice-cli` benchmark binaries, built in release.
+fn run_bench_bin(bin: &str) -> Result<()> {
+    check(cargo().args([
+        "run",
+        "--release",
+        "--locked",
+        "-p",
+        "sluice-cli",
+        "--bin",
+        bin,
+    ]))
 }
 
 /// Installs a Debian package when its command is missing (as root only).

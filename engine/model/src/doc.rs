@@ -215,7 +215,8 @@ impl WorkflowDoc {
         let doc_nodes = self.doc.get_map(NODES);
         let mut ids = HashSet::new();
         // Keep the current order when the file's order agrees with it.
-        let current_order = self.node_order();
+        let orders = self.node_orders();
+        let current_order: Vec<String> = orders.iter().map(|(_, id)| id.clone()).collect();
         let wanted_order: Vec<&str> = nodes
             .iter()
             .filter_map(|n| n.get("id").and_then(Value::as_str))
@@ -228,7 +229,7 @@ impl WorkflowDoc {
                 .iter()
                 .copied()
                 .filter(|id| current_order.iter().any(|c| c == id)));
-        let mut next = self.max_order() + 1.0;
+        let mut next = max_order(orders.iter().map(|(o, _)| *o)) + 1.0;
         for (i, node) in nodes.iter().enumerate() {
             let Value::Object(fields) = node else {
                 continue;
@@ -270,13 +271,14 @@ impl WorkflowDoc {
 
         let doc_edges = self.doc.get_map(EDGES);
         let mut keys = HashSet::new();
-        let current_edges = self.edge_keys_in_order();
+        let entries = self.edge_entries();
+        let current_edges: Vec<String> = entries.iter().map(|(_, k, _)| k.clone()).collect();
         let wanted_edges: Vec<String> = edges.iter().filter_map(edge_key).collect();
         let reorder_edges = current_edges
             .iter()
             .filter(|k| wanted_edges.contains(k))
             .ne(wanted_edges.iter().filter(|k| current_edges.contains(k)));
-        let mut next_edge = self.max_edge_order() + 1.0;
+        let mut next_edge = max_order(entries.iter().map(|(o, _, _)| *o)) + 1.0;
         for (i, edge) in edges.iter().enumerate() {
             let Some(key) = edge_key(edge) else {
                 continue;
@@ -331,7 +333,9 @@ impl WorkflowDoc {
         Ok(changed)
     }
 
-    fn node_order(&self) -> Vec<String> {
+    /// `(order, id)` of every node, in file order (a node without an order
+    /// sorts last, as `f64::MAX`).
+    fn node_orders(&self) -> Vec<(f64, String)> {
         let nodes = self.doc.get_map(NODES);
         let mut ids: Vec<(f64, String)> = keys_of(&nodes)
             .into_iter()
@@ -345,20 +349,7 @@ impl WorkflowDoc {
             })
             .collect();
         ids.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
-        ids.into_iter().map(|(_, id)| id).collect()
-    }
-
-    fn max_order(&self) -> f64 {
-        let nodes = self.doc.get_map(NODES);
-        keys_of(&nodes)
-            .iter()
-            .filter_map(|id| {
-                child_map(nodes.get(id))?
-                    .get(ORDER)
-                    .and_then(|v| entry_json(&v))?
-                    .as_f64()
-            })
-            .fold(-1.0, f64::max)
+        ids
     }
 
     fn edge_entries(&self) -> Vec<(f64, String, Value)> {
@@ -373,18 +364,6 @@ impl WorkflowDoc {
             .collect();
         out.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
         out
-    }
-
-    fn edge_keys_in_order(&self) -> Vec<String> {
-        self.edge_entries().into_iter().map(|(_, k, _)| k).collect()
-    }
-
-    fn max_edge_order(&self) -> f64 {
-        self.edge_entries()
-            .iter()
-            .map(|(o, _, _)| *o)
-            .filter(|o| *o < f64::MAX)
-            .fold(-1.0, f64::max)
     }
 
     /// The workflow JSON the document holds, repaired (see the module docs).
@@ -405,7 +384,7 @@ impl WorkflowDoc {
         }
         let nodes_map = self.doc.get_map(NODES);
         let mut nodes = Vec::new();
-        for id in self.node_order() {
+        for (_, id) in self.node_orders() {
             let Some(nmap) = child_map(nodes_map.get(&id)) else {
                 continue;
             };
@@ -453,6 +432,11 @@ impl WorkflowDoc {
     pub fn to_workflow(&self) -> Result<Workflow, DocError> {
         Workflow::from_value(self.to_value()).map_err(|e| DocError::Invalid(e.to_string()))
     }
+}
+
+/// The highest order given (-1 when none; unordered entries do not count).
+fn max_order(orders: impl Iterator<Item = f64>) -> f64 {
+    orders.filter(|o| *o < f64::MAX).fold(-1.0, f64::max)
 }
 
 fn child_value(map: &LoroMap, key: &str) -> Option<Value> {

@@ -33,6 +33,13 @@ fn base() -> Workflow {
     }))
 }
 
+/// Another peer's copy of `a`.
+fn copy_of(a: &WorkflowDoc, peer: u64) -> WorkflowDoc {
+    let d = WorkflowDoc::from_bytes(&a.snapshot().unwrap()).unwrap();
+    d.loro().set_peer_id(peer).unwrap();
+    d
+}
+
 fn sync(a: &WorkflowDoc, b: &WorkflowDoc) {
     b.import(&a.updates_since(&b.version()).unwrap()).unwrap();
     a.import(&b.updates_since(&a.version()).unwrap()).unwrap();
@@ -89,10 +96,8 @@ fn applying_is_minimal() {
 #[test]
 fn concurrent_edits_to_different_nodes_and_fields_all_survive() {
     let a = WorkflowDoc::from_workflow(&base(), 1).unwrap();
-    let b = WorkflowDoc::from_bytes(&a.snapshot().unwrap()).unwrap();
-    b.loro().set_peer_id(2).unwrap();
-    let c = WorkflowDoc::from_bytes(&a.snapshot().unwrap()).unwrap();
-    c.loro().set_peer_id(3).unwrap();
+    let b = copy_of(&a, 2);
+    let c = copy_of(&a, 3);
 
     // a: a field of `tag`; b: another field of `tag` and the code of `shape`
     // (at its start); c: the code of `shape` (at its end) and a new node.
@@ -134,8 +139,7 @@ fn concurrent_edits_to_different_nodes_and_fields_all_survive() {
 #[test]
 fn an_edge_to_a_node_deleted_concurrently_is_dropped_everywhere() {
     let a = WorkflowDoc::from_workflow(&base(), 1).unwrap();
-    let b = WorkflowDoc::from_bytes(&a.snapshot().unwrap()).unwrap();
-    b.loro().set_peer_id(2).unwrap();
+    let b = copy_of(&a, 2);
     // a deletes `done`; b wires `shape` to `done` as well.
     let mut va = a.to_value();
     va["nodes"]
@@ -178,8 +182,7 @@ fn concurrent_edges_closing_a_cycle_are_repaired_the_same_way() {
         "edges": [{"from": "t", "to": "p"}, {"from": "t", "to": "q"}]
     }));
     let a = WorkflowDoc::from_workflow(&w, 1).unwrap();
-    let b = WorkflowDoc::from_bytes(&a.snapshot().unwrap()).unwrap();
-    b.loro().set_peer_id(2).unwrap();
+    let b = copy_of(&a, 2);
     let mut va = a.to_value();
     va["edges"]
         .as_array_mut()

@@ -457,13 +457,7 @@ impl Engine {
         state.pending += 1;
         self.maybe_compact(id, state).await?;
         drop(docs);
-        let first = self
-            .inner
-            .dirty
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(id.to_string());
-        if first {
+        if self.dirty().insert(id.to_string()) {
             let engine = self.clone();
             let id = id.to_string();
             tokio::spawn(async move {
@@ -480,13 +474,7 @@ impl Engine {
     /// tells the triggers. A no-op for workflows that are up to date.
     pub async fn materialize(&self, id: &str) -> Result<()> {
         let mut docs = self.inner.docs.lock().await;
-        let was_dirty = self
-            .inner
-            .dirty
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(id);
-        if !was_dirty {
+        if !self.dirty().remove(id) {
             return Ok(());
         }
         let state = self.doc_state(&mut docs, id).await?;
@@ -503,14 +491,15 @@ impl Engine {
     /// between a document update and its materialization).
     async fn materialize_stale(&self) -> Result<()> {
         for id in self.store().stale_workflows().await? {
-            self.inner
-                .dirty
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(id.clone());
+            self.dirty().insert(id.clone());
             self.materialize(&id).await?;
         }
         Ok(())
+    }
+
+    /// Workflows whose document is ahead of their stored JSON.
+    fn dirty(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.inner.dirty.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Everything of workflow `id`'s document a peer at `since` lacks (all
@@ -706,12 +695,7 @@ impl Engine {
 
     /// Loads a stored workflow by id.
     pub async fn workflow(&self, id: &str) -> Result<Arc<Plan>> {
-        let dirty = self
-            .inner
-            .dirty
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains(id);
+        let dirty = self.dirty().contains(id);
         if dirty {
             self.materialize(id).await?;
         }

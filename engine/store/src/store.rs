@@ -94,6 +94,18 @@ struct Inner {
     vault: tokio::sync::OnceCell<crate::vault::Vault>,
 }
 
+/// Inserts or replaces a workflow row: id, name, definition, updated_at_us.
+const UPSERT_WORKFLOW: &str = "INSERT INTO workflows (id, name, definition, updated_at_us) \
+     VALUES (?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET name = excluded.name, \
+     definition = excluded.definition, updated_at_us = excluded.updated_at_us";
+
+/// Appends a document update after the newest one (or the snapshot):
+/// workflow id, bytes, at_us; returns the new `seq`.
+const APPEND_DOC_UPDATE: &str = "INSERT INTO doc_updates (workflow_id, seq, bytes, at_us) \
+     VALUES (?1, MAX(COALESCE((SELECT MAX(seq) FROM doc_updates WHERE workflow_id = ?1), 0), \
+     COALESCE((SELECT upto_seq FROM doc_snapshots WHERE workflow_id = ?1), 0)) + 1, ?2, ?3) \
+     RETURNING seq";
+
 /// A workflow document as stored (see [`Store::load_doc`]).
 #[derive(Debug, Default)]
 pub struct StoredDoc {
@@ -280,17 +292,13 @@ impl Store {
 
     /// Inserts or replaces a workflow; `updated_at_us` is now.
     pub async fn put_workflow(&self, id: &str, name: &str, definition: &str) -> Result<()> {
-        sqlx::query(
-            "INSERT INTO workflows (id, name, definition, updated_at_us) VALUES (?, ?, ?, ?) \
-             ON CONFLICT (id) DO UPDATE SET name = excluded.name, definition = excluded.definition, \
-             updated_at_us = excluded.updated_at_us",
-        )
-        .bind(id)
-        .bind(name)
-        .bind(definition)
-        .bind(now_us())
-        .execute(&self.inner.pool)
-        .await?;
+        sqlx::query(UPSERT_WORKFLOW)
+            .bind(id)
+            .bind(name)
+            .bind(definition)
+            .bind(now_us())
+            .execute(&self.inner.pool)
+            .await?;
         Ok(())
     }
 
@@ -326,30 +334,18 @@ impl Store {
     ) -> Result<i64> {
         let mut tx = self.inner.pool.begin().await?;
         let now = now_us();
-        sqlx::query(
-            "INSERT INTO workflows (id, name, definition, updated_at_us) VALUES (?, ?, ?, ?) \
-             ON CONFLICT (id) DO UPDATE SET name = excluded.name, definition = excluded.definition, \
-             updated_at_us = excluded.updated_at_us",
-        )
-        .bind(id)
-        .bind(name)
-        .bind(definition)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
-        let seq: i64 = sqlx::query_scalar(
-            "SELECT MAX(COALESCE((SELECT MAX(seq) FROM doc_updates WHERE workflow_id = ?1), 0), \
-             COALESCE((SELECT upto_seq FROM doc_snapshots WHERE workflow_id = ?1), 0)) + 1",
-        )
-        .bind(id)
-        .fetch_one(&mut *tx)
-        .await?;
-        sqlx::query("INSERT INTO doc_updates (workflow_id, seq, bytes, at_us) VALUES (?, ?, ?, ?)")
+        sqlx::query(UPSERT_WORKFLOW)
             .bind(id)
-            .bind(seq)
-            .bind(update)
+            .bind(name)
+            .bind(definition)
             .bind(now)
             .execute(&mut *tx)
+            .await?;
+        let seq: i64 = sqlx::query_scalar(APPEND_DOC_UPDATE)
+            .bind(id)
+            .bind(update)
+            .bind(now)
+            .fetch_one(&mut *tx)
             .await?;
         tx.commit().await?;
         Ok(seq)
@@ -358,17 +354,12 @@ impl Store {
     /// Appends a document update (the workflow JSON is written later, by
     /// [`Store::put_workflow`]). Returns the update's sequence number.
     pub async fn append_doc_update(&self, id: &str, update: &[u8]) -> Result<i64> {
-        let seq: i64 = sqlx::query_scalar(
-            "INSERT INTO doc_updates (workflow_id, seq, bytes, at_us) VALUES (?1, \
-             MAX(COALESCE((SELECT MAX(seq) FROM doc_updates WHERE workflow_id = ?1), 0), \
-             COALESCE((SELECT upto_seq FROM doc_snapshots WHERE workflow_id = ?1), 0)) + 1, ?2, ?3) \
-             RETURNING seq",
-        )
-        .bind(id)
-        .bind(update)
-        .bind(now_us())
-        .fetch_one(&self.inner.pool)
-        .await?;
+        let seq: i64 = sqlx::query_scalar(APPEND_DOC_UPDATE)
+            .bind(id)
+            .bind(update)
+            .bind(now_us())
+            .fetch_one(&self.inner.pool)
+            .await?;
         Ok(seq)
     }
 
