@@ -25,8 +25,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use loro::{
-    Container, ExportMode, LoroDoc, LoroMap, LoroText, LoroValue, UpdateOptions, ValueOrContainer,
-    VersionVector,
+    CommitOptions, Container, ContainerID, ExportMode, Frontiers, ID, Index, LoroDoc, LoroMap,
+    LoroText, LoroValue, UpdateOptions, ValueOrContainer, VersionVector, event::Diff,
 };
 use serde_json::{Map, Value};
 
@@ -40,6 +40,10 @@ const NODES: &str = "nodes";
 const EDGES: &str = "edges";
 const CONFIG: &str = "config";
 const ORDER: &str = "order";
+
+/// One peer's consecutive edits less than this many seconds apart form one
+/// version (Loro merges them into one change).
+pub const VERSION_GAP_SECS: i64 = 10;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DocError {
@@ -134,9 +138,18 @@ fn edge_key(edge: &Value) -> Option<String> {
 
 impl WorkflowDoc {
     pub fn new() -> WorkflowDoc {
-        WorkflowDoc {
-            doc: LoroDoc::new(),
-        }
+        let doc = LoroDoc::new();
+        // Versions (see [`WorkflowDoc::history`]) carry their time, and one
+        // peer's edits within `VERSION_GAP_SECS` of each other are one version.
+        doc.set_record_timestamp(true);
+        doc.set_change_merge_interval(VERSION_GAP_SECS);
+        WorkflowDoc { doc }
+    }
+
+    /// How far apart (seconds) one peer's consecutive edits may be and still
+    /// count as one version; negative keeps every commit its own version.
+    pub fn set_version_gap(&self, secs: i64) {
+        self.doc.set_change_merge_interval(secs);
     }
 
     /// A document holding `wf`, written by peer `peer`.
@@ -192,6 +205,12 @@ impl WorkflowDoc {
     /// that differ are written, code is updated by a text diff, and nothing
     /// is written when nothing changed. Returns whether anything changed.
     pub fn apply(&self, wf: &Workflow) -> Result<bool, DocError> {
+        self.apply_as(wf, None)
+    }
+
+    /// [`WorkflowDoc::apply`], recording `message` (where the edit came
+    /// from: "api", "file", "restore 12@345"…) in the version it makes.
+    pub fn apply_as(&self, wf: &Workflow, message: Option<&str>) -> Result<bool, DocError> {
         let value = serde_json::to_value(wf).map_err(|e| DocError::Invalid(e.to_string()))?;
         let Value::Object(mut top) = value else {
             return Err(DocError::Invalid("a workflow must be an object".into()));
@@ -302,7 +321,10 @@ impl WorkflowDoc {
         changed |= prune(&doc_edges, &keys.iter().map(String::as_str).collect())?;
 
         if changed {
-            self.doc.commit();
+            match message {
+                Some(m) => self.doc.commit_with(CommitOptions::new().commit_msg(m)),
+                None => self.doc.commit(),
+            }
         }
         Ok(changed)
     }
@@ -508,4 +530,295 @@ pub fn encode_version(v: &VersionVector) -> Vec<u8> {
 /// A version vector from [`encode_version`]'s bytes.
 pub fn decode_version(bytes: &[u8]) -> Result<VersionVector, DocError> {
     VersionVector::decode(bytes).map_err(loro_err)
+}
+
+/// A version of a workflow document: one change (one peer's edits in a
+/// burst, see [`VERSION_GAP_SECS`]), newest first in [`WorkflowDoc::history`].
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct VersionInfo {
+    /// The document as of the end of this change: pass it to
+    /// [`WorkflowDoc::at`] (format `counter@peer`, see [`format_version`]).
+    pub version: String,
+    /// The peer that made it (Loro peer id, decimal).
+    pub peer: String,
+    /// Unix time (seconds) the author's clock gave it; 0 when not recorded.
+    pub at_s: i64,
+    /// Where the edit came from, if the author said ("api", "file"…).
+    pub message: Option<String>,
+    /// Operations in it.
+    pub ops: usize,
+    /// Lamport time of its first operation (orders versions causally).
+    pub lamport: u32,
+}
+
+/// What a version changed, by workflow part.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct Summary {
+    pub nodes_added: Vec<String>,
+    pub nodes_removed: Vec<String>,
+    /// Node id → the fields changed (`config.url`, `position`…).
+    pub nodes_changed: BTreeMap<String, BTreeSet<String>>,
+    /// Edges added or changed (`from -> to`).
+    pub edges_set: Vec<String>,
+    pub edges_removed: Vec<String>,
+    /// Top-level fields changed (`name`, `vars`…).
+    pub fields_changed: Vec<String>,
+}
+
+impl std::fmt::Display for Summary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut parts = Vec::new();
+        if !self.nodes_added.is_empty() {
+            parts.push(format!("added {}", self.nodes_added.join(", ")));
+        }
+        if !self.nodes_removed.is_empty() {
+            parts.push(format!("removed {}", self.nodes_removed.join(", ")));
+        }
+        if !self.nodes_changed.is_empty() {
+            let changed: Vec<String> = self
+                .nodes_changed
+                .iter()
+                .map(|(n, fields)| {
+                    let fields: Vec<&str> = fields.iter().map(String::as_str).collect();
+                    format!("{n} ({})", fields.join(", "))
+                })
+                .collect();
+            parts.push(format!("changed {}", changed.join(", ")));
+        }
+        if !self.edges_set.is_empty() {
+            parts.push(format!("connected {}", self.edges_set.join(", ")));
+        }
+        if !self.edges_removed.is_empty() {
+            parts.push(format!("disconnected {}", self.edges_removed.join(", ")));
+        }
+        if !self.fields_changed.is_empty() {
+            parts.push(format!("set {}", self.fields_changed.join(", ")));
+        }
+        if parts.is_empty() {
+            return f.write_str("no visible change");
+        }
+        f.write_str(&parts.join("; "))
+    }
+}
+
+/// A version (frontiers) as text: `counter@peer` ids joined by `,`, sorted.
+pub fn format_version(f: &Frontiers) -> String {
+    let mut ids: Vec<ID> = f.iter().collect();
+    ids.sort_by_key(|id| (id.peer, id.counter));
+    ids.iter()
+        .map(|id| format!("{}@{}", id.counter, id.peer))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Parses [`format_version`]'s text (the empty text is the empty document).
+pub fn parse_version(s: &str) -> Result<Frontiers, DocError> {
+    let bad = || DocError::Invalid(format!("`{s}` is not a version (expected counter@peer,…)"));
+    let mut ids = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (counter, peer) = part.split_once('@').ok_or_else(bad)?;
+        ids.push(ID::new(
+            peer.parse().map_err(|_| bad())?,
+            counter.parse().map_err(|_| bad())?,
+        ));
+    }
+    Ok(Frontiers::from(ids))
+}
+
+impl WorkflowDoc {
+    /// The current version (frontiers) as text.
+    pub fn head(&self) -> String {
+        format_version(&self.doc.oplog_frontiers())
+    }
+
+    /// The document as it was at `version`, which must be in its history.
+    pub fn at(&self, version: &str) -> Result<WorkflowDoc, DocError> {
+        let f = parse_version(version)?;
+        self.check_known(&f, version)?;
+        let doc = self.doc.fork_at(&f).map_err(loro_err)?;
+        doc.set_record_timestamp(true);
+        doc.set_change_merge_interval(VERSION_GAP_SECS);
+        Ok(WorkflowDoc { doc })
+    }
+
+    fn check_known(&self, f: &Frontiers, text: &str) -> Result<(), DocError> {
+        let vv = self.doc.oplog_vv();
+        for id in f.iter() {
+            if !vv.includes_id(id) {
+                return Err(DocError::Invalid(format!(
+                    "version `{text}` is not in this workflow's history"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every version, newest first (by Lamport time, then peer).
+    pub fn history(&self) -> Vec<VersionInfo> {
+        let mut out = Vec::new();
+        for (peer, end) in self.doc.oplog_vv().iter() {
+            let mut counter = 0;
+            while counter < *end {
+                let Some(meta) = self.doc.get_change(ID::new(*peer, counter)) else {
+                    break;
+                };
+                let len = meta.len.max(1) as i32;
+                out.push(VersionInfo {
+                    version: format!("{}@{}", meta.id.counter + len - 1, peer),
+                    peer: peer.to_string(),
+                    at_s: meta.timestamp,
+                    message: meta.message.as_deref().map(str::to_string),
+                    ops: meta.len,
+                    lamport: meta.lamport,
+                });
+                counter = meta.id.counter + len;
+            }
+        }
+        out.sort_by(|a, b| b.lamport.cmp(&a.lamport).then_with(|| b.peer.cmp(&a.peer)));
+        out
+    }
+
+    /// What the change ending at `version` (a single `counter@peer` from
+    /// [`WorkflowDoc::history`]) did, compared with what it was based on.
+    pub fn summarize(&self, version: &str) -> Result<Summary, DocError> {
+        let end = parse_version(version)?;
+        self.check_known(&end, version)?;
+        let Some(last) = end.iter().next().filter(|_| end.len() == 1) else {
+            return Err(DocError::Invalid(format!(
+                "`{version}` names no single change"
+            )));
+        };
+        let meta = self
+            .doc
+            .get_change(last)
+            .ok_or_else(|| DocError::Invalid(format!("no change at `{version}`")))?;
+        // The change's first op up to `last` (a version may end mid-change).
+        let diff = self.doc.diff(&meta.deps, &end).map_err(loro_err)?;
+        let mut s = Summary::default();
+        let mut edges_set = BTreeSet::new();
+        let mut edges_removed = BTreeSet::new();
+        let mut fields = BTreeSet::new();
+        let mut added = BTreeSet::new();
+        let mut removed = BTreeSet::new();
+        for (cid, d) in diff.iter() {
+            let Diff::Map(m) = d else {
+                // Text (code) edits: attributed through the path below.
+                if let Some((node, field)) = self.node_field(cid) {
+                    s.nodes_changed.entry(node).or_default().insert(field);
+                }
+                continue;
+            };
+            let keys = m.updated.iter().map(|(k, v)| (k.to_string(), v.is_some()));
+            match cid {
+                ContainerID::Root { name, .. } if name.as_str() == NODES => {
+                    for (k, set) in keys {
+                        if set { added.insert(k) } else { removed.insert(k) };
+                    }
+                }
+                ContainerID::Root { name, .. } if name.as_str() == EDGES => {
+                    for (k, set) in keys {
+                        if set { edges_set.insert(k) } else { edges_removed.insert(k) };
+                    }
+                }
+                ContainerID::Root { name, .. } if name.as_str() == META => {
+                    fields.extend(keys.map(|(k, _)| k));
+                }
+                _ => {
+                    let Some((node, field)) = self.node_field(cid) else { continue };
+                    let entry = s.nodes_changed.entry(node).or_default();
+                    for (k, _) in keys {
+                        if k == ORDER {
+                            continue;
+                        }
+                        entry.insert(if field.is_empty() { k } else { format!("{field}.{k}") });
+                    }
+                }
+            }
+        }
+        s.nodes_changed
+            .retain(|n, f| !added.contains(n) && !removed.contains(n) && !f.is_empty());
+        s.nodes_added = added.into_iter().collect();
+        s.nodes_removed = removed.into_iter().collect();
+        s.edges_set = edges_set.into_iter().collect();
+        s.edges_removed = edges_removed.into_iter().collect();
+        s.fields_changed = fields.into_iter().collect();
+        Ok(s)
+    }
+
+    /// For a container inside a node: the node id and the field path within
+    /// it (`""` for the node map itself, `config`, `config.source`).
+    fn node_field(&self, cid: &ContainerID) -> Option<(String, String)> {
+        let path = self.doc.get_path_to_container(cid)?;
+        let keys: Vec<String> = path
+            .iter()
+            .filter_map(|(_, i)| match i {
+                Index::Key(k) => Some(k.to_string()),
+                _ => None,
+            })
+            .collect();
+        let at = keys.iter().position(|k| k == NODES)?;
+        let node = keys.get(at + 1)?.clone();
+        Some((node, keys[at + 2..].join(".")))
+    }
+}
+
+/// Who is looking at a workflow and where (cursor, selection): Loro's
+/// ephemeral store, never part of the document. Each key is one viewer;
+/// entries not refreshed within the timeout disappear.
+#[derive(Debug)]
+pub struct Presence {
+    store: loro::awareness::EphemeralStore,
+    timeout_ms: i64,
+}
+
+impl Presence {
+    pub fn new(timeout_ms: i64) -> Presence {
+        Presence {
+            store: loro::awareness::EphemeralStore::new(timeout_ms),
+            timeout_ms,
+        }
+    }
+
+    /// Merges a peer's encoded update. Returns the keys it sets.
+    pub fn apply(&mut self, bytes: &[u8]) -> Result<Vec<String>, DocError> {
+        let probe = loro::awareness::EphemeralStore::new(self.timeout_ms);
+        probe
+            .apply(bytes)
+            .map_err(|e| DocError::Invalid(format!("presence update: {e}")))?;
+        self.store.remove_outdated();
+        self.store
+            .apply(bytes)
+            .map_err(|e| DocError::Invalid(format!("presence update: {e}")))?;
+        let mut keys = probe.keys();
+        keys.sort();
+        Ok(keys)
+    }
+
+    /// Everything current, encoded.
+    pub fn encode_all(&self) -> Vec<u8> {
+        self.store.encode_all()
+    }
+
+    /// Clears `keys`; returns the update that tells the others.
+    pub fn remove(&mut self, keys: &[String]) -> Vec<u8> {
+        for k in keys {
+            self.store.delete(k);
+        }
+        let out = self.store.encode_all();
+        self.store.remove_outdated();
+        out
+    }
+
+    /// The current entries (key → value as JSON).
+    pub fn states(&self) -> BTreeMap<String, Value> {
+        self.store
+            .get_all_states()
+            .into_iter()
+            .map(|(k, v)| (k, serde_json::to_value(&v).unwrap_or(Value::Null)))
+            .collect()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.store.keys().is_empty()
+    }
 }

@@ -499,3 +499,71 @@ fn random_peers_over_a_bad_network_converge_on_a_valid_workflow() {
     // The seeds do produce merges that need repair (dangling or cyclic edges).
     assert!(repaired > 0);
 }
+
+#[test]
+fn history_lists_versions_with_summaries_and_views_the_past() {
+    let w0 = base();
+    let d = WorkflowDoc::new();
+    d.set_version_gap(-1);
+    d.loro().set_peer_id(7).unwrap();
+    assert!(d.apply_as(&w0, Some("import")).unwrap());
+    let v0 = d.head();
+
+    // A second version: a config edit, a code edit, a new node and edge, a rename.
+    let mut v = serde_json::to_value(&w0).unwrap();
+    v["name"] = json!("Orders v2");
+    v["nodes"][2]["config"]["keep_input"] = json!(false);
+    v["nodes"][1]["config"]["jq"] = json!("{id: .id,\n total: .total, n: 1}");
+    v["nodes"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"id": "log", "kind": "output.end"}));
+    v["edges"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"from": "tag", "to": "log"}));
+    let w1 = wf(v.clone());
+    assert!(d.apply_as(&w1, Some("api")).unwrap());
+    let v1 = d.head();
+
+    // A third: a node removed (and its edge).
+    v["nodes"].as_array_mut().unwrap().remove(3);
+    v["edges"].as_array_mut().unwrap().remove(2);
+    let w2 = wf(v);
+    assert!(d.apply_as(&w2, Some("api")).unwrap());
+
+    let h = d.history();
+    assert_eq!(h.len(), 3, "{h:#?}");
+    assert_eq!(h[0].version, d.head());
+    assert_eq!(h[1].version, v1);
+    assert_eq!(h[2].version, v0);
+    assert_eq!(h[2].message.as_deref(), Some("import"));
+    assert_eq!(h[1].peer, "7");
+    assert!(h[0].at_s > 1_700_000_000, "time recorded: {}", h[0].at_s);
+
+    let s1 = d.summarize(&v1).unwrap();
+    assert_eq!(s1.nodes_added, vec!["log"]);
+    assert_eq!(s1.edges_set, vec!["tag -> log"]);
+    assert_eq!(s1.fields_changed, vec!["name"]);
+    assert!(s1.nodes_changed["tag"].contains("config.keep_input"), "{s1:?}");
+    assert!(s1.nodes_changed["shape"].contains("config.jq"), "{s1:?}");
+    assert_eq!(s1.nodes_changed.len(), 2, "{s1:?}");
+    let s2 = d.summarize(&h[0].version).unwrap();
+    assert_eq!(s2.nodes_removed, vec!["done"]);
+    assert_eq!(s2.edges_removed, vec!["tag -> done"]);
+    assert!(s2.to_string().contains("removed done"), "{s2}");
+
+    // The past, exactly.
+    assert_eq!(d.at(&v0).unwrap().to_workflow().unwrap(), w0);
+    assert_eq!(d.at(&v1).unwrap().to_workflow().unwrap(), w1);
+    // Restoring is new operations on top: history only grows.
+    assert!(d.apply_as(&w0, Some("restore")).unwrap());
+    assert_eq!(d.to_workflow().unwrap(), w0);
+    assert_eq!(d.history().len(), 4);
+    assert_eq!(d.at(&v1).unwrap().to_workflow().unwrap(), w1);
+
+    // Versions that are not in the history are refused by name.
+    let err = d.at("99@12345").unwrap_err().to_string();
+    assert!(err.contains("99@12345"), "{err}");
+    assert!(d.at("garbage").is_err());
+}

@@ -12,13 +12,17 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use sluice_model::Workflow;
-use sluice_model::doc::WorkflowDoc;
 use sluice_model::template::{NodeOutputs, Scope};
 use sluice_nodes::redact::Redactor;
 use sluice_nodes::{self as nodes, Host};
 use sluice_store::{LogLine, NewRun, Record, RecordKind, Store, Stored};
 use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 use tokio::task::JoinSet;
+
+mod documents;
+
+pub use documents::{DocEvent, VersionEntry};
+use documents::DocState;
 
 use crate::events::{LiveEvent, What};
 use crate::machine::{
@@ -73,6 +77,9 @@ pub struct Options {
     pub max_active_runs: usize,
     /// How many live events a subscriber may fall behind before it lags.
     pub event_capacity: usize,
+    /// One peer's edits this many seconds apart or closer are one version
+    /// of a workflow (negative: every edit is a version).
+    pub version_gap_secs: i64,
     /// User settings (`config.toml`): allowed folders, HTTP and SMTP defaults.
     pub settings: nodes::Settings,
 }
@@ -84,6 +91,7 @@ impl Default for Options {
             exec_log: std::env::var_os("SLUICE_TEST_EXEC_LOG").map(Into::into),
             max_active_runs: 10_000,
             event_capacity: crate::events::CAPACITY,
+            version_gap_secs: sluice_model::doc::VERSION_GAP_SECS,
             settings: nodes::Settings::default(),
         }
     }
@@ -117,23 +125,13 @@ struct Inner {
     docs: tokio::sync::Mutex<HashMap<String, DocState>>,
     /// Workflows whose document is ahead of their stored JSON.
     dirty: Mutex<HashSet<String>>,
+    /// Document updates and presence, for live subscribers.
+    doc_events: tokio::sync::broadcast::Sender<DocEvent>,
+    /// Who is looking at which workflow (ephemeral, never stored).
+    presence: Mutex<HashMap<String, sluice_model::doc::Presence>>,
+    version_gap_secs: i64,
 }
 
-/// A workflow document and where its stored form stands.
-struct DocState {
-    doc: WorkflowDoc,
-    /// The last update stored.
-    last_seq: i64,
-    /// Updates stored since the last snapshot.
-    pending: usize,
-}
-
-/// Updates after which a document is compacted into a snapshot.
-const COMPACT_AFTER: usize = 100;
-
-/// How long after a merged update its workflow JSON is written (edits in a
-/// burst, like a node being dragged, are written once).
-const MATERIALIZE_AFTER: Duration = Duration::from_millis(200);
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -224,6 +222,9 @@ impl Engine {
                 active: Mutex::new(HashMap::new()),
                 docs: tokio::sync::Mutex::new(HashMap::new()),
                 dirty: Mutex::new(HashSet::new()),
+                doc_events: tokio::sync::broadcast::channel(4096).0,
+                presence: Mutex::new(HashMap::new()),
+                version_gap_secs: options.version_gap_secs,
                 max_active_runs: options.max_active_runs.max(1),
                 metrics: Default::default(),
                 events: tokio::sync::broadcast::channel(options.event_capacity.max(1)).0,
@@ -304,6 +305,7 @@ impl Engine {
                 input: row.input.clone(),
                 created_at_us: nodes::now_us(),
                 parent_run: None,
+                doc_version: row.doc_version.clone(),
             })
             .await?;
         let run: Arc<str> = Arc::from(id.as_str());
@@ -393,205 +395,6 @@ impl Engine {
                 }
             }
         }
-    }
-
-    /// Stores a workflow (its canonical text, as planned) and tells the
-    /// engine's caches and triggers. Returns whether it replaced a version.
-    pub async fn save_workflow(&self, plan: &Plan) -> Result<bool> {
-        let id = &plan.workflow.id;
-        let existed = self.store().get_workflow(id).await?.is_some();
-        let mut docs = self.inner.docs.lock().await;
-        let state = self.doc_state(&mut docs, id).await?;
-        let before = state.doc.version();
-        // The new JSON becomes the fewest operations on the document.
-        let changed = state.doc.apply(&plan.workflow).map_err(doc_usage)?;
-        if changed {
-            let update = state.doc.updates_since(&before).map_err(doc_usage)?;
-            let seq = self
-                .store()
-                .put_workflow_update(id, &plan.workflow.name, &plan.definition, &update)
-                .await?;
-            state.last_seq = seq;
-            state.pending += 1;
-            self.maybe_compact(id, state).await?;
-        } else {
-            self.store()
-                .put_workflow(id, &plan.workflow.name, &plan.definition)
-                .await?;
-        }
-        drop(docs);
-        self.workflow_changed(id);
-        Ok(existed)
-    }
-
-    /// Merges a document update from an editor or a peer into workflow
-    /// `id`, persists it, and stores the workflow it now holds. Bytes that
-    /// are not an update, or that would change the workflow's id, are
-    /// refused and change nothing. Returns whether anything changed.
-    pub async fn import_doc_update(&self, id: &str, bytes: &[u8]) -> Result<bool> {
-        let mut docs = self.inner.docs.lock().await;
-        let state = self.doc_state(&mut docs, id).await?;
-        let before = state.doc.version();
-        let imported = state.doc.import(bytes);
-        let fresh = state.doc.version();
-        if imported.is_ok() && fresh == before {
-            return Ok(false);
-        }
-        let checked = imported
-            .map_err(doc_usage)
-            .and_then(|()| match state.doc.id() {
-                Some(new_id) if new_id != id => Err(Error::Usage(format!(
-                    "the update renames workflow `{id}` to `{new_id}`"
-                ))),
-                _ => Ok(()),
-            });
-        if let Err(e) = checked {
-            // Whatever got in is dropped: the stored document is the truth.
-            docs.remove(id);
-            return Err(e);
-        }
-        // The update is durable now; the workflow JSON follows shortly (or
-        // at once when something needs it: see `materialize`).
-        let update = state.doc.updates_since(&before).map_err(doc_usage)?;
-        state.last_seq = self.store().append_doc_update(id, &update).await?;
-        state.pending += 1;
-        self.maybe_compact(id, state).await?;
-        drop(docs);
-        if self.dirty().insert(id.to_string()) {
-            let engine = self.clone();
-            let id = id.to_string();
-            tokio::spawn(async move {
-                tokio::time::sleep(MATERIALIZE_AFTER).await;
-                if let Err(e) = engine.materialize(&id).await {
-                    tracing_log(&format!("workflow {id}: {e}"));
-                }
-            });
-        }
-        Ok(true)
-    }
-
-    /// Writes the JSON of a workflow whose document moved ahead of it, and
-    /// tells the triggers. A no-op for workflows that are up to date.
-    pub async fn materialize(&self, id: &str) -> Result<()> {
-        let mut docs = self.inner.docs.lock().await;
-        if !self.dirty().remove(id) {
-            return Ok(());
-        }
-        let state = self.doc_state(&mut docs, id).await?;
-        let wf = state.doc.to_workflow().map_err(doc_usage)?;
-        self.store()
-            .put_workflow(id, &wf.name, &wf.to_json_pretty())
-            .await?;
-        drop(docs);
-        self.workflow_changed(id);
-        Ok(())
-    }
-
-    /// Brings every stored workflow JSON up to its document (after a crash
-    /// between a document update and its materialization).
-    async fn materialize_stale(&self) -> Result<()> {
-        for id in self.store().stale_workflows().await? {
-            self.dirty().insert(id.clone());
-            self.materialize(&id).await?;
-        }
-        Ok(())
-    }
-
-    /// Workflows whose document is ahead of their stored JSON.
-    fn dirty(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
-        self.inner.dirty.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Everything of workflow `id`'s document a peer at `since` lacks (all
-    /// of it for an empty `since`), with the current version vector.
-    pub async fn doc_updates(&self, id: &str, since: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
-        let mut docs = self.inner.docs.lock().await;
-        let state = self.doc_state(&mut docs, id).await?;
-        let since = if since.is_empty() {
-            Default::default()
-        } else {
-            sluice_model::doc::decode_version(since).map_err(doc_usage)?
-        };
-        let bytes = state.doc.updates_since(&since).map_err(doc_usage)?;
-        Ok((
-            bytes,
-            sluice_model::doc::encode_version(&state.doc.version()),
-        ))
-    }
-
-    /// The cached document of `id`, loaded from the store on first use. A
-    /// workflow stored before documents existed gets one made from its JSON.
-    async fn doc_state<'a>(
-        &self,
-        docs: &'a mut HashMap<String, DocState>,
-        id: &str,
-    ) -> Result<&'a mut DocState> {
-        if !docs.contains_key(id) {
-            let corrupt = |e: sluice_model::doc::DocError| Error::Corrupt {
-                run: format!("document of workflow {id}"),
-                message: e.to_string(),
-            };
-            let stored = self.store().load_doc(id).await?;
-            let doc = WorkflowDoc::new();
-            if let Some(snapshot) = &stored.snapshot {
-                doc.import(snapshot).map_err(corrupt)?;
-            }
-            for (_, update) in &stored.updates {
-                doc.import(update).map_err(corrupt)?;
-            }
-            let mut state = DocState {
-                doc,
-                last_seq: stored.updates.last().map_or(stored.upto_seq, |u| u.0),
-                pending: stored.updates.len(),
-            };
-            if stored.snapshot.is_none()
-                && stored.updates.is_empty()
-                && let Some(text) = self.store().get_workflow(id).await?
-                && let Ok(wf) = Workflow::from_json(&text)
-                && state.doc.apply(&wf).map_err(doc_usage)?
-            {
-                let all = state.doc.snapshot().map_err(doc_usage)?;
-                state.last_seq = self
-                    .store()
-                    .put_workflow_update(id, &wf.name, &text, &all)
-                    .await?;
-                state.pending = 1;
-            }
-            docs.insert(id.to_string(), state);
-        }
-        docs.get_mut(id)
-            .ok_or_else(|| Error::WorkflowNotFound(id.to_string()))
-    }
-
-    async fn maybe_compact(&self, id: &str, state: &mut DocState) -> Result<()> {
-        if state.pending < COMPACT_AFTER {
-            return Ok(());
-        }
-        let snapshot = state.doc.snapshot().map_err(doc_usage)?;
-        self.store()
-            .compact_doc(id, &snapshot, state.last_seq)
-            .await?;
-        state.pending = 0;
-        Ok(())
-    }
-
-    /// Loads workflow `id`'s document (from SQLite unless cached) and returns
-    /// its version vector, encoded.
-    pub async fn doc_version(&self, id: &str) -> Result<Vec<u8>> {
-        let mut docs = self.inner.docs.lock().await;
-        let state = self.doc_state(&mut docs, id).await?;
-        Ok(sluice_model::doc::encode_version(&state.doc.version()))
-    }
-
-    /// The bytes workflow `id`'s document takes in the database.
-    pub async fn doc_size(&self, id: &str) -> Result<u64> {
-        Ok(self.store().doc_size(id).await?)
-    }
-
-    /// Forgets the in-memory documents (the next use loads them from the
-    /// store): what a restart does.
-    pub async fn drop_doc_cache(&self) {
-        self.inner.docs.lock().await.clear();
     }
 
     /// Deletes a stored workflow (its runs stay). Returns whether it existed.
@@ -695,8 +498,7 @@ impl Engine {
 
     /// Loads a stored workflow by id.
     pub async fn workflow(&self, id: &str) -> Result<Arc<Plan>> {
-        let dirty = self.dirty().contains(id);
-        if dirty {
+        if self.is_dirty(id) {
             self.materialize(id).await?;
         }
         // Planning (parse, validate, compile templates and jq) is costly, and
@@ -713,9 +515,9 @@ impl Engine {
         {
             return Ok(plan.clone());
         }
-        let text = self
+        let (text, version) = self
             .store()
-            .get_workflow(id)
+            .get_workflow_at(id)
             .await?
             .ok_or_else(|| Error::WorkflowNotFound(id.to_string()))?;
         let cached = self
@@ -726,11 +528,11 @@ impl Engine {
             .get(id)
             .map(|(_, p)| p.clone());
         let plan = match cached {
-            Some(plan) if plan.definition == text => plan,
+            Some(plan) if plan.definition == text && plan.version == version => plan,
             _ => {
                 let wf = Workflow::from_json(&text)
                     .map_err(|e| Error::Usage(format!("stored workflow `{id}`: {e}")))?;
-                Plan::new(wf)?
+                Plan::new_at(wf, version)?
             }
         };
         // Cache only what round-trips (a stored text that is the plan's own).
@@ -849,6 +651,7 @@ impl Engine {
             input: input.clone(),
             created_at_us,
             parent_run: parent,
+            doc_version: plan.version.clone(),
         };
         if durable {
             self.store().create_run(&new_run).await?;
@@ -2031,8 +1834,4 @@ fn child_result(r: RunResult, workflow: &str) -> nodes::Result<Value> {
                 .unwrap_or("no error message")
         ))),
     }
-}
-
-fn doc_usage(e: sluice_model::doc::DocError) -> Error {
-    Error::Usage(e.to_string())
 }

@@ -51,6 +51,9 @@ pub struct Plan {
     pub workflow: Workflow,
     /// The workflow JSON this plan was built from (pinned in each run).
     pub definition: String,
+    /// The document version `definition` was written from (pinned in each
+    /// run too); None for a workflow that is not a stored document.
+    pub version: Option<String>,
     pub graph: Graph,
     pub nodes: Vec<PlanNode>,
     pub order: Vec<usize>,
@@ -69,6 +72,11 @@ pub struct Invalid(pub Vec<Problem>);
 
 impl Plan {
     pub fn new(workflow: Workflow) -> Result<Arc<Plan>, Invalid> {
+        Plan::new_at(workflow, None)
+    }
+
+    /// A plan of `workflow` as of document version `version`.
+    pub fn new_at(workflow: Workflow, version: Option<String>) -> Result<Arc<Plan>, Invalid> {
         let problems = validate(&workflow);
         if !problems.is_empty() {
             return Err(Invalid(problems));
@@ -189,6 +197,7 @@ impl Plan {
             concurrency,
             workflow,
             definition,
+            version,
             graph,
             nodes,
             order,

@@ -4,7 +4,8 @@
 use serde_json::{Value, json};
 use sluice_store::{Record, RecordKind, RunRow, Stored};
 
-/// A run without its steps: `id`, `workflow`, `trigger`, `status`, `output`, `error`, times.
+/// A run without its steps: `id`, `workflow`, `trigger`, `status`, `output`, `error`, times,
+/// and `version`, the workflow document version it ran (null for a run of a file).
 pub fn run_summary(r: &RunRow) -> Value {
     json!({
         "id": r.id,
@@ -15,6 +16,7 @@ pub fn run_summary(r: &RunRow) -> Value {
         "error": r.error,
         "created_at_us": r.created_at_us,
         "finished_at_us": r.finished_at_us,
+        "version": r.doc_version,
     })
 }
 

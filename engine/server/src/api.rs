@@ -26,6 +26,9 @@ pub(crate) fn routes() -> axum::Router<AppState> {
             "/workflows/{id}",
             get(get_workflow).put(put_workflow).delete(delete_workflow),
         )
+        .route("/workflows/{id}/versions", get(list_versions))
+        .route("/workflows/{id}/versions/{version}", get(get_version))
+        .route("/workflows/{id}/versions/{version}/restore", post(restore_version))
         .route("/validate", post(validate_workflow))
         .route("/workflows/{id}/runs", post(start_run))
         .route("/runs", get(list_runs))
@@ -33,6 +36,7 @@ pub(crate) fn routes() -> axum::Router<AppState> {
         .route("/runs/{id}/cancel", post(cancel_run))
         .route("/runs/{id}/retry", post(retry_run))
         .route("/runs/{id}/logs", get(run_logs))
+        .route("/runs/{id}/workflow", get(run_workflow))
         .route("/credentials", get(list_credentials))
         .route(
             "/credentials/{name}",
@@ -75,17 +79,100 @@ pub(crate) async fn get_workflow(
     State(s): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let text = s
+    let (text, version) = s
         .engine
-        .store()
-        .get_workflow(&id)
+        .workflow_text(&id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("workflow `{id}` not found")))?;
-    Ok((
+    let mut resp = (
         [(axum::http::header::CONTENT_TYPE, "application/json")],
         text,
     )
-        .into_response())
+        .into_response();
+    if let Some(v) = version.and_then(|v| axum::http::HeaderValue::from_str(&v).ok()) {
+        resp.headers_mut().insert("x-sluice-version", v);
+    }
+    Ok(resp)
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct Page {
+    #[serde(default)]
+    offset: usize,
+    limit: Option<usize>,
+}
+
+#[utoipa::path(get, path = "/api/v1/workflows/{id}/versions", tag = "workflows",
+    params(("id" = String, Path, description = "Workflow id"),
+        ("offset" = Option<usize>, Query, description = "Skip this many (newest first)"),
+        ("limit" = Option<usize>, Query, description = "At most this many (default 50, at most 500)")),
+    responses((status = 200, description = "`[{version, peer, at_s, message, ops, lamport, summary, changes}]`, newest first: \
+        each version is one peer's burst of edits; `summary` says what it changed"),
+        (status = 404, description = "No such workflow")))]
+pub(crate) async fn list_versions(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    Query(page): Query<Page>,
+) -> Result<Json<Value>, ApiError> {
+    let limit = page.limit.unwrap_or(50).clamp(1, 500);
+    let versions = s.engine.history(&id, page.offset, limit).await?;
+    Ok(Json(serde_json::to_value(versions).map_err(ApiError::internal)?))
+}
+
+#[utoipa::path(get, path = "/api/v1/workflows/{id}/versions/{version}", tag = "workflows",
+    params(("id" = String, Path, description = "Workflow id"),
+        ("version" = String, Path, description = "A version (`counter@peer`, from the versions list or a run's `version`)")),
+    responses((status = 200, description = "The workflow exactly as it was at that version"),
+        (status = 400, description = "Not a version of this workflow"), (status = 404, description = "No such workflow")))]
+pub(crate) async fn get_version(
+    State(s): State<AppState>,
+    Path((id, version)): Path<(String, String)>,
+) -> Result<Json<Workflow>, ApiError> {
+    Ok(Json(s.engine.workflow_at(&id, &version).await?))
+}
+
+#[utoipa::path(post, path = "/api/v1/workflows/{id}/versions/{version}/restore", tag = "workflows",
+    params(("id" = String, Path, description = "Workflow id"),
+        ("version" = String, Path, description = "The version to go back to")),
+    responses((status = 200, description = "`{\"version\"}`: the new version, made of new operations on top \
+        (history is never rewritten, and the restore itself can be undone the same way)"),
+        (status = 400, description = "Not a version of this workflow, or it no longer validates"),
+        (status = 404, description = "No such workflow")))]
+pub(crate) async fn restore_version(
+    State(s): State<AppState>,
+    Path((id, version)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let head = s.engine.restore_version(&id, &version).await?;
+    Ok(Json(json!({"id": id, "version": head})))
+}
+
+#[utoipa::path(get, path = "/api/v1/runs/{id}/workflow", tag = "runs",
+    params(("id" = String, Path, description = "Run id")),
+    responses((status = 200, description = "The workflow exactly as this run ran it (its pinned definition); \
+        header `x-sluice-version` names its document version when it has one"),
+        (status = 404, description = "No such run")))]
+pub(crate) async fn run_workflow(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let row = s
+        .engine
+        .store()
+        .get_run(&id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("run `{id}` not found")))?;
+    let mut resp = (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        row.definition,
+    )
+        .into_response();
+    if let Some(v) = row
+        .doc_version
+        .and_then(|v| axum::http::HeaderValue::from_str(&v).ok())
+    {
+        resp.headers_mut().insert("x-sluice-version", v);
+    }
+    Ok(resp)
 }
 
 #[utoipa::path(put, path = "/api/v1/workflows/{id}", tag = "workflows",
@@ -108,7 +195,7 @@ pub(crate) async fn put_workflow(
         )));
     }
     let plan = Plan::new(wf).map_err(sluice_runtime::executor::Error::from)?;
-    let existed = s.engine.save_workflow(&plan).await?;
+    let existed = s.engine.save_workflow_as(&plan, Some("api")).await?;
     let status = if existed {
         StatusCode::OK
     } else {

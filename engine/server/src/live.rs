@@ -1,14 +1,42 @@
-//! `GET /api/v1/ws`: live events over a WebSocket, filtered per workflow
-//! (`?workflow=ID`) or per run (`?run=ID`). A client that cannot keep up is
-//! dropped (close code 1008), the engine never waits for it.
+//! `GET /api/v1/ws`: live run events and document sync over one WebSocket.
+//!
+//! Run events are JSON objects (`run_started`, `step_finished`…), filtered
+//! per workflow (`?workflow=ID`) or per run (`?run=ID`); `?events=none`
+//! turns them off for a client that only edits.
+//!
+//! Document sync (DESIGN §6) is opt-in per workflow, as JSON text frames
+//! with binary payloads in base64 (see docs/api.md):
+//! - client `{"type":"doc.subscribe","workflow","version"?}` (its Loro
+//!   version vector) → server `{"type":"doc.sync","workflow","update",
+//!   "version","presence"}`: everything the client lacks, the server's
+//!   version vector (the client answers with a `doc.update` of what the
+//!   server lacks), and everyone's presence;
+//! - client `{"type":"doc.update","workflow","update","ref"?}` → merged,
+//!   persisted, relayed to every other subscriber as `doc.update`, and
+//!   acknowledged with `{"type":"doc.ack","workflow","ref"}` once durable;
+//! - `{"type":"presence","workflow","update"}` both ways (Loro ephemeral
+//!   store updates; a client's entries are cleared when it leaves);
+//! - `{"type":"doc.unsubscribe","workflow"}`.
+//!
+//! Bad messages get `{"type":"error","message","ref"}` and change nothing.
+//! A client that cannot keep up with run events is dropped (close code
+//! 1008); one that falls behind on documents gets a full `doc.sync` again.
+//! The engine never waits for a client.
 
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Query, State};
 use axum::response::Response;
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as B64;
 use serde::Deserialize;
+use serde_json::{Value, json};
+use sluice_runtime::Engine;
 use sluice_runtime::events::LiveEvent;
+use sluice_runtime::executor::DocEvent;
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::AppState;
@@ -17,24 +45,34 @@ use crate::AppState;
 const SEND_TIMEOUT: Duration = Duration::from_secs(5);
 /// Close code "policy violation": used for clients that fall behind.
 const TOO_SLOW: u16 = 1008;
+/// Most workflows one connection may follow.
+const MAX_SUBSCRIPTIONS: usize = 256;
+
+/// Connection ids: the origin of a client's updates (0 is the engine).
+static NEXT_CLIENT: AtomicU64 = AtomicU64::new(1);
 
 #[derive(Debug, Deserialize, Default)]
 pub(crate) struct Filter {
     workflow: Option<String>,
     run: Option<String>,
+    /// `none`: no run events on this socket.
+    events: Option<String>,
 }
 
 impl Filter {
     fn wants(&self, e: &LiveEvent) -> bool {
-        self.workflow.as_deref().is_none_or(|w| *e.workflow == *w)
+        self.events.as_deref() != Some("none")
+            && self.workflow.as_deref().is_none_or(|w| *e.workflow == *w)
             && self.run.as_deref().is_none_or(|r| *e.run == *r)
     }
 }
 
 #[utoipa::path(get, path = "/api/v1/ws", tag = "runs",
-    params(("workflow" = Option<String>, Query, description = "Only this workflow's events"),
-        ("run" = Option<String>, Query, description = "Only this run's events")),
-    responses((status = 101, description = "WebSocket of JSON live events (run_started, step_started, step_finished, step_skipped, log, run_finished)")))]
+    params(("workflow" = Option<String>, Query, description = "Only this workflow's run events"),
+        ("run" = Option<String>, Query, description = "Only this run's events"),
+        ("events" = Option<String>, Query, description = "`none`: no run events (document sync only)")),
+    responses((status = 101, description = "WebSocket of JSON live events (run_started, step_started, step_finished, step_skipped, log, run_finished) \
+        and document sync (doc.subscribe, doc.sync, doc.update, doc.ack, presence; see docs/api.md)")))]
 pub(crate) async fn ws(
     State(s): State<AppState>,
     Query(filter): Query<Filter>,
@@ -42,40 +80,233 @@ pub(crate) async fn ws(
 ) -> Response {
     // Subscribe before the upgrade completes: nothing after this request is missed.
     let rx = s.engine.subscribe();
-    upgrade.on_upgrade(move |socket| pump(socket, rx, filter))
+    let docs = s.engine.doc_events();
+    let engine = s.engine.clone();
+    upgrade.on_upgrade(move |socket| {
+        let client = Client {
+            engine,
+            id: NEXT_CLIENT.fetch_add(1, Ordering::Relaxed),
+            socket,
+            subscribed: HashMap::new(),
+        };
+        client.pump(rx, docs, filter)
+    })
 }
 
-async fn pump(
-    mut socket: WebSocket,
-    mut rx: tokio::sync::broadcast::Receiver<LiveEvent>,
-    filter: Filter,
-) {
-    loop {
-        tokio::select! {
-            event = rx.recv() => match event {
-                Ok(event) => {
-                    if !filter.wants(&event) {
-                        continue;
+struct Client {
+    engine: Engine,
+    id: u64,
+    socket: WebSocket,
+    /// Followed workflows → the presence keys this client set there.
+    subscribed: HashMap<String, Vec<String>>,
+}
+
+/// What the loop does after handling something.
+enum Next {
+    Go,
+    Stop,
+}
+
+impl Client {
+    async fn pump(
+        mut self,
+        mut rx: tokio::sync::broadcast::Receiver<LiveEvent>,
+        mut docs: tokio::sync::broadcast::Receiver<DocEvent>,
+        filter: Filter,
+    ) {
+        loop {
+            let next = tokio::select! {
+                event = rx.recv() => match event {
+                    Ok(event) if filter.wants(&event) => match serde_json::to_string(&event) {
+                        Ok(text) => self.send(text).await,
+                        Err(_) => Next::Go,
+                    },
+                    Ok(_) => Next::Go,
+                    Err(RecvError::Lagged(missed)) => {
+                        let frame = CloseFrame { code: TOO_SLOW, reason: format!("too slow: {missed} events missed").into() };
+                        // The client may already be unreachable; closing is best effort.
+                        tokio::time::timeout(SEND_TIMEOUT, self.socket.send(Message::Close(Some(frame)))).await.ok();
+                        Next::Stop
                     }
-                    let Ok(text) = serde_json::to_string(&event) else { continue };
-                    match tokio::time::timeout(SEND_TIMEOUT, socket.send(Message::Text(text.into()))).await {
-                        Ok(Ok(())) => {}
-                        // Gone, or stuck: either way this client is done.
-                        _ => return,
-                    }
-                }
-                Err(RecvError::Lagged(missed)) => {
-                    let frame = CloseFrame { code: TOO_SLOW, reason: format!("too slow: {missed} events missed").into() };
-                    // The client may already be unreachable; closing is best effort.
-                    tokio::time::timeout(SEND_TIMEOUT, socket.send(Message::Close(Some(frame)))).await.ok();
-                    return;
-                }
-                Err(RecvError::Closed) => return,
-            },
-            incoming = socket.recv() => match incoming {
-                None | Some(Err(_)) | Some(Ok(Message::Close(_))) => return,
-                Some(Ok(_)) => {}
-            },
+                    Err(RecvError::Closed) => Next::Stop,
+                },
+                event = docs.recv() => match event {
+                    Ok(event) => self.relay(event).await,
+                    Err(RecvError::Lagged(_)) => self.resync_all().await,
+                    Err(RecvError::Closed) => Next::Stop,
+                },
+                incoming = self.socket.recv() => match incoming {
+                    None | Some(Err(_)) | Some(Ok(Message::Close(_))) => Next::Stop,
+                    Some(Ok(Message::Text(text))) => self.handle(text.as_str()).await,
+                    Some(Ok(_)) => Next::Go,
+                },
+            };
+            if let Next::Stop = next {
+                break;
+            }
         }
+        for (workflow, keys) in std::mem::take(&mut self.subscribed) {
+            self.engine.presence_leave(&workflow, &keys, self.id);
+        }
+    }
+
+    async fn send(&mut self, text: String) -> Next {
+        match tokio::time::timeout(SEND_TIMEOUT, self.socket.send(Message::Text(text.into())))
+            .await
+        {
+            Ok(Ok(())) => Next::Go,
+            // Gone, or stuck: either way this client is done.
+            _ => Next::Stop,
+        }
+    }
+
+    async fn send_json(&mut self, v: Value) -> Next {
+        self.send(v.to_string()).await
+    }
+
+    /// A document change from the engine: sent on unless it is for a
+    /// workflow this client does not follow or came from this client.
+    async fn relay(&mut self, event: DocEvent) -> Next {
+        if event.origin() == self.id || !self.subscribed.contains_key(event.workflow()) {
+            return Next::Go;
+        }
+        let msg = match &event {
+            DocEvent::Update {
+                workflow, bytes, ..
+            } => json!({"type": "doc.update", "workflow": &**workflow, "update": B64.encode(bytes)}),
+            DocEvent::Presence {
+                workflow, bytes, ..
+            } => json!({"type": "presence", "workflow": &**workflow, "update": B64.encode(bytes)}),
+        };
+        self.send_json(msg).await
+    }
+
+    /// After missing document events: everything again (imports dedupe).
+    async fn resync_all(&mut self) -> Next {
+        let ids: Vec<String> = self.subscribed.keys().cloned().collect();
+        for id in ids {
+            if let Next::Stop = self.sync(&id, &[]).await {
+                return Next::Stop;
+            }
+        }
+        Next::Go
+    }
+
+    async fn sync(&mut self, workflow: &str, since: &[u8]) -> Next {
+        match self.engine.doc_updates(workflow, since).await {
+            Ok((update, version)) => {
+                let presence = self.engine.presence_state(workflow);
+                self.send_json(json!({
+                    "type": "doc.sync",
+                    "workflow": workflow,
+                    "update": B64.encode(update),
+                    "version": B64.encode(version),
+                    "presence": B64.encode(presence),
+                }))
+                .await
+            }
+            Err(e) => {
+                self.send_json(json!({"type": "error", "workflow": workflow, "message": e.to_string()}))
+                    .await
+            }
+        }
+    }
+
+    async fn handle(&mut self, text: &str) -> Next {
+        let msg: Value = match serde_json::from_str(text) {
+            Ok(v) => v,
+            Err(e) => return self.error(None, format!("not JSON: {e}")).await,
+        };
+        let reference = msg.get("ref").cloned();
+        let kind = msg.get("type").and_then(Value::as_str).unwrap_or("");
+        let Some(workflow) = msg.get("workflow").and_then(Value::as_str) else {
+            return self
+                .error(reference, format!("`{kind}` needs a `workflow`"))
+                .await;
+        };
+        let workflow = workflow.to_string();
+        let payload = |field: &str| -> Result<Vec<u8>, String> {
+            match msg.get(field).and_then(Value::as_str) {
+                None | Some("") => Ok(Vec::new()),
+                Some(s) => B64
+                    .decode(s)
+                    .map_err(|e| format!("`{field}` is not base64: {e}")),
+            }
+        };
+        match kind {
+            "doc.subscribe" => {
+                let since = match payload("version") {
+                    Ok(v) => v,
+                    Err(e) => return self.error(reference, e).await,
+                };
+                if !self.subscribed.contains_key(&workflow)
+                    && self.subscribed.len() >= MAX_SUBSCRIPTIONS
+                {
+                    return self
+                        .error(reference, format!("at most {MAX_SUBSCRIPTIONS} workflows per connection"))
+                        .await;
+                }
+                self.subscribed.entry(workflow.clone()).or_default();
+                self.sync(&workflow, &since).await
+            }
+            "doc.unsubscribe" => {
+                if let Some(keys) = self.subscribed.remove(&workflow) {
+                    self.engine.presence_leave(&workflow, &keys, self.id);
+                }
+                Next::Go
+            }
+            "doc.update" => {
+                let bytes = match payload("update") {
+                    Ok(b) => b,
+                    Err(e) => return self.error(reference, e).await,
+                };
+                match self
+                    .engine
+                    .import_doc_update_from(&workflow, &bytes, self.id)
+                    .await
+                {
+                    Ok(_) => {
+                        self.send_json(json!({"type": "doc.ack", "workflow": workflow, "ref": reference}))
+                            .await
+                    }
+                    Err(e) => {
+                        self.error(reference, format!("workflow `{workflow}`: {e}"))
+                            .await
+                    }
+                }
+            }
+            "presence" => {
+                if !self.subscribed.contains_key(&workflow) {
+                    return self
+                        .error(reference, format!("subscribe to `{workflow}` before sending presence"))
+                        .await;
+                }
+                let bytes = match payload("update") {
+                    Ok(b) => b,
+                    Err(e) => return self.error(reference, e).await,
+                };
+                match self.engine.presence_update(&workflow, &bytes, self.id) {
+                    Ok(keys) => {
+                        let mine = self.subscribed.entry(workflow).or_default();
+                        for k in keys {
+                            if !mine.contains(&k) {
+                                mine.push(k);
+                            }
+                        }
+                        Next::Go
+                    }
+                    Err(e) => self.error(reference, e.to_string()).await,
+                }
+            }
+            other => {
+                self.error(reference, format!("unknown message type `{other}`"))
+                    .await
+            }
+        }
+    }
+
+    async fn error(&mut self, reference: Option<Value>, message: String) -> Next {
+        self.send_json(json!({"type": "error", "message": message, "ref": reference}))
+            .await
     }
 }

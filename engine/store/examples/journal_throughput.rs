@@ -33,6 +33,7 @@ async fn main() -> Result<()> {
                     input: Arc::new(json!({})),
                     created_at_us: r as i64,
                     parent_run: None,
+                    doc_version: None,
                 })
                 .await?;
             let journal = store.journal();

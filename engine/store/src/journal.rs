@@ -244,6 +244,7 @@ pub(crate) struct RunInsert {
     pub input: Arc<str>,
     pub created_at_us: i64,
     pub parent_run: Option<Arc<str>>,
+    pub doc_version: Option<Arc<str>>,
 }
 
 #[derive(Debug)]

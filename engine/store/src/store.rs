@@ -54,6 +54,8 @@ pub struct NewRun {
     pub input: Arc<Value>,
     pub created_at_us: i64,
     pub parent_run: Option<String>,
+    /// The workflow document version the definition was written from.
+    pub doc_version: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -70,6 +72,8 @@ pub struct RunRow {
     pub created_at_us: i64,
     pub finished_at_us: Option<i64>,
     pub parent_run: Option<String>,
+    /// The workflow document version this run ran (see [`NewRun::doc_version`]).
+    pub doc_version: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -94,10 +98,12 @@ struct Inner {
     vault: tokio::sync::OnceCell<crate::vault::Vault>,
 }
 
-/// Inserts or replaces a workflow row: id, name, definition, updated_at_us.
-const UPSERT_WORKFLOW: &str = "INSERT INTO workflows (id, name, definition, updated_at_us) \
-     VALUES (?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET name = excluded.name, \
-     definition = excluded.definition, updated_at_us = excluded.updated_at_us";
+/// Inserts or replaces a workflow row: id, name, definition, updated_at_us,
+/// doc_version.
+const UPSERT_WORKFLOW: &str = "INSERT INTO workflows (id, name, definition, updated_at_us, doc_version) \
+     VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET name = excluded.name, \
+     definition = excluded.definition, updated_at_us = excluded.updated_at_us, \
+     doc_version = excluded.doc_version";
 
 /// Appends a document update after the newest one (or the snapshot):
 /// workflow id, bytes, at_us; returns the new `seq`.
@@ -136,6 +142,7 @@ type RunTuple = (
     i64,
     Option<i64>,
     Option<String>,
+    Option<String>,
 );
 
 /// The `definition` column holds "#" + a hash into `definitions` (or, in rows
@@ -144,7 +151,7 @@ const RUN_COLUMNS: &str = "id, workflow_id, \
     CASE WHEN substr(runs.definition, 1, 1) = '#' \
         THEN (SELECT text FROM definitions WHERE hash = substr(runs.definition, 2)) \
         ELSE runs.definition END, \
-    \"trigger\", input, status, output, error, created_at_us, finished_at_us, parent_run";
+    \"trigger\", input, status, output, error, created_at_us, finished_at_us, parent_run, doc_version";
 
 type RecordTuple = (
     i64,
@@ -292,11 +299,24 @@ impl Store {
 
     /// Inserts or replaces a workflow; `updated_at_us` is now.
     pub async fn put_workflow(&self, id: &str, name: &str, definition: &str) -> Result<()> {
+        self.put_workflow_at(id, name, definition, None).await
+    }
+
+    /// [`Store::put_workflow`] for JSON written from document version
+    /// `version` (runs of it pin that version).
+    pub async fn put_workflow_at(
+        &self,
+        id: &str,
+        name: &str,
+        definition: &str,
+        version: Option<&str>,
+    ) -> Result<()> {
         sqlx::query(UPSERT_WORKFLOW)
             .bind(id)
             .bind(name)
             .bind(definition)
             .bind(now_us())
+            .bind(version)
             .execute(&self.inner.pool)
             .await?;
         Ok(())
@@ -330,6 +350,7 @@ impl Store {
         id: &str,
         name: &str,
         definition: &str,
+        version: &str,
         update: &[u8],
     ) -> Result<i64> {
         let mut tx = self.inner.pool.begin().await?;
@@ -339,6 +360,7 @@ impl Store {
             .bind(name)
             .bind(definition)
             .bind(now)
+            .bind(version)
             .execute(&mut *tx)
             .await?;
         let seq: i64 = sqlx::query_scalar(APPEND_DOC_UPDATE)
@@ -400,14 +422,16 @@ impl Store {
 
     /// Replaces the updates up to `upto_seq` with `snapshot`, in one
     /// transaction: a crash leaves the old rows or the new ones, never
-    /// neither. Updates appended after `upto_seq` stay.
+    /// neither. Updates appended after `upto_seq` stay. Nothing happens
+    /// when there is nothing to fold (the workflow was deleted meanwhile).
     pub async fn compact_doc(&self, id: &str, snapshot: &[u8], upto_seq: i64) -> Result<()> {
         let mut tx = self.inner.pool.begin().await?;
         // The snapshot is as old as the newest update it folds in (a newer
         // time would make the workflow look stale: `stale_workflows`).
         sqlx::query(
-            "INSERT INTO doc_snapshots (workflow_id, upto_seq, bytes, at_us) VALUES (?1, ?2, ?3, \
-             COALESCE((SELECT MAX(at_us) FROM doc_updates WHERE workflow_id = ?1 AND seq <= ?2), ?4)) \
+            "INSERT INTO doc_snapshots (workflow_id, upto_seq, bytes, at_us) SELECT ?1, ?2, ?3, \
+             COALESCE((SELECT MAX(at_us) FROM doc_updates WHERE workflow_id = ?1 AND seq <= ?2), ?4) \
+             WHERE EXISTS (SELECT 1 FROM doc_updates WHERE workflow_id = ?1 AND seq <= ?2) \
              ON CONFLICT (workflow_id) DO UPDATE SET upto_seq = excluded.upto_seq, \
              bytes = excluded.bytes, at_us = excluded.at_us WHERE excluded.upto_seq > upto_seq",
         )
@@ -443,6 +467,17 @@ impl Store {
     pub async fn get_workflow(&self, id: &str) -> Result<Option<String>> {
         Ok(
             sqlx::query_scalar("SELECT definition FROM workflows WHERE id = ?")
+                .bind(id)
+                .fetch_optional(&self.inner.pool)
+                .await?,
+        )
+    }
+
+    /// The workflow JSON text with the document version it was written
+    /// from (None: not written from a document).
+    pub async fn get_workflow_at(&self, id: &str) -> Result<Option<(String, Option<String>)>> {
+        Ok(
+            sqlx::query_as("SELECT definition, doc_version FROM workflows WHERE id = ?")
                 .bind(id)
                 .fetch_optional(&self.inner.pool)
                 .await?,
@@ -499,6 +534,7 @@ impl Store {
             input,
             created_at_us: run.created_at_us,
             parent_run: run.parent_run.as_deref().map(Arc::from),
+            doc_version: run.doc_version.as_deref().map(Arc::from),
         })
     }
 
@@ -650,6 +686,7 @@ fn decode_run(blobs: &Blobs, row: RunTuple) -> Result<RunRow> {
         created_at_us,
         finished_at_us,
         parent_run,
+        doc_version,
     ) = row;
     let corrupt = |column: &str, e: Error| Error::Corrupt {
         table: "runs",
@@ -677,6 +714,7 @@ fn decode_run(blobs: &Blobs, row: RunTuple) -> Result<RunRow> {
         created_at_us,
         finished_at_us,
         parent_run,
+        doc_version,
     })
 }
 

@@ -30,6 +30,7 @@ fn new_run(id: &str, created_at_us: i64) -> NewRun {
         input: Arc::new(json!({"n": created_at_us})),
         created_at_us,
         parent_run: None,
+        doc_version: None,
     }
 }
 

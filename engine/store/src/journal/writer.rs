@@ -339,7 +339,7 @@ async fn insert_runs(conn: &mut SqliteConnection, runs: &[&RunInsert]) -> Result
     }
     for chunk in chunks(runs) {
         let mut qb = QueryBuilder::<Sqlite>::new(
-            "INSERT INTO runs (id, workflow_id, definition, \"trigger\", input, created_at_us, parent_run) ",
+            "INSERT INTO runs (id, workflow_id, definition, \"trigger\", input, created_at_us, parent_run, doc_version) ",
         );
         qb.push_values(chunk, |mut b, r| {
             b.push_bind(r.id.clone())
@@ -348,7 +348,8 @@ async fn insert_runs(conn: &mut SqliteConnection, runs: &[&RunInsert]) -> Result
                 .push_bind(r.trigger.clone())
                 .push_bind(r.input.clone())
                 .push_bind(r.created_at_us)
-                .push_bind(r.parent_run.clone());
+                .push_bind(r.parent_run.clone())
+                .push_bind(r.doc_version.clone());
         });
         qb.build().execute(&mut *conn).await?;
     }

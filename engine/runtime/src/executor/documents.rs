@@ -1,0 +1,501 @@
+//! Workflows as documents (DESIGN §6): every change to a workflow is an
+//! operation on its Loro document, persisted as an appended update,
+//! compacted into a snapshot in the background, and relayed live to every
+//! subscriber ([`Engine::doc_events`]). The stored workflow JSON is
+//! materialized from the document (at once for JSON saves, 200 ms later for
+//! merged updates), and records the document version it was written from:
+//! runs pin that version.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sluice_model::Workflow;
+use sluice_model::doc::{Presence, Summary, VersionInfo, WorkflowDoc};
+
+use super::{Engine, tracing_log};
+use crate::plan::Plan;
+use super::{Error, Result};
+
+/// A workflow document and where its stored form stands.
+pub(super) struct DocState {
+    doc: WorkflowDoc,
+    /// The last update stored.
+    last_seq: i64,
+    /// Updates stored since the last snapshot.
+    pending: usize,
+    /// A background compaction is under way.
+    compacting: bool,
+}
+
+/// Updates after which a document is compacted into a snapshot.
+const COMPACT_AFTER: usize = 100;
+
+/// How long after a merged update its workflow JSON is written (edits in a
+/// burst, like a node being dragged, are written once).
+const MATERIALIZE_AFTER: Duration = Duration::from_millis(200);
+
+/// Presence entries not refreshed for this long disappear (milliseconds).
+const PRESENCE_TIMEOUT_MS: i64 = 30_000;
+
+/// A change to a document, for live subscribers (editors, peers).
+#[derive(Debug, Clone)]
+pub enum DocEvent {
+    /// New operations (a Loro update) on workflow `workflow`.
+    Update {
+        workflow: Arc<str>,
+        bytes: Arc<[u8]>,
+        /// Who sent it (0: the engine itself: a JSON save, a file, a restore).
+        origin: u64,
+    },
+    /// Presence (Loro ephemeral store update): who looks at what.
+    Presence {
+        workflow: Arc<str>,
+        bytes: Arc<[u8]>,
+        origin: u64,
+    },
+}
+
+impl DocEvent {
+    pub fn workflow(&self) -> &str {
+        match self {
+            DocEvent::Update { workflow, .. } | DocEvent::Presence { workflow, .. } => workflow,
+        }
+    }
+
+    pub fn origin(&self) -> u64 {
+        match self {
+            DocEvent::Update { origin, .. } | DocEvent::Presence { origin, .. } => *origin,
+        }
+    }
+}
+
+/// A version of a workflow with what it changed.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct VersionEntry {
+    #[serde(flatten)]
+    pub info: VersionInfo,
+    /// One line: "added fetch; changed tag (config.url)".
+    pub summary: String,
+    pub changes: Summary,
+}
+
+impl Engine {
+    /// Stores a workflow (its canonical text, as planned) and tells the
+    /// engine's caches and triggers. Returns whether it replaced a version.
+    pub async fn save_workflow(&self, plan: &Plan) -> Result<bool> {
+        self.save_workflow_as(plan, None).await
+    }
+
+    /// [`Engine::save_workflow`], recording where the edit came from
+    /// (`api`, `import`, `file`…) in the version it makes.
+    pub async fn save_workflow_as(&self, plan: &Plan, origin: Option<&str>) -> Result<bool> {
+        let id = &plan.workflow.id;
+        let existed = self.store().get_workflow(id).await?.is_some();
+        let mut docs = self.inner.docs.lock().await;
+        let state = self.doc_state(&mut docs, id).await?;
+        let before = state.doc.version();
+        // The new JSON becomes the fewest operations on the document.
+        let changed = state
+            .doc
+            .apply_as(&plan.workflow, origin)
+            .map_err(doc_usage)?;
+        let head = state.doc.head();
+        if changed {
+            let update = state.doc.updates_since(&before).map_err(doc_usage)?;
+            let seq = self
+                .store()
+                .put_workflow_update(id, &plan.workflow.name, &plan.definition, &head, &update)
+                .await?;
+            state.last_seq = seq;
+            state.pending += 1;
+            self.maybe_compact(id, state);
+            self.publish(DocEvent::Update {
+                workflow: id.as_str().into(),
+                bytes: update.into(),
+                origin: 0,
+            });
+        } else {
+            self.store()
+                .put_workflow_at(id, &plan.workflow.name, &plan.definition, Some(&head))
+                .await?;
+        }
+        // A merged update waiting to be materialized is covered by this write.
+        self.dirty().remove(id.as_str());
+        drop(docs);
+        self.workflow_changed(id);
+        Ok(existed)
+    }
+
+    /// Merges a document update from an editor or a peer into workflow
+    /// `id`, persists it, and stores the workflow it now holds. Bytes that
+    /// are not an update, or that would change the workflow's id, are
+    /// refused and change nothing. Returns whether anything changed.
+    pub async fn import_doc_update(&self, id: &str, bytes: &[u8]) -> Result<bool> {
+        self.import_doc_update_from(id, bytes, 0).await
+    }
+
+    /// [`Engine::import_doc_update`] from subscriber `origin` (its own
+    /// updates are not sent back to it).
+    pub async fn import_doc_update_from(&self, id: &str, bytes: &[u8], origin: u64) -> Result<bool> {
+        let mut docs = self.inner.docs.lock().await;
+        let state = self.doc_state(&mut docs, id).await?;
+        let before = state.doc.version();
+        let imported = state.doc.import(bytes);
+        let fresh = state.doc.version();
+        if imported.is_ok() && fresh == before {
+            return Ok(false);
+        }
+        let checked = imported
+            .map_err(doc_usage)
+            .and_then(|()| match state.doc.id() {
+                Some(new_id) if new_id != id => Err(Error::Usage(format!(
+                    "the update renames workflow `{id}` to `{new_id}`"
+                ))),
+                _ => Ok(()),
+            });
+        if let Err(e) = checked {
+            // Whatever got in is dropped: the stored document is the truth.
+            docs.remove(id);
+            return Err(e);
+        }
+        // The update is durable now; the workflow JSON follows shortly (or
+        // at once when something needs it: see `materialize`).
+        let update = state.doc.updates_since(&before).map_err(doc_usage)?;
+        state.last_seq = self.store().append_doc_update(id, &update).await?;
+        state.pending += 1;
+        self.maybe_compact(id, state);
+        self.publish(DocEvent::Update {
+            workflow: id.into(),
+            bytes: update.into(),
+            origin,
+        });
+        drop(docs);
+        if self.dirty().insert(id.to_string()) {
+            let engine = self.clone();
+            let id = id.to_string();
+            tokio::spawn(async move {
+                tokio::time::sleep(MATERIALIZE_AFTER).await;
+                if let Err(e) = engine.materialize(&id).await {
+                    tracing_log(&format!("workflow {id}: {e}"));
+                }
+            });
+        }
+        Ok(true)
+    }
+
+    /// Applies `wf` (an edit made elsewhere, e.g. a file changed on disk)
+    /// as the operations that turn the document *as of `base`* into `wf`,
+    /// so edits made since `base` (by editors, peers) are kept, not undone.
+    /// Returns whether anything changed.
+    pub async fn apply_edit_at(
+        &self,
+        id: &str,
+        base: &str,
+        wf: &Workflow,
+        origin: &str,
+    ) -> Result<bool> {
+        let update = {
+            let mut docs = self.inner.docs.lock().await;
+            let state = self.doc_state(&mut docs, id).await?;
+            let fork = state.doc.at(base).map_err(doc_usage)?;
+            let from = fork.version();
+            if !fork.apply_as(wf, Some(origin)).map_err(doc_usage)? {
+                return Ok(false);
+            }
+            fork.updates_since(&from).map_err(doc_usage)?
+        };
+        let changed = self.import_doc_update(id, &update).await?;
+        // Planning and the file mirror want the JSON now, not in 200 ms.
+        self.materialize(id).await?;
+        Ok(changed)
+    }
+
+    /// Writes the JSON of a workflow whose document moved ahead of it, and
+    /// tells the triggers. A no-op for workflows that are up to date.
+    pub async fn materialize(&self, id: &str) -> Result<()> {
+        let mut docs = self.inner.docs.lock().await;
+        if !self.dirty().remove(id) {
+            return Ok(());
+        }
+        let state = self.doc_state(&mut docs, id).await?;
+        let wf = state.doc.to_workflow().map_err(doc_usage)?;
+        let head = state.doc.head();
+        self.store()
+            .put_workflow_at(id, &wf.name, &wf.to_json_pretty(), Some(&head))
+            .await?;
+        drop(docs);
+        self.workflow_changed(id);
+        Ok(())
+    }
+
+    /// Brings every stored workflow JSON up to its document (after a crash
+    /// between a document update and its materialization).
+    pub(super) async fn materialize_stale(&self) -> Result<()> {
+        for id in self.store().stale_workflows().await? {
+            self.dirty().insert(id.clone());
+            self.materialize(&id).await?;
+        }
+        Ok(())
+    }
+
+    /// Workflows whose document is ahead of their stored JSON.
+    fn dirty(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
+        self.inner.dirty.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether workflow `id`'s document is ahead of its stored JSON.
+    pub(super) fn is_dirty(&self, id: &str) -> bool {
+        self.dirty().contains(id)
+    }
+
+    /// The stored JSON of workflow `id`, brought up to its document first,
+    /// with the document version it holds (None: no such workflow).
+    pub async fn workflow_text(&self, id: &str) -> Result<Option<(String, Option<String>)>> {
+        self.materialize(id).await?;
+        Ok(self.store().get_workflow_at(id).await?)
+    }
+
+    /// Everything of workflow `id`'s document a peer at `since` lacks (all
+    /// of it for an empty `since`), with the current version vector.
+    pub async fn doc_updates(&self, id: &str, since: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
+        let mut docs = self.inner.docs.lock().await;
+        let state = self.doc_state(&mut docs, id).await?;
+        let since = if since.is_empty() {
+            Default::default()
+        } else {
+            sluice_model::doc::decode_version(since).map_err(doc_usage)?
+        };
+        let bytes = state.doc.updates_since(&since).map_err(doc_usage)?;
+        Ok((
+            bytes,
+            sluice_model::doc::encode_version(&state.doc.version()),
+        ))
+    }
+
+    /// Document changes from now on, for every workflow.
+    pub fn doc_events(&self) -> tokio::sync::broadcast::Receiver<DocEvent> {
+        self.inner.doc_events.subscribe()
+    }
+
+    fn publish(&self, event: DocEvent) {
+        // Nobody listening is fine.
+        let _ = self.inner.doc_events.send(event);
+    }
+
+    /// Merges a presence update (Loro ephemeral store) from subscriber
+    /// `origin` into workflow `id`'s presence and relays it. Returns the
+    /// keys it set, so they can be cleared when the subscriber leaves.
+    pub fn presence_update(&self, id: &str, bytes: &[u8], origin: u64) -> Result<Vec<String>> {
+        let keys = {
+            let mut all = self.inner.presence.lock().unwrap_or_else(|e| e.into_inner());
+            let p = all
+                .entry(id.to_string())
+                .or_insert_with(|| Presence::new(PRESENCE_TIMEOUT_MS));
+            p.apply(bytes).map_err(doc_usage)?
+        };
+        self.publish(DocEvent::Presence {
+            workflow: id.into(),
+            bytes: bytes.into(),
+            origin,
+        });
+        Ok(keys)
+    }
+
+    /// Everyone's presence on workflow `id`, encoded (for a new subscriber).
+    pub fn presence_state(&self, id: &str) -> Vec<u8> {
+        let all = self.inner.presence.lock().unwrap_or_else(|e| e.into_inner());
+        all.get(id).map(Presence::encode_all).unwrap_or_default()
+    }
+
+    /// Clears presence `keys` of a subscriber that left, and tells the others.
+    pub fn presence_leave(&self, id: &str, keys: &[String], origin: u64) {
+        if keys.is_empty() {
+            return;
+        }
+        let bytes = {
+            let mut all = self.inner.presence.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(p) = all.get_mut(id) else { return };
+            let bytes = p.remove(keys);
+            if p.is_empty() {
+                all.remove(id);
+            }
+            bytes
+        };
+        self.publish(DocEvent::Presence {
+            workflow: id.into(),
+            bytes: bytes.into(),
+            origin,
+        });
+    }
+
+    /// Every version of workflow `id`, newest first, `limit` from `offset`,
+    /// each with what it changed.
+    pub async fn history(&self, id: &str, offset: usize, limit: usize) -> Result<Vec<VersionEntry>> {
+        self.require_workflow(id).await?;
+        let mut docs = self.inner.docs.lock().await;
+        let state = self.doc_state(&mut docs, id).await?;
+        state
+            .doc
+            .history()
+            .into_iter()
+            .skip(offset)
+            .take(limit)
+            .map(|info| {
+                let changes = state.doc.summarize(&info.version).map_err(doc_usage)?;
+                Ok(VersionEntry {
+                    summary: changes.to_string(),
+                    changes,
+                    info,
+                })
+            })
+            .collect()
+    }
+
+    /// Workflow `id` exactly as it was at document version `version`
+    /// (from [`Engine::history`] or a run's pinned version).
+    pub async fn workflow_at(&self, id: &str, version: &str) -> Result<Workflow> {
+        self.require_workflow(id).await?;
+        let mut docs = self.inner.docs.lock().await;
+        let state = self.doc_state(&mut docs, id).await?;
+        let past = state.doc.at(version).map_err(doc_usage)?;
+        past.to_workflow().map_err(doc_usage)
+    }
+
+    /// Makes workflow `id` what it was at `version`, as new operations on
+    /// top (history is never rewritten; the restore is a version of its
+    /// own). Returns the new version.
+    pub async fn restore_version(&self, id: &str, version: &str) -> Result<String> {
+        let wf = self.workflow_at(id, version).await?;
+        let plan = Plan::new(wf)?;
+        self.save_workflow_as(&plan, Some(&format!("restore {version}")))
+            .await?;
+        let mut docs = self.inner.docs.lock().await;
+        Ok(self.doc_state(&mut docs, id).await?.doc.head())
+    }
+
+    async fn require_workflow(&self, id: &str) -> Result<()> {
+        if self.store().get_workflow(id).await?.is_none() && !self.is_dirty(id) {
+            return Err(Error::WorkflowNotFound(id.to_string()));
+        }
+        Ok(())
+    }
+
+    /// The cached document of `id`, loaded from the store on first use. A
+    /// workflow stored before documents existed gets one made from its JSON.
+    async fn doc_state<'a>(
+        &self,
+        docs: &'a mut HashMap<String, DocState>,
+        id: &str,
+    ) -> Result<&'a mut DocState> {
+        if !docs.contains_key(id) {
+            let corrupt = |e: sluice_model::doc::DocError| Error::Corrupt {
+                run: format!("document of workflow {id}"),
+                message: e.to_string(),
+            };
+            let stored = self.store().load_doc(id).await?;
+            let doc = WorkflowDoc::new();
+            doc.set_version_gap(self.inner.version_gap_secs);
+            if let Some(snapshot) = &stored.snapshot {
+                doc.import(snapshot).map_err(corrupt)?;
+            }
+            for (_, update) in &stored.updates {
+                doc.import(update).map_err(corrupt)?;
+            }
+            let mut state = DocState {
+                doc,
+                last_seq: stored.updates.last().map_or(stored.upto_seq, |u| u.0),
+                pending: stored.updates.len(),
+                compacting: false,
+            };
+            if stored.snapshot.is_none()
+                && stored.updates.is_empty()
+                && let Some(text) = self.store().get_workflow(id).await?
+                && let Ok(wf) = Workflow::from_json(&text)
+                && state.doc.apply_as(&wf, Some("import")).map_err(doc_usage)?
+            {
+                let all = state.doc.snapshot().map_err(doc_usage)?;
+                let head = state.doc.head();
+                state.last_seq = self
+                    .store()
+                    .put_workflow_update(id, &wf.name, &text, &head, &all)
+                    .await?;
+                state.pending = 1;
+            }
+            docs.insert(id.to_string(), state);
+        }
+        docs.get_mut(id)
+            .ok_or_else(|| Error::WorkflowNotFound(id.to_string()))
+    }
+
+    /// Folds the updates so far into a snapshot, in the background: the
+    /// edit that crosses the threshold does not wait for it. The store
+    /// swaps updates for the snapshot in one transaction, so a crash at any
+    /// point loses nothing.
+    fn maybe_compact(&self, id: &str, state: &mut DocState) {
+        if state.pending < COMPACT_AFTER || state.compacting {
+            return;
+        }
+        state.compacting = true;
+        let engine = self.clone();
+        let id = id.to_string();
+        tokio::spawn(async move {
+            if let Err(e) = engine.compact(&id).await {
+                tracing_log(&format!("compacting workflow {id}: {e}"));
+            }
+        });
+    }
+
+    /// Compacts workflow `id`'s stored document now.
+    pub async fn compact(&self, id: &str) -> Result<()> {
+        let (snapshot, upto) = {
+            let mut docs = self.inner.docs.lock().await;
+            let Some(state) = docs.get_mut(id) else {
+                return Ok(());
+            };
+            state.compacting = false;
+            let snapshot = state.doc.snapshot().map_err(doc_usage)?;
+            let folded = state.pending;
+            state.pending = 0;
+            (snapshot, (state.last_seq, folded))
+        };
+        // Outside the lock: edits go on while the snapshot is written.
+        if let Err(e) = self.store().compact_doc(id, &snapshot, upto.0).await {
+            // Nothing was lost; try again with the next edit.
+            if let Some(state) = self.inner.docs.lock().await.get_mut(id) {
+                state.pending += upto.1;
+            }
+            return Err(e.into());
+        }
+        Ok(())
+    }
+
+    /// Loads workflow `id`'s document (from SQLite unless cached) and returns
+    /// its version vector, encoded.
+    pub async fn doc_version(&self, id: &str) -> Result<Vec<u8>> {
+        let mut docs = self.inner.docs.lock().await;
+        let state = self.doc_state(&mut docs, id).await?;
+        Ok(sluice_model::doc::encode_version(&state.doc.version()))
+    }
+
+    /// The current version (frontiers, `counter@peer,…`) of workflow `id`.
+    pub async fn doc_head(&self, id: &str) -> Result<String> {
+        let mut docs = self.inner.docs.lock().await;
+        Ok(self.doc_state(&mut docs, id).await?.doc.head())
+    }
+
+    /// The bytes workflow `id`'s document takes in the database.
+    pub async fn doc_size(&self, id: &str) -> Result<u64> {
+        Ok(self.store().doc_size(id).await?)
+    }
+
+    /// Forgets the in-memory documents (the next use loads them from the
+    /// store): what a restart does.
+    pub async fn drop_doc_cache(&self) {
+        self.inner.docs.lock().await.clear();
+    }
+}
+
+pub(super) fn doc_usage(e: sluice_model::doc::DocError) -> Error {
+    Error::Usage(e.to_string())
+}
