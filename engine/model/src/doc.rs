@@ -41,8 +41,8 @@ const EDGES: &str = "edges";
 const CONFIG: &str = "config";
 const ORDER: &str = "order";
 
-/// One peer's consecutive edits less than this many seconds apart form one
-/// version (Loro merges them into one change).
+/// One author's consecutive edits this many seconds apart or closer form
+/// one version (Loro also merges them into one change locally).
 pub const VERSION_GAP_SECS: i64 = 10;
 
 #[derive(Debug, thiserror::Error)]
@@ -532,25 +532,6 @@ pub fn decode_version(bytes: &[u8]) -> Result<VersionVector, DocError> {
     VersionVector::decode(bytes).map_err(loro_err)
 }
 
-/// A version of a workflow document: one change (one peer's edits in a
-/// burst, see [`VERSION_GAP_SECS`]), newest first in [`WorkflowDoc::history`].
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct VersionInfo {
-    /// The document as of the end of this change: pass it to
-    /// [`WorkflowDoc::at`] (format `counter@peer`, see [`format_version`]).
-    pub version: String,
-    /// The peer that made it (Loro peer id, decimal).
-    pub peer: String,
-    /// Unix time (seconds) the author's clock gave it; 0 when not recorded.
-    pub at_s: i64,
-    /// Where the edit came from, if the author said ("api", "file"…).
-    pub message: Option<String>,
-    /// Operations in it.
-    pub ops: usize,
-    /// Lamport time of its first operation (orders versions causally).
-    pub lamport: u32,
-}
-
 /// What a version changed, by workflow part.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct Summary {
@@ -653,47 +634,14 @@ impl WorkflowDoc {
         Ok(())
     }
 
-    /// Every version, newest first (by Lamport time, then peer).
-    pub fn history(&self) -> Vec<VersionInfo> {
-        let mut out = Vec::new();
-        for (peer, end) in self.doc.oplog_vv().iter() {
-            let mut counter = 0;
-            while counter < *end {
-                let Some(meta) = self.doc.get_change(ID::new(*peer, counter)) else {
-                    break;
-                };
-                let len = meta.len.max(1) as i32;
-                out.push(VersionInfo {
-                    version: format!("{}@{}", meta.id.counter + len - 1, peer),
-                    peer: peer.to_string(),
-                    at_s: meta.timestamp,
-                    message: meta.message.as_deref().map(str::to_string),
-                    ops: meta.len,
-                    lamport: meta.lamport,
-                });
-                counter = meta.id.counter + len;
-            }
-        }
-        out.sort_by(|a, b| b.lamport.cmp(&a.lamport).then_with(|| b.peer.cmp(&a.peer)));
-        out
-    }
-
-    /// What the change ending at `version` (a single `counter@peer` from
-    /// [`WorkflowDoc::history`]) did, compared with what it was based on.
-    pub fn summarize(&self, version: &str) -> Result<Summary, DocError> {
-        let end = parse_version(version)?;
-        self.check_known(&end, version)?;
-        let Some(last) = end.iter().next().filter(|_| end.len() == 1) else {
-            return Err(DocError::Invalid(format!(
-                "`{version}` names no single change"
-            )));
-        };
-        let meta = self
-            .doc
-            .get_change(last)
-            .ok_or_else(|| DocError::Invalid(format!("no change at `{version}`")))?;
-        // The change's first op up to `last` (a version may end mid-change).
-        let diff = self.doc.diff(&meta.deps, &end).map_err(loro_err)?;
+    /// What changed from version `from` to version `to` (both in the
+    /// history; `""` is the empty document).
+    pub fn summarize(&self, from: &str, to: &str) -> Result<Summary, DocError> {
+        let a = parse_version(from)?;
+        let b = parse_version(to)?;
+        self.check_known(&a, from)?;
+        self.check_known(&b, to)?;
+        let diff = self.doc.diff(&a, &b).map_err(loro_err)?;
         let mut s = Summary::default();
         let mut edges_set = BTreeSet::new();
         let mut edges_removed = BTreeSet::new();
@@ -712,25 +660,39 @@ impl WorkflowDoc {
             match cid {
                 ContainerID::Root { name, .. } if name.as_str() == NODES => {
                     for (k, set) in keys {
-                        if set { added.insert(k) } else { removed.insert(k) };
+                        if set {
+                            added.insert(k)
+                        } else {
+                            removed.insert(k)
+                        };
                     }
                 }
                 ContainerID::Root { name, .. } if name.as_str() == EDGES => {
                     for (k, set) in keys {
-                        if set { edges_set.insert(k) } else { edges_removed.insert(k) };
+                        if set {
+                            edges_set.insert(k)
+                        } else {
+                            edges_removed.insert(k)
+                        };
                     }
                 }
                 ContainerID::Root { name, .. } if name.as_str() == META => {
                     fields.extend(keys.map(|(k, _)| k));
                 }
                 _ => {
-                    let Some((node, field)) = self.node_field(cid) else { continue };
+                    let Some((node, field)) = self.node_field(cid) else {
+                        continue;
+                    };
                     let entry = s.nodes_changed.entry(node).or_default();
                     for (k, _) in keys {
                         if k == ORDER {
                             continue;
                         }
-                        entry.insert(if field.is_empty() { k } else { format!("{field}.{k}") });
+                        entry.insert(if field.is_empty() {
+                            k
+                        } else {
+                            format!("{field}.{k}")
+                        });
                     }
                 }
             }
@@ -821,4 +783,20 @@ impl Presence {
     pub fn is_empty(&self) -> bool {
         self.store.keys().is_empty()
     }
+}
+
+/// The peers that wrote the operations between `before` and `after`
+/// (decimal peer ids, sorted, joined by `,`).
+pub fn authors(before: &VersionVector, after: &VersionVector) -> String {
+    let mut peers: Vec<u64> = after
+        .iter()
+        .filter(|(peer, end)| before.get(peer).is_none_or(|b| b < end))
+        .map(|(peer, _)| *peer)
+        .collect();
+    peers.sort_unstable();
+    peers
+        .iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
 }

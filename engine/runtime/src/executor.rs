@@ -21,8 +21,8 @@ use tokio::task::JoinSet;
 
 mod documents;
 
-pub use documents::{DocEvent, VersionEntry};
 use documents::DocState;
+pub use documents::{DocEvent, VersionEntry};
 
 use crate::events::{LiveEvent, What};
 use crate::machine::{
@@ -131,7 +131,6 @@ struct Inner {
     presence: Mutex<HashMap<String, sluice_model::doc::Presence>>,
     version_gap_secs: i64,
 }
-
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

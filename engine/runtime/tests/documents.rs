@@ -152,13 +152,21 @@ async fn compaction_keeps_every_edit() {
     for i in 0..250 {
         save(&engine, sample(&format!("edit {i}"))).await;
     }
-    let stored_doc = engine.store().load_doc("doc").await.unwrap();
-    assert!(stored_doc.snapshot.is_some(), "compacted");
-    assert!(
-        stored_doc.updates.len() < 100,
-        "{}",
-        stored_doc.updates.len()
-    );
+    // Compaction runs in the background: the edit that crossed the
+    // threshold did not wait for it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let stored_doc = engine.store().load_doc("doc").await.unwrap();
+        if stored_doc.snapshot.is_some() && stored_doc.updates.len() < 100 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not compacted: {} updates",
+            stored_doc.updates.len()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     // Everything is still there after a restart.
     engine.drop_doc_cache().await;
     let doc = client(&engine, 3).await;
@@ -217,7 +225,17 @@ async fn merged_edits_reach_the_stored_json_lazily_and_after_a_crash() {
     editor.apply(&workflow(v)).unwrap();
     engine
         .store()
-        .append_doc_update("doc", &editor.updates_since(&before).unwrap())
+        .append_doc_update(
+            "doc",
+            &editor.updates_since(&before).unwrap(),
+            &sluice_store::VersionMark {
+                parent: "",
+                version: &editor.head(),
+                author: "11",
+                message: None,
+                gap_us: 0,
+            },
+        )
         .await
         .unwrap();
     drop(engine);
@@ -229,4 +247,219 @@ async fn merged_edits_reach_the_stored_json_lazily_and_after_a_crash() {
             .as_deref(),
         Some("after the crash")
     );
+}
+
+fn every_edit_a_version() -> Options {
+    Options {
+        version_gap_secs: -1,
+        ..Options::default()
+    }
+}
+
+#[tokio::test]
+async fn runs_pin_the_version_they_ran() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(dir.path(), every_edit_a_version())
+        .await
+        .unwrap();
+    save(&engine, sample("first")).await;
+    let first = engine.doc_head("doc").await.unwrap();
+    let run1 = engine
+        .start(
+            engine.workflow("doc").await.unwrap(),
+            None,
+            Arc::new(json!({"a": 1})),
+        )
+        .await
+        .unwrap();
+    let id1 = run1.id.clone();
+    run1.wait().await;
+    save(&engine, sample("second")).await;
+    let second = engine.doc_head("doc").await.unwrap();
+    assert_ne!(first, second);
+    let run2 = engine
+        .start(
+            engine.workflow("doc").await.unwrap(),
+            None,
+            Arc::new(json!({"a": 2})),
+        )
+        .await
+        .unwrap();
+    let id2 = run2.id.clone();
+    run2.wait().await;
+
+    let row1 = engine.store().get_run(&id1).await.unwrap().unwrap();
+    let row2 = engine.store().get_run(&id2).await.unwrap().unwrap();
+    assert_eq!(row1.doc_version.as_deref(), Some(first.as_str()));
+    assert_eq!(row2.doc_version.as_deref(), Some(second.as_str()));
+    // The workflow exactly as each run ran it, from the document's history.
+    assert_eq!(
+        engine.workflow_at("doc", &first).await.unwrap(),
+        workflow(sample("first"))
+    );
+    assert_eq!(
+        Workflow::from_json(&row1.definition).unwrap(),
+        workflow(sample("first"))
+    );
+    // A merged edit is pinned too: the run plans the merged JSON and its version.
+    let editor = client(&engine, 21).await;
+    let before = editor.version();
+    let mut v = editor.to_value();
+    v["nodes"][1]["label"] = json!("merged");
+    editor.apply(&workflow(v.clone())).unwrap();
+    engine
+        .import_doc_update("doc", &editor.updates_since(&before).unwrap())
+        .await
+        .unwrap();
+    let plan = engine.workflow("doc").await.unwrap();
+    let head = engine.doc_head("doc").await.unwrap();
+    assert_eq!(plan.version.as_deref(), Some(head.as_str()));
+    assert_eq!(engine.workflow_at("doc", &head).await.unwrap(), workflow(v));
+}
+
+#[tokio::test]
+async fn history_lists_versions_and_restore_adds_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(dir.path(), every_edit_a_version())
+        .await
+        .unwrap();
+    for label in ["one", "two", "three"] {
+        engine
+            .save_workflow_as(&Plan::new(workflow(sample(label))).unwrap(), Some("api"))
+            .await
+            .unwrap();
+    }
+    let h = engine.history("doc", 0, 50).await.unwrap();
+    assert_eq!(h.len(), 3, "{h:#?}");
+    assert_eq!(h[0].summary, "changed shape (label)");
+    assert!(
+        h[2].summary.contains("added out, shape, t"),
+        "{}",
+        h[2].summary
+    );
+    assert_eq!(h[0].message.as_deref(), Some("api"));
+    // Paging.
+    let page = engine.history("doc", 1, 1).await.unwrap();
+    assert_eq!(page.len(), 1);
+    assert_eq!(page[0].version, h[1].version);
+
+    let oldest = h[2].version.clone();
+    let head = engine.restore_version("doc", &oldest).await.unwrap();
+    assert_eq!(stored(&engine).await, workflow(sample("one")));
+    let h2 = engine.history("doc", 0, 50).await.unwrap();
+    assert_eq!(h2.len(), 4);
+    assert_eq!(h2[0].version, head);
+    assert_eq!(
+        h2[0].message.as_deref(),
+        Some(format!("restore {oldest}").as_str())
+    );
+    // Nothing was rewritten: the versions in between are still there.
+    assert_eq!(
+        engine.workflow_at("doc", &h[0].version).await.unwrap(),
+        workflow(sample("three"))
+    );
+    // After a restart too.
+    engine.drop_doc_cache().await;
+    assert_eq!(engine.history("doc", 0, 50).await.unwrap().len(), 4);
+
+    // Unknown versions and workflows are named.
+    let e = engine
+        .workflow_at("doc", "5@999")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("5@999"), "{e}");
+    assert!(engine.history("nope", 0, 5).await.is_err());
+}
+
+#[tokio::test]
+async fn an_edit_based_on_an_old_version_keeps_newer_edits() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(dir.path(), Options::default()).await.unwrap();
+    save(&engine, sample("first")).await;
+    let base = engine.doc_head("doc").await.unwrap();
+    // Meanwhile an editor renames the workflow.
+    let editor = client(&engine, 31).await;
+    let before = editor.version();
+    let mut v = editor.to_value();
+    v["name"] = json!("Renamed in the editor");
+    editor.apply(&workflow(v)).unwrap();
+    engine
+        .import_doc_update("doc", &editor.updates_since(&before).unwrap())
+        .await
+        .unwrap();
+    // A file written from `base` changes the jq program.
+    let mut file = sample("first");
+    file["nodes"][1]["config"]["jq"] = json!("{a: .a, b: 2}");
+    assert!(
+        engine
+            .apply_edit_at("doc", &base, &workflow(file), "file")
+            .await
+            .unwrap()
+    );
+    let now = stored(&engine).await;
+    assert_eq!(now.name, "Renamed in the editor");
+    assert_eq!(now.nodes[1].config["jq"], json!("{a: .a, b: 2}"));
+}
+
+#[tokio::test]
+async fn subscribers_get_every_change_with_its_origin() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(dir.path(), Options::default()).await.unwrap();
+    let mut events = engine.doc_events();
+    save(&engine, sample("first")).await;
+    let ev = events.recv().await.unwrap();
+    assert_eq!((ev.workflow(), ev.origin()), ("doc", 0));
+    let mirror = WorkflowDoc::new();
+    let sluice_runtime::executor::DocEvent::Update { bytes, .. } = ev else {
+        panic!("an update")
+    };
+    mirror.import(&bytes).unwrap();
+    assert_eq!(mirror.to_workflow().unwrap(), workflow(sample("first")));
+
+    let editor = client(&engine, 41).await;
+    let before = editor.version();
+    let mut v = editor.to_value();
+    v["nodes"][0]["label"] = json!("go");
+    editor.apply(&workflow(v.clone())).unwrap();
+    engine
+        .import_doc_update_from("doc", &editor.updates_since(&before).unwrap(), 77)
+        .await
+        .unwrap();
+    let ev = events.recv().await.unwrap();
+    assert_eq!(ev.origin(), 77);
+    let sluice_runtime::executor::DocEvent::Update { bytes, .. } = ev else {
+        panic!("an update")
+    };
+    mirror.import(&bytes).unwrap();
+    assert_eq!(mirror.to_workflow().unwrap(), workflow(v));
+}
+
+#[tokio::test]
+async fn one_authors_burst_of_edits_is_one_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(dir.path(), Options::default()).await.unwrap();
+    for label in ["a", "b", "c"] {
+        engine
+            .save_workflow_as(&Plan::new(workflow(sample(label))).unwrap(), Some("api"))
+            .await
+            .unwrap();
+    }
+    let h = engine.history("doc", 0, 50).await.unwrap();
+    assert_eq!(h.len(), 1, "{h:#?}");
+    assert_eq!(h[0].edits, 3);
+    assert_eq!(h[0].parent, "");
+    assert_eq!(
+        engine.workflow_at("doc", &h[0].version).await.unwrap(),
+        workflow(sample("c"))
+    );
+    // Another origin starts a new version.
+    engine
+        .save_workflow_as(&Plan::new(workflow(sample("d"))).unwrap(), Some("file"))
+        .await
+        .unwrap();
+    let h = engine.history("doc", 0, 50).await.unwrap();
+    assert_eq!(h.len(), 2);
+    assert_eq!(h[0].summary, "changed shape (label)");
+    assert_eq!(h[0].parent, h[1].version);
 }

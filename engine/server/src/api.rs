@@ -28,7 +28,10 @@ pub(crate) fn routes() -> axum::Router<AppState> {
         )
         .route("/workflows/{id}/versions", get(list_versions))
         .route("/workflows/{id}/versions/{version}", get(get_version))
-        .route("/workflows/{id}/versions/{version}/restore", post(restore_version))
+        .route(
+            "/workflows/{id}/versions/{version}/restore",
+            post(restore_version),
+        )
         .route("/validate", post(validate_workflow))
         .route("/workflows/{id}/runs", post(start_run))
         .route("/runs", get(list_runs))
@@ -98,16 +101,16 @@ pub(crate) async fn get_workflow(
 #[derive(Debug, Deserialize)]
 pub(crate) struct Page {
     #[serde(default)]
-    offset: usize,
-    limit: Option<usize>,
+    offset: u32,
+    limit: Option<u32>,
 }
 
 #[utoipa::path(get, path = "/api/v1/workflows/{id}/versions", tag = "workflows",
     params(("id" = String, Path, description = "Workflow id"),
-        ("offset" = Option<usize>, Query, description = "Skip this many (newest first)"),
-        ("limit" = Option<usize>, Query, description = "At most this many (default 50, at most 500)")),
-    responses((status = 200, description = "`[{version, peer, at_s, message, ops, lamport, summary, changes}]`, newest first: \
-        each version is one peer's burst of edits; `summary` says what it changed"),
+        ("offset" = Option<u32>, Query, description = "Skip this many (newest first)"),
+        ("limit" = Option<u32>, Query, description = "At most this many (default 50, at most 500)")),
+    responses((status = 200, description = "`[{version, parent, author, message, started_at_us, at_us, edits, summary, changes}]`, \
+        newest first: each version is one author's burst of edits; `summary` says what it changed"),
         (status = 404, description = "No such workflow")))]
 pub(crate) async fn list_versions(
     State(s): State<AppState>,
@@ -116,7 +119,9 @@ pub(crate) async fn list_versions(
 ) -> Result<Json<Value>, ApiError> {
     let limit = page.limit.unwrap_or(50).clamp(1, 500);
     let versions = s.engine.history(&id, page.offset, limit).await?;
-    Ok(Json(serde_json::to_value(versions).map_err(ApiError::internal)?))
+    Ok(Json(
+        serde_json::to_value(versions).map_err(ApiError::internal)?,
+    ))
 }
 
 #[utoipa::path(get, path = "/api/v1/workflows/{id}/versions/{version}", tag = "workflows",

@@ -151,8 +151,7 @@ impl Client {
     }
 
     async fn send(&mut self, text: String) -> Next {
-        match tokio::time::timeout(SEND_TIMEOUT, self.socket.send(Message::Text(text.into())))
-            .await
+        match tokio::time::timeout(SEND_TIMEOUT, self.socket.send(Message::Text(text.into()))).await
         {
             Ok(Ok(())) => Next::Go,
             // Gone, or stuck: either way this client is done.
@@ -173,7 +172,9 @@ impl Client {
         let msg = match &event {
             DocEvent::Update {
                 workflow, bytes, ..
-            } => json!({"type": "doc.update", "workflow": &**workflow, "update": B64.encode(bytes)}),
+            } => {
+                json!({"type": "doc.update", "workflow": &**workflow, "update": B64.encode(bytes)})
+            }
             DocEvent::Presence {
                 workflow, bytes, ..
             } => json!({"type": "presence", "workflow": &**workflow, "update": B64.encode(bytes)}),
@@ -206,8 +207,10 @@ impl Client {
                 .await
             }
             Err(e) => {
-                self.send_json(json!({"type": "error", "workflow": workflow, "message": e.to_string()}))
-                    .await
+                self.send_json(
+                    json!({"type": "error", "workflow": workflow, "message": e.to_string()}),
+                )
+                .await
             }
         }
     }
@@ -243,7 +246,10 @@ impl Client {
                     && self.subscribed.len() >= MAX_SUBSCRIPTIONS
                 {
                     return self
-                        .error(reference, format!("at most {MAX_SUBSCRIPTIONS} workflows per connection"))
+                        .error(
+                            reference,
+                            format!("at most {MAX_SUBSCRIPTIONS} workflows per connection"),
+                        )
                         .await;
                 }
                 self.subscribed.entry(workflow.clone()).or_default();
@@ -266,8 +272,10 @@ impl Client {
                     .await
                 {
                     Ok(_) => {
-                        self.send_json(json!({"type": "doc.ack", "workflow": workflow, "ref": reference}))
-                            .await
+                        self.send_json(
+                            json!({"type": "doc.ack", "workflow": workflow, "ref": reference}),
+                        )
+                        .await
                     }
                     Err(e) => {
                         self.error(reference, format!("workflow `{workflow}`: {e}"))
@@ -278,7 +286,10 @@ impl Client {
             "presence" => {
                 if !self.subscribed.contains_key(&workflow) {
                     return self
-                        .error(reference, format!("subscribe to `{workflow}` before sending presence"))
+                        .error(
+                            reference,
+                            format!("subscribe to `{workflow}` before sending presence"),
+                        )
                         .await;
                 }
                 let bytes = match payload("update") {

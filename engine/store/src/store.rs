@@ -122,6 +122,87 @@ pub struct StoredDoc {
     pub updates: Vec<(i64, Vec<u8>)>,
 }
 
+/// A document update's place in the workflow's history (see
+/// [`Store::put_workflow_update`]).
+#[derive(Debug, Clone, Copy)]
+pub struct VersionMark<'a> {
+    /// The document version before the update, and after.
+    pub parent: &'a str,
+    pub version: &'a str,
+    /// Who wrote it (peer ids).
+    pub author: &'a str,
+    /// Where it came from ("api", "file"…), if known.
+    pub message: Option<&'a str>,
+    /// The same author's next edit within this many microseconds (and with
+    /// the same message) extends the version instead of starting one;
+    /// negative: never.
+    pub gap_us: i64,
+}
+
+/// A version of a workflow: a burst of edits by one author.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VersionRow {
+    pub seq: i64,
+    pub parent: String,
+    pub version: String,
+    pub author: String,
+    pub message: Option<String>,
+    pub started_at_us: i64,
+    pub at_us: i64,
+    pub edits: i64,
+}
+
+/// Records `mark` in `doc_versions`, extending the newest version when it
+/// continues it.
+async fn mark_version(
+    conn: &mut sqlx::SqliteConnection,
+    id: &str,
+    mark: &VersionMark<'_>,
+    now: i64,
+) -> Result<()> {
+    let last: Option<(i64, String, String, Option<String>, i64)> = sqlx::query_as(
+        "SELECT seq, version, author, message, at_us FROM doc_versions \
+         WHERE workflow_id = ? ORDER BY seq DESC LIMIT 1",
+    )
+    .bind(id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    if let Some((seq, version, author, message, at_us)) = &last
+        && version == mark.parent
+        && author == mark.author
+        && message.as_deref() == mark.message
+        && mark.gap_us >= 0
+        && now - at_us <= mark.gap_us
+    {
+        sqlx::query(
+            "UPDATE doc_versions SET version = ?, at_us = ?, edits = edits + 1 \
+             WHERE workflow_id = ? AND seq = ?",
+        )
+        .bind(mark.version)
+        .bind(now)
+        .bind(id)
+        .bind(seq)
+        .execute(&mut *conn)
+        .await?;
+        return Ok(());
+    }
+    sqlx::query(
+        "INSERT INTO doc_versions (workflow_id, seq, parent, version, author, message, \
+         started_at_us, at_us, edits) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1)",
+    )
+    .bind(id)
+    .bind(last.map_or(1, |l| l.0 + 1))
+    .bind(mark.parent)
+    .bind(mark.version)
+    .bind(mark.author)
+    .bind(mark.message)
+    .bind(now)
+    .bind(now)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
 /// A stored credential, without its value.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CredentialRow {
@@ -338,6 +419,10 @@ impl Store {
             .bind(id)
             .execute(&mut *tx)
             .await?;
+        sqlx::query("DELETE FROM doc_versions WHERE workflow_id = ?")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
         tx.commit().await?;
         Ok(done.rows_affected() > 0)
     }
@@ -350,8 +435,8 @@ impl Store {
         id: &str,
         name: &str,
         definition: &str,
-        version: &str,
         update: &[u8],
+        mark: &VersionMark<'_>,
     ) -> Result<i64> {
         let mut tx = self.inner.pool.begin().await?;
         let now = now_us();
@@ -360,7 +445,7 @@ impl Store {
             .bind(name)
             .bind(definition)
             .bind(now)
-            .bind(version)
+            .bind(mark.version)
             .execute(&mut *tx)
             .await?;
         let seq: i64 = sqlx::query_scalar(APPEND_DOC_UPDATE)
@@ -369,20 +454,64 @@ impl Store {
             .bind(now)
             .fetch_one(&mut *tx)
             .await?;
+        mark_version(&mut tx, id, mark, now).await?;
         tx.commit().await?;
         Ok(seq)
     }
 
     /// Appends a document update (the workflow JSON is written later, by
     /// [`Store::put_workflow`]). Returns the update's sequence number.
-    pub async fn append_doc_update(&self, id: &str, update: &[u8]) -> Result<i64> {
+    pub async fn append_doc_update(
+        &self,
+        id: &str,
+        update: &[u8],
+        mark: &VersionMark<'_>,
+    ) -> Result<i64> {
+        let mut tx = self.inner.pool.begin().await?;
+        let now = now_us();
         let seq: i64 = sqlx::query_scalar(APPEND_DOC_UPDATE)
             .bind(id)
             .bind(update)
-            .bind(now_us())
-            .fetch_one(&self.inner.pool)
+            .bind(now)
+            .fetch_one(&mut *tx)
             .await?;
+        mark_version(&mut tx, id, mark, now).await?;
+        tx.commit().await?;
         Ok(seq)
+    }
+
+    /// Versions of workflow `id`, newest first: `limit` from `offset`.
+    pub async fn list_versions(
+        &self,
+        id: &str,
+        offset: u32,
+        limit: u32,
+    ) -> Result<Vec<VersionRow>> {
+        let rows: Vec<(i64, String, String, String, Option<String>, i64, i64, i64)> =
+            sqlx::query_as(
+                "SELECT seq, parent, version, author, message, started_at_us, at_us, edits \
+             FROM doc_versions WHERE workflow_id = ? ORDER BY seq DESC LIMIT ? OFFSET ?",
+            )
+            .bind(id)
+            .bind(i64::from(limit))
+            .bind(i64::from(offset))
+            .fetch_all(&self.inner.pool)
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(
+                |(seq, parent, version, author, message, started_at_us, at_us, edits)| VersionRow {
+                    seq,
+                    parent,
+                    version,
+                    author,
+                    message,
+                    started_at_us,
+                    at_us,
+                    edits,
+                },
+            )
+            .collect())
     }
 
     /// Workflows whose document changed after their JSON was last written

@@ -11,11 +11,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_model::Workflow;
-use sluice_model::doc::{Presence, Summary, VersionInfo, WorkflowDoc};
+use sluice_model::doc::{Presence, Summary, WorkflowDoc, authors};
+use sluice_store::VersionMark;
 
 use super::{Engine, tracing_log};
-use crate::plan::Plan;
 use super::{Error, Result};
+use crate::plan::Plan;
 
 /// A workflow document and where its stored form stands.
 pub(super) struct DocState {
@@ -70,11 +71,23 @@ impl DocEvent {
     }
 }
 
-/// A version of a workflow with what it changed.
+/// A version of a workflow (one author's burst of edits) with what it changed.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct VersionEntry {
-    #[serde(flatten)]
-    pub info: VersionInfo,
+    /// The workflow as of the end of this version: pass it to
+    /// [`Engine::workflow_at`] or [`Engine::restore_version`].
+    pub version: String,
+    /// The version it started from.
+    pub parent: String,
+    /// Who made it: Loro peer ids.
+    pub author: String,
+    /// Where it came from: `api`, `import`, `file`, `restore <version>`;
+    /// null for edits merged from editors and peers.
+    pub message: Option<String>,
+    pub started_at_us: i64,
+    pub at_us: i64,
+    /// Edits folded into it.
+    pub edits: i64,
     /// One line: "added fetch; changed tag (config.url)".
     pub summary: String,
     pub changes: Summary,
@@ -95,6 +108,7 @@ impl Engine {
         let mut docs = self.inner.docs.lock().await;
         let state = self.doc_state(&mut docs, id).await?;
         let before = state.doc.version();
+        let parent = state.doc.head();
         // The new JSON becomes the fewest operations on the document.
         let changed = state
             .doc
@@ -103,9 +117,17 @@ impl Engine {
         let head = state.doc.head();
         if changed {
             let update = state.doc.updates_since(&before).map_err(doc_usage)?;
+            let author = authors(&before, &state.doc.version());
+            let mark = VersionMark {
+                parent: &parent,
+                version: &head,
+                author: &author,
+                message: origin,
+                gap_us: self.gap_us(),
+            };
             let seq = self
                 .store()
-                .put_workflow_update(id, &plan.workflow.name, &plan.definition, &head, &update)
+                .put_workflow_update(id, &plan.workflow.name, &plan.definition, &update, &mark)
                 .await?;
             state.last_seq = seq;
             state.pending += 1;
@@ -137,10 +159,30 @@ impl Engine {
 
     /// [`Engine::import_doc_update`] from subscriber `origin` (its own
     /// updates are not sent back to it).
-    pub async fn import_doc_update_from(&self, id: &str, bytes: &[u8], origin: u64) -> Result<bool> {
+    pub async fn import_doc_update_from(
+        &self,
+        id: &str,
+        bytes: &[u8],
+        origin: u64,
+    ) -> Result<bool> {
+        self.import_update(id, bytes, origin, None).await
+    }
+
+    fn gap_us(&self) -> i64 {
+        self.inner.version_gap_secs.saturating_mul(1_000_000)
+    }
+
+    async fn import_update(
+        &self,
+        id: &str,
+        bytes: &[u8],
+        origin: u64,
+        message: Option<&str>,
+    ) -> Result<bool> {
         let mut docs = self.inner.docs.lock().await;
         let state = self.doc_state(&mut docs, id).await?;
         let before = state.doc.version();
+        let parent = state.doc.head();
         let imported = state.doc.import(bytes);
         let fresh = state.doc.version();
         if imported.is_ok() && fresh == before {
@@ -162,7 +204,15 @@ impl Engine {
         // The update is durable now; the workflow JSON follows shortly (or
         // at once when something needs it: see `materialize`).
         let update = state.doc.updates_since(&before).map_err(doc_usage)?;
-        state.last_seq = self.store().append_doc_update(id, &update).await?;
+        let (head, author) = (state.doc.head(), authors(&before, &fresh));
+        let mark = VersionMark {
+            parent: &parent,
+            version: &head,
+            author: &author,
+            message,
+            gap_us: self.gap_us(),
+        };
+        state.last_seq = self.store().append_doc_update(id, &update, &mark).await?;
         state.pending += 1;
         self.maybe_compact(id, state);
         self.publish(DocEvent::Update {
@@ -205,7 +255,7 @@ impl Engine {
             }
             fork.updates_since(&from).map_err(doc_usage)?
         };
-        let changed = self.import_doc_update(id, &update).await?;
+        let changed = self.import_update(id, &update, 0, Some(origin)).await?;
         // Planning and the file mirror want the JSON now, not in 200 ms.
         self.materialize(id).await?;
         Ok(changed)
@@ -288,7 +338,11 @@ impl Engine {
     /// keys it set, so they can be cleared when the subscriber leaves.
     pub fn presence_update(&self, id: &str, bytes: &[u8], origin: u64) -> Result<Vec<String>> {
         let keys = {
-            let mut all = self.inner.presence.lock().unwrap_or_else(|e| e.into_inner());
+            let mut all = self
+                .inner
+                .presence
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
             let p = all
                 .entry(id.to_string())
                 .or_insert_with(|| Presence::new(PRESENCE_TIMEOUT_MS));
@@ -304,7 +358,11 @@ impl Engine {
 
     /// Everyone's presence on workflow `id`, encoded (for a new subscriber).
     pub fn presence_state(&self, id: &str) -> Vec<u8> {
-        let all = self.inner.presence.lock().unwrap_or_else(|e| e.into_inner());
+        let all = self
+            .inner
+            .presence
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         all.get(id).map(Presence::encode_all).unwrap_or_default()
     }
 
@@ -314,7 +372,11 @@ impl Engine {
             return;
         }
         let bytes = {
-            let mut all = self.inner.presence.lock().unwrap_or_else(|e| e.into_inner());
+            let mut all = self
+                .inner
+                .presence
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
             let Some(p) = all.get_mut(id) else { return };
             let bytes = p.remove(keys);
             if p.is_empty() {
@@ -329,24 +391,29 @@ impl Engine {
         });
     }
 
-    /// Every version of workflow `id`, newest first, `limit` from `offset`,
+    /// The versions of workflow `id`, newest first, `limit` from `offset`,
     /// each with what it changed.
-    pub async fn history(&self, id: &str, offset: usize, limit: usize) -> Result<Vec<VersionEntry>> {
+    pub async fn history(&self, id: &str, offset: u32, limit: u32) -> Result<Vec<VersionEntry>> {
         self.require_workflow(id).await?;
+        let rows = self.store().list_versions(id, offset, limit).await?;
         let mut docs = self.inner.docs.lock().await;
         let state = self.doc_state(&mut docs, id).await?;
-        state
-            .doc
-            .history()
-            .into_iter()
-            .skip(offset)
-            .take(limit)
-            .map(|info| {
-                let changes = state.doc.summarize(&info.version).map_err(doc_usage)?;
+        rows.into_iter()
+            .map(|r| {
+                let changes = state
+                    .doc
+                    .summarize(&r.parent, &r.version)
+                    .map_err(doc_usage)?;
                 Ok(VersionEntry {
                     summary: changes.to_string(),
                     changes,
-                    info,
+                    version: r.version,
+                    parent: r.parent,
+                    author: r.author,
+                    message: r.message,
+                    started_at_us: r.started_at_us,
+                    at_us: r.at_us,
+                    edits: r.edits,
                 })
             })
             .collect()
@@ -416,9 +483,17 @@ impl Engine {
             {
                 let all = state.doc.snapshot().map_err(doc_usage)?;
                 let head = state.doc.head();
+                let author = authors(&Default::default(), &state.doc.version());
+                let mark = VersionMark {
+                    parent: "",
+                    version: &head,
+                    author: &author,
+                    message: Some("import"),
+                    gap_us: -1,
+                };
                 state.last_seq = self
                     .store()
-                    .put_workflow_update(id, &wf.name, &text, &head, &all)
+                    .put_workflow_update(id, &wf.name, &text, &all, &mark)
                     .await?;
                 state.pending = 1;
             }
