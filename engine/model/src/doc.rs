@@ -756,6 +756,13 @@ impl Presence {
         Ok(keys)
     }
 
+    /// Sets this viewer's entry `key` to `value`; returns the update to send.
+    pub fn set(&mut self, key: &str, value: &Value) -> Vec<u8> {
+        let v: LoroValue = serde_json::from_value(value.clone()).unwrap_or(LoroValue::Null);
+        self.store.set(key, v);
+        self.store.encode(key)
+    }
+
     /// Everything current, encoded.
     pub fn encode_all(&self) -> Vec<u8> {
         self.store.encode_all()

@@ -276,7 +276,8 @@ struct StartRun {
 #[utoipa::path(post, path = "/api/v1/workflows/{id}/runs", tag = "runs",
     params(("id" = String, Path, description = "Workflow id")),
     request_body(content = Object, description = "`{input?, trigger?, wait?}`", content_type = "application/json"),
-    responses((status = 202, description = "Started: `{id, status}`"), (status = 200, description = "With `wait`: the finished run with its output"),
+    responses((status = 202, description = "Started: `{id, status, version}` (`version`: the workflow document version it runs)"),
+        (status = 200, description = "With `wait`: the finished run with its output"),
         (status = 404, description = "No such workflow"), (status = 429, description = "Too many runs in progress")))]
 pub(crate) async fn start_run(
     State(s): State<AppState>,
@@ -292,6 +293,7 @@ pub(crate) async fn start_run(
         v => serde_json::from_value(v).map_err(|e| ApiError::bad_request(format!("body: {e}")))?,
     };
     let plan = s.engine.workflow(&id).await?;
+    let version = plan.version.clone();
     let handle = s
         .engine
         .start(plan, req.trigger.as_deref(), Arc::new(req.input))
@@ -300,15 +302,19 @@ pub(crate) async fn start_run(
     if !req.wait {
         return Ok((
             StatusCode::ACCEPTED,
-            Json(json!({"id": run_id, "status": "running"})),
+            Json(json!({"id": run_id, "status": "running", "version": version})),
         ));
     }
     // Bounded like a webhook: a long run answers 202 and goes on.
     match tokio::time::timeout(s.options.webhook_timeout, handle.wait()).await {
-        Ok(result) => Ok((StatusCode::OK, Json(result_json(&id, result)))),
+        Ok(result) => {
+            let mut v = result_json(&id, result);
+            v["version"] = json!(version);
+            Ok((StatusCode::OK, Json(v)))
+        }
         Err(_) => Ok((
             StatusCode::ACCEPTED,
-            Json(json!({"id": run_id, "status": "running"})),
+            Json(json!({"id": run_id, "status": "running", "version": version})),
         )),
     }
 }

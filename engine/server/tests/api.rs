@@ -1,86 +1,15 @@
 //! The trigger port over real HTTP: a server on 127.0.0.1:0, a real client.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use hmac::{KeyInit, Mac};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
+
 use sluice_runtime::{Engine, Options};
 
-struct Server {
-    _dir: tempfile::TempDir,
-    base: String,
-    token: String,
-    client: reqwest::Client,
-    addr: SocketAddr,
-    _stop: tokio::sync::oneshot::Sender<()>,
-}
-
-async fn server_with(configure: impl FnOnce(&mut sluice_server::Options)) -> Server {
-    let dir = tempfile::tempdir().unwrap();
-    let engine = Engine::open(dir.path(), Options::default()).await.unwrap();
-    let token = sluice_server::ensure_token(dir.path()).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let mut options = sluice_server::Options::new(addr);
-    configure(&mut options);
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let t = token.clone();
-    tokio::spawn(async move {
-        sluice_server::serve(listener, engine, &t, options, async {
-            stopped.await.ok();
-        })
-        .await
-        .unwrap();
-    });
-    Server {
-        _dir: dir,
-        base: format!("http://{addr}"),
-        token,
-        client: {
-            sluice_nodes::http::install_crypto_provider();
-            reqwest::Client::builder()
-        }
-        .timeout(Duration::from_secs(20))
-        .build()
-        .unwrap(),
-        addr,
-        _stop: stop,
-    }
-}
-
-async fn server() -> Server {
-    server_with(|_| {}).await
-}
-
-impl Server {
-    fn api(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
-        self.client
-            .request(method, format!("{}/api/v1{path}", self.base))
-            .bearer_auth(&self.token)
-    }
-
-    async fn put_workflow(&self, wf: Value) {
-        let id = wf["id"].as_str().unwrap().to_string();
-        let r = self
-            .api(reqwest::Method::PUT, &format!("/workflows/{id}"))
-            .json(&wf)
-            .send()
-            .await
-            .unwrap();
-        assert!(r.status().is_success(), "{}", r.text().await.unwrap());
-    }
-
-    fn hook(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
-        self.client
-            .request(method, format!("{}/hook/{path}", self.base))
-    }
-}
-
-async fn json_of(r: reqwest::Response) -> Value {
-    r.json().await.unwrap()
-}
+mod common;
+use common::{json_of, server, server_with};
 
 fn webhook_flow(respond: &str, with_respond: bool) -> Value {
     let mut nodes = vec![

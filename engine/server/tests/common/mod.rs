@@ -1,0 +1,99 @@
+//! A real trigger port for tests: an engine in a temp dir, served on
+//! 127.0.0.1:0, with a real HTTP client and WebSocket connections.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use serde_json::Value;
+use sluice_runtime::{Engine, Options};
+
+pub type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+pub struct Server {
+    pub _dir: tempfile::TempDir,
+    pub base: String,
+    pub token: String,
+    pub client: reqwest::Client,
+    pub addr: SocketAddr,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+pub async fn server_with(configure: impl FnOnce(&mut sluice_server::Options)) -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(dir.path(), Options::default()).await.unwrap();
+    let token = sluice_server::ensure_token(dir.path()).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut options = sluice_server::Options::new(addr);
+    configure(&mut options);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let t = token.clone();
+    tokio::spawn(async move {
+        sluice_server::serve(listener, engine, &t, options, async {
+            stopped.await.ok();
+        })
+        .await
+        .unwrap();
+    });
+    Server {
+        _dir: dir,
+        base: format!("http://{addr}"),
+        token,
+        client: {
+            sluice_nodes::http::install_crypto_provider();
+            reqwest::Client::builder()
+        }
+        .timeout(Duration::from_secs(20))
+        .build()
+        .unwrap(),
+        addr,
+        _stop: stop,
+    }
+}
+
+pub async fn server() -> Server {
+    server_with(|_| {}).await
+}
+
+impl Server {
+    /// A WebSocket to `/api/v1/ws` with the token (`query` without `?`).
+    pub async fn ws(&self, query: &str) -> Socket {
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+        let mut req = format!("ws://{}/api/v1/ws?{query}", self.addr)
+            .into_client_request()
+            .unwrap();
+        req.headers_mut().insert(
+            "authorization",
+            format!("Bearer {}", self.token).parse().unwrap(),
+        );
+        tokio_tungstenite::connect_async(req).await.unwrap().0
+    }
+
+    pub fn api(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        self.client
+            .request(method, format!("{}/api/v1{path}", self.base))
+            .bearer_auth(&self.token)
+    }
+
+    pub async fn put_workflow(&self, wf: Value) {
+        let id = wf["id"].as_str().unwrap().to_string();
+        let r = self
+            .api(reqwest::Method::PUT, &format!("/workflows/{id}"))
+            .json(&wf)
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    }
+
+    pub fn hook(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        self.client
+            .request(method, format!("{}/hook/{path}", self.base))
+    }
+}
+
+pub async fn json_of(r: reqwest::Response) -> Value {
+    r.json().await.unwrap()
+}

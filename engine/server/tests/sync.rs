@@ -1,0 +1,455 @@
+//! Document sync over the real WebSocket: editors exchange version vectors,
+//! get what they lack, send and receive live updates through the engine
+//! (which persists them), see each other's presence, and bad messages
+//! change nothing.
+
+use std::time::Duration;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as B64;
+use futures::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use sluice_model::Workflow;
+use sluice_model::doc::{Presence, WorkflowDoc, decode_version, encode_version};
+use tokio_tungstenite::tungstenite::Message;
+
+mod common;
+use common::{Server, Socket, server};
+
+fn flow() -> Value {
+    json!({"format": "sluice.workflow/v1", "id": "shared", "name": "Shared", "nodes": [
+        {"id": "t", "kind": "trigger.manual"},
+        {"id": "shape", "kind": "data.transform", "config": {"jq": "{a: .a}"}},
+        {"id": "end", "kind": "output.end"}],
+        "edges": [{"from": "t", "to": "shape"}, {"from": "shape", "to": "end"}]})
+}
+
+async fn send(socket: &mut Socket, v: Value) {
+    socket.send(Message::text(v.to_string())).await.unwrap();
+}
+
+/// The next message of `kind` (others, e.g. relayed presence, are skipped).
+async fn next_of(socket: &mut Socket, kind: &str) -> Value {
+    loop {
+        let msg = tokio::time::timeout(Duration::from_secs(10), socket.next())
+            .await
+            .unwrap_or_else(|_| panic!("no `{kind}` within 10 s"))
+            .expect("socket open")
+            .unwrap();
+        let Message::Text(text) = msg else { continue };
+        let v: Value = serde_json::from_str(text.as_str()).unwrap();
+        if v["type"] == kind {
+            return v;
+        }
+    }
+}
+
+/// Nothing of `kind` arrives within a short while.
+async fn quiet(socket: &mut Socket, kind: &str) {
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(300);
+    while let Ok(Some(Ok(Message::Text(text)))) =
+        tokio::time::timeout_at(deadline, socket.next()).await
+    {
+        let v: Value = serde_json::from_str(text.as_str()).unwrap();
+        assert_ne!(v["type"], kind, "unexpected {v}");
+    }
+}
+
+fn bytes(v: &Value, field: &str) -> Vec<u8> {
+    B64.decode(v[field].as_str().unwrap()).unwrap()
+}
+
+/// An editor: connects, subscribes from `doc`'s version, merges what the
+/// engine sends, and sends back what the engine lacks.
+async fn editor(s: &Server, doc: &WorkflowDoc) -> Socket {
+    let mut socket = s.ws("events=none").await;
+    send(
+        &mut socket,
+        json!({"type": "doc.subscribe", "workflow": "shared",
+               "version": B64.encode(encode_version(&doc.version()))}),
+    )
+    .await;
+    let sync = next_of(&mut socket, "doc.sync").await;
+    doc.import(&bytes(&sync, "update")).unwrap();
+    let theirs = decode_version(&bytes(&sync, "version")).unwrap();
+    let missing = doc.updates_since(&theirs).unwrap();
+    if doc.version() != theirs {
+        send(
+            &mut socket,
+            json!({"type": "doc.update", "workflow": "shared", "update": B64.encode(missing), "ref": "catch-up"}),
+        )
+        .await;
+        next_of(&mut socket, "doc.ack").await;
+    }
+    socket
+}
+
+/// Applies `edit` to `doc` and sends the operations; waits for the ack.
+async fn edit(socket: &mut Socket, doc: &WorkflowDoc, edit: impl FnOnce(&mut Value), r: u32) {
+    let before = doc.version();
+    let mut v = doc.to_value();
+    edit(&mut v);
+    assert!(doc.apply(&Workflow::from_value(v).unwrap()).unwrap());
+    send(
+        socket,
+        json!({"type": "doc.update", "workflow": "shared",
+               "update": B64.encode(doc.updates_since(&before).unwrap()), "ref": r}),
+    )
+    .await;
+    let ack = next_of(socket, "doc.ack").await;
+    assert_eq!(ack["ref"], r);
+}
+
+async fn stored(s: &Server) -> Workflow {
+    let r = s
+        .api(reqwest::Method::GET, "/workflows/shared")
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    Workflow::from_json(&r.text().await.unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn editors_sync_live_through_the_engine() {
+    let s = server().await;
+    s.put_workflow(flow()).await;
+
+    let a_doc = WorkflowDoc::new();
+    let b_doc = WorkflowDoc::new();
+    let mut a = editor(&s, &a_doc).await;
+    let mut b = editor(&s, &b_doc).await;
+    assert_eq!(a_doc.to_value(), b_doc.to_value());
+    assert_eq!(
+        a_doc.to_workflow().unwrap(),
+        Workflow::from_value(flow()).unwrap()
+    );
+
+    // A edits; B gets it live; A does not get its own edit back.
+    edit(
+        &mut a,
+        &a_doc,
+        |v| v["nodes"][1]["label"] = json!("from A"),
+        1,
+    )
+    .await;
+    let up = next_of(&mut b, "doc.update").await;
+    b_doc.import(&bytes(&up, "update")).unwrap();
+    assert_eq!(b_doc.to_value(), a_doc.to_value());
+    quiet(&mut a, "doc.update").await;
+    // Persisted: the API reads it (through the document).
+    assert_eq!(stored(&s).await.nodes[1].label.as_deref(), Some("from A"));
+
+    // Concurrent edits to different fields: both survive everywhere.
+    let (a_before, b_before) = (a_doc.version(), b_doc.version());
+    let mut va = a_doc.to_value();
+    va["nodes"][1]["config"]["jq"] = json!("{a: .a, from: \"A\"}");
+    a_doc.apply(&Workflow::from_value(va).unwrap()).unwrap();
+    let mut vb = b_doc.to_value();
+    vb["name"] = json!("Renamed by B");
+    b_doc.apply(&Workflow::from_value(vb).unwrap()).unwrap();
+    for (socket, doc, before, r) in [(&mut a, &a_doc, a_before, 2), (&mut b, &b_doc, b_before, 3)] {
+        send(
+            socket,
+            json!({"type": "doc.update", "workflow": "shared",
+                   "update": B64.encode(doc.updates_since(&before).unwrap()), "ref": r}),
+        )
+        .await;
+    }
+    let to_b = next_of(&mut b, "doc.update").await;
+    b_doc.import(&bytes(&to_b, "update")).unwrap();
+    let to_a = next_of(&mut a, "doc.update").await;
+    a_doc.import(&bytes(&to_a, "update")).unwrap();
+    assert_eq!(a_doc.to_value(), b_doc.to_value());
+    let merged = stored(&s).await;
+    assert_eq!(merged.name, "Renamed by B");
+    assert_eq!(merged.nodes[1].config["jq"], json!("{a: .a, from: \"A\"}"));
+
+    // A JSON save through the API reaches the editors as operations.
+    let mut v = serde_json::to_value(&merged).unwrap();
+    v["nodes"][0]["label"] = json!("saved by a script");
+    s.put_workflow(v).await;
+    let up = next_of(&mut a, "doc.update").await;
+    a_doc.import(&bytes(&up, "update")).unwrap();
+    assert_eq!(
+        a_doc.to_workflow().unwrap().nodes[0].label.as_deref(),
+        Some("saved by a script")
+    );
+}
+
+#[tokio::test]
+async fn an_editor_back_from_offline_exchanges_only_what_is_missing() {
+    let s = server().await;
+    s.put_workflow(flow()).await;
+    let c_doc = WorkflowDoc::new();
+    let c = editor(&s, &c_doc).await;
+    drop(c);
+    // Offline, C edits; meanwhile A edits online.
+    let c_before = c_doc.version();
+    let mut v = c_doc.to_value();
+    v["nodes"][2]["label"] = json!("offline edit");
+    c_doc.apply(&Workflow::from_value(v).unwrap()).unwrap();
+    assert_ne!(c_doc.version(), c_before);
+    let a_doc = WorkflowDoc::new();
+    let mut a = editor(&s, &a_doc).await;
+    edit(
+        &mut a,
+        &a_doc,
+        |v| v["nodes"][0]["label"] = json!("online edit"),
+        1,
+    )
+    .await;
+
+    // C comes back: subscribes from its version, gets A's edit, sends its own.
+    let mut c = s.ws("events=none").await;
+    send(
+        &mut c,
+        json!({"type": "doc.subscribe", "workflow": "shared",
+               "version": B64.encode(encode_version(&c_doc.version()))}),
+    )
+    .await;
+    let sync = next_of(&mut c, "doc.sync").await;
+    let missing = bytes(&sync, "update");
+    // Only what C lacks (A's one edit), not the whole document.
+    let everything = a_doc.updates_since(&Default::default()).unwrap();
+    assert!(
+        missing.len() < everything.len() / 2,
+        "{} of {} bytes",
+        missing.len(),
+        everything.len()
+    );
+    let c_had = c_doc.to_value();
+    c_doc.import(&missing).unwrap();
+    assert_ne!(c_doc.to_value(), c_had, "A's edit arrived");
+    let theirs = decode_version(&bytes(&sync, "version")).unwrap();
+    send(
+        &mut c,
+        json!({"type": "doc.update", "workflow": "shared",
+               "update": B64.encode(c_doc.updates_since(&theirs).unwrap()), "ref": "back"}),
+    )
+    .await;
+    next_of(&mut c, "doc.ack").await;
+    let up = next_of(&mut a, "doc.update").await;
+    a_doc.import(&bytes(&up, "update")).unwrap();
+    assert_eq!(a_doc.to_value(), c_doc.to_value());
+    let wf = stored(&s).await;
+    assert_eq!(wf.nodes[0].label.as_deref(), Some("online edit"));
+    assert_eq!(wf.nodes[2].label.as_deref(), Some("offline edit"));
+}
+
+#[tokio::test]
+async fn presence_is_relayed_and_cleared_when_a_viewer_leaves() {
+    let s = server().await;
+    s.put_workflow(flow()).await;
+    let (a_doc, b_doc) = (WorkflowDoc::new(), WorkflowDoc::new());
+    let mut a = editor(&s, &a_doc).await;
+    let mut b = editor(&s, &b_doc).await;
+    let mut a_presence = Presence::new(30_000);
+    let mut b_view = Presence::new(30_000);
+
+    let update = a_presence.set("ana", &json!({"node": "shape", "cursor": [10, 4]}));
+    send(
+        &mut a,
+        json!({"type": "presence", "workflow": "shared", "update": B64.encode(update)}),
+    )
+    .await;
+    let p = next_of(&mut b, "presence").await;
+    b_view.apply(&bytes(&p, "update")).unwrap();
+    assert_eq!(
+        b_view.states()["ana"],
+        json!({"node": "shape", "cursor": [10, 4]})
+    );
+    // Presence is not the document: nothing was stored.
+    assert!(stored(&s).await == Workflow::from_value(flow()).unwrap());
+
+    // A newcomer gets everyone's presence with its first sync.
+    let mut c = s.ws("events=none").await;
+    send(
+        &mut c,
+        json!({"type": "doc.subscribe", "workflow": "shared"}),
+    )
+    .await;
+    let sync = next_of(&mut c, "doc.sync").await;
+    let mut c_view = Presence::new(30_000);
+    c_view.apply(&bytes(&sync, "presence")).unwrap();
+    assert!(c_view.states().contains_key("ana"));
+
+    // A leaves: the others are told.
+    drop(a);
+    let p = next_of(&mut b, "presence").await;
+    b_view.apply(&bytes(&p, "update")).unwrap();
+    assert!(
+        !b_view.states().contains_key("ana"),
+        "{:?}",
+        b_view.states()
+    );
+}
+
+#[tokio::test]
+async fn bad_messages_are_answered_and_change_nothing() {
+    let s = server().await;
+    s.put_workflow(flow()).await;
+    let doc = WorkflowDoc::new();
+    let mut a = editor(&s, &doc).await;
+    let before = stored(&s).await;
+
+    send(
+        &mut a,
+        json!({"type": "doc.update", "workflow": "shared", "update": "%%%", "ref": 1}),
+    )
+    .await;
+    let e = next_of(&mut a, "error").await;
+    assert_eq!(e["ref"], 1);
+    assert!(e["message"].as_str().unwrap().contains("base64"), "{e}");
+
+    send(
+        &mut a,
+        json!({"type": "doc.update", "workflow": "shared", "update": B64.encode(b"not a loro update"), "ref": 2}),
+    )
+    .await;
+    let e = next_of(&mut a, "error").await;
+    assert_eq!(e["ref"], 2);
+    assert!(e["message"].as_str().unwrap().contains("shared"), "{e}");
+
+    // An update that would rename the workflow's id is refused.
+    let other = WorkflowDoc::from_bytes(&doc.snapshot().unwrap()).unwrap();
+    let from = other.version();
+    let mut v = other.to_value();
+    v["id"] = json!("hijacked");
+    other.apply(&Workflow::from_value(v).unwrap()).unwrap();
+    send(
+        &mut a,
+        json!({"type": "doc.update", "workflow": "shared",
+               "update": B64.encode(other.updates_since(&from).unwrap()), "ref": 3}),
+    )
+    .await;
+    let e = next_of(&mut a, "error").await;
+    assert!(e["message"].as_str().unwrap().contains("hijacked"), "{e}");
+
+    send(&mut a, json!({"type": "no.such", "workflow": "shared"})).await;
+    assert!(
+        next_of(&mut a, "error").await["message"]
+            .as_str()
+            .unwrap()
+            .contains("no.such")
+    );
+    a.send(Message::text("{not json")).await.unwrap();
+    next_of(&mut a, "error").await;
+
+    // Still connected, and the document is what it was.
+    assert_eq!(stored(&s).await, before);
+    edit(
+        &mut a,
+        &doc,
+        |v| v["nodes"][1]["label"] = json!("still works"),
+        9,
+    )
+    .await;
+    assert_eq!(
+        stored(&s).await.nodes[1].label.as_deref(),
+        Some("still works")
+    );
+}
+
+#[tokio::test]
+async fn versions_and_runs_pinned_to_them_over_the_api() {
+    let s = server().await;
+    s.put_workflow(flow()).await;
+    let run: Value = s
+        .api(reqwest::Method::POST, "/workflows/shared/runs")
+        .json(&json!({"input": {"a": 1}, "wait": true}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let pinned = run["version"]
+        .as_str()
+        .expect("a pinned version")
+        .to_string();
+    let mut v2 = flow();
+    v2["nodes"][1]["config"]["jq"] = json!("{a: .a, v: 2}");
+    s.put_workflow(v2.clone()).await;
+
+    // The run's workflow, exactly as it ran.
+    let r = s
+        .api(
+            reqwest::Method::GET,
+            &format!("/runs/{}/workflow", run["id"].as_str().unwrap()),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.headers()["x-sluice-version"].to_str().unwrap(), pinned);
+    let ran = Workflow::from_json(&r.text().await.unwrap()).unwrap();
+    assert_eq!(ran, Workflow::from_value(flow()).unwrap());
+    let at: Workflow = s
+        .api(
+            reqwest::Method::GET,
+            &format!("/workflows/shared/versions/{pinned}"),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(at, ran);
+
+    // History, then a restore that becomes the newest version.
+    let list: Value = s
+        .api(reqwest::Method::GET, "/workflows/shared/versions")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let n = list.as_array().unwrap().len();
+    assert!(n >= 1, "{list}");
+    assert_eq!(list[0]["message"], "api");
+    assert!(
+        list[0]["summary"].as_str().unwrap().contains("added"),
+        "{list}"
+    );
+    let restored: Value = s
+        .api(
+            reqwest::Method::POST,
+            &format!("/workflows/shared/versions/{pinned}/restore"),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(stored(&s).await, ran);
+    let list: Value = s
+        .api(reqwest::Method::GET, "/workflows/shared/versions?limit=1")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(list.as_array().unwrap().len(), 1);
+    assert_eq!(list[0]["version"], restored["version"]);
+    assert_eq!(list[0]["summary"], "changed shape (config.jq)");
+    assert_eq!(list[0]["message"], format!("restore {pinned}"));
+
+    // Not a version: a 400 that names it.
+    let r = s
+        .api(reqwest::Method::GET, "/workflows/shared/versions/77@1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), reqwest::StatusCode::BAD_REQUEST);
+    assert!(r.text().await.unwrap().contains("77@1"));
+    let r = s
+        .api(reqwest::Method::GET, "/workflows/nope/versions")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), reqwest::StatusCode::NOT_FOUND);
+}
