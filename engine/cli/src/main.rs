@@ -42,6 +42,15 @@ enum Command {
         /// Address of the trigger port (default 127.0.0.1:4260).
         #[arg(long, env = "SLUICE_LISTEN")]
         listen: Option<std::net::SocketAddr>,
+        /// The workflows folder: every workflow mirrored to `<id>.flow.json`,
+        /// and edits to those files merged in (default: <data-dir>/workflows).
+        #[arg(long, env = "SLUICE_WORKFLOWS")]
+        workflows: Option<PathBuf>,
+    },
+    /// A workflow's versions: list them, show one, restore one.
+    Versions {
+        #[command(subcommand)]
+        command: VersionsCommand,
     },
     /// Store a workflow file in the data dir (replacing the version with its id).
     Import { file: PathBuf },
@@ -82,6 +91,22 @@ enum CredentialsCommand {
 }
 
 #[derive(Subcommand)]
+enum VersionsCommand {
+    /// Versions, newest first: when, who, what changed.
+    List {
+        workflow: String,
+        #[arg(long)]
+        json: bool,
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+    },
+    /// Print the workflow as it was at a version.
+    Show { workflow: String, version: String },
+    /// Make the workflow what it was at a version (a new version on top).
+    Restore { workflow: String, version: String },
+}
+
+#[derive(Subcommand)]
 enum RunsCommand {
     /// Runs, newest first.
     List {
@@ -95,6 +120,9 @@ enum RunsCommand {
         run: String,
         #[arg(long)]
         json: bool,
+        /// Print the workflow exactly as this run ran it instead.
+        #[arg(long)]
+        workflow: bool,
     },
     /// Resume unfinished runs (all, or one) and wait for them.
     Resume { run: Option<String> },
@@ -172,7 +200,54 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
             println!("{}: ok ({nodes} nodes, {edges} edges)", file.display());
             Ok(0)
         }
-        Command::Serve { listen } => serve(cli.data_dir, listen).await,
+        Command::Serve { listen, workflows } => serve(cli.data_dir, listen, workflows).await,
+        Command::Versions { command } => {
+            let engine = open(cli.data_dir).await?;
+            match command {
+                VersionsCommand::List {
+                    workflow,
+                    json,
+                    limit,
+                } => {
+                    let versions = engine.history(&workflow, 0, limit).await.map_err(usage)?;
+                    if json {
+                        println!(
+                            "{}",
+                            serde_json::to_string_pretty(&versions).unwrap_or_default()
+                        );
+                        return Ok(0);
+                    }
+                    println!("{:<24} {:<20} {:<14} SUMMARY", "VERSION", "WHEN", "FROM");
+                    for v in versions {
+                        let when = jiff::Timestamp::from_microsecond(v.at_us)
+                            .map(|t| t.strftime("%Y-%m-%d %H:%M:%S").to_string())
+                            .unwrap_or_default();
+                        let from = v
+                            .message
+                            .clone()
+                            .unwrap_or_else(|| format!("peer {}", v.author));
+                        println!("{:<24} {:<20} {:<14} {}", v.version, when, from, v.summary);
+                    }
+                    Ok(0)
+                }
+                VersionsCommand::Show { workflow, version } => {
+                    let wf = engine
+                        .workflow_at(&workflow, &version)
+                        .await
+                        .map_err(usage)?;
+                    println!("{}", wf.to_json_pretty().trim_end());
+                    Ok(0)
+                }
+                VersionsCommand::Restore { workflow, version } => {
+                    let head = engine
+                        .restore_version(&workflow, &version)
+                        .await
+                        .map_err(usage)?;
+                    println!("restored `{workflow}` to {version}: now at {head}");
+                    Ok(0)
+                }
+            }
+        }
         Command::Credentials { command } => {
             let engine = open(cli.data_dir).await?;
             let store = engine.store();
@@ -222,7 +297,10 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
             let wf = read_workflow(&file)?;
             let plan = Plan::new(wf).map_err(|e| invalid(&file.display().to_string(), &e.0))?;
             let engine = open(cli.data_dir).await?;
-            engine.save_workflow(&plan).await.map_err(internal)?;
+            engine
+                .save_workflow_as(&plan, Some("import"))
+                .await
+                .map_err(internal)?;
             println!(
                 "imported workflow `{}` ({} nodes)",
                 plan.workflow.id,
@@ -232,9 +310,8 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
         }
         Command::Export { id, out } => {
             let engine = open(cli.data_dir).await?;
-            let text = engine
-                .store()
-                .get_workflow(&id)
+            let (text, _) = engine
+                .workflow_text(&id)
                 .await
                 .map_err(internal)?
                 .ok_or_else(|| usage(format!("workflow `{id}` not found")))?;
@@ -305,13 +382,24 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
                     }
                     Ok(0)
                 }
-                RunsCommand::Show { run, json } => {
+                RunsCommand::Show {
+                    run,
+                    json,
+                    workflow,
+                } => {
                     let row = engine
                         .store()
                         .get_run(&run)
                         .await
                         .map_err(internal)?
                         .ok_or_else(|| usage(format!("run `{run}` not found")))?;
+                    if workflow {
+                        print!("{}", row.definition);
+                        if !row.definition.ends_with('\n') {
+                            println!();
+                        }
+                        return Ok(0);
+                    }
                     let records = engine.store().run_records(&run).await.map_err(internal)?;
                     let mut v = report::run_summary(&row);
                     v["steps"] = Value::Array(report::steps(&records));
@@ -374,6 +462,7 @@ fn lock_data_dir(dir: &Path) -> Result<std::fs::File, Exit> {
 async fn serve(
     data_dir_flag: Option<PathBuf>,
     listen: Option<std::net::SocketAddr>,
+    workflows: Option<PathBuf>,
 ) -> Result<u8, Exit> {
     let dir = data_dir(data_dir_flag)?;
     let _lock = lock_data_dir(&dir)?;
@@ -420,6 +509,15 @@ async fn serve(
     }
     // Schedules and file watches, re-armed as workflows change through the API.
     let triggers = tokio::spawn(sluice_triggers::Triggers::new(engine.clone()).run());
+    // The workflows folder: files in, files out.
+    let folder = workflows.unwrap_or_else(|| dir.join("workflows"));
+    let mirror = sluice_triggers::Mirror::new(engine.clone(), &folder).map_err(usage)?;
+    println!("workflows folder {}", folder.display());
+    let mirror = tokio::spawn(async move {
+        if let Err(e) = mirror.run().await {
+            eprintln!("sluice: workflows folder: {e}");
+        }
+    });
     let shutdown = async {
         let ctrl_c = tokio::signal::ctrl_c();
         #[cfg(unix)]
@@ -447,6 +545,7 @@ async fn serve(
     .await
     .map_err(internal)?;
     triggers.abort();
+    mirror.abort();
     // Whatever steps recorded is committed; unfinished runs resume at the next start.
     engine.store().journal().flush().await.map_err(internal)?;
     eprintln!("sluice: stopped");

@@ -10,6 +10,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 mod files;
+pub mod mirror;
 mod schedule;
 
 use std::collections::HashMap;
@@ -18,6 +19,7 @@ use std::sync::Arc;
 use sluice_runtime::{Engine, Plan};
 use tokio::task::AbortHandle;
 
+pub use mirror::{Mirror, Report};
 pub use schedule::parse_cron;
 
 /// Arms and re-arms triggers for an engine.
