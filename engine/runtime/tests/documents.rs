@@ -463,3 +463,99 @@ async fn one_authors_burst_of_edits_is_one_version() {
     assert_eq!(h[0].summary, "changed shape (label)");
     assert_eq!(h[0].parent, h[1].version);
 }
+
+/// The child process of [`a_crash_during_compaction_loses_nothing`]: merges
+/// edits one by one, printing each once it is durable, until it is killed.
+async fn crash_child(dir: &str) {
+    use std::io::Write;
+    let engine = Engine::open(std::path::Path::new(dir), Options::default())
+        .await
+        .unwrap();
+    let editor = client(&engine, rand_peer()).await;
+    let start: usize = std::env::var("SLUICE_CRASH_FROM").unwrap().parse().unwrap();
+    for i in start.. {
+        let before = editor.version();
+        let mut v = editor.to_value();
+        v["vars"][format!("e{i}")] = json!(i);
+        editor.apply(&workflow(v)).unwrap();
+        engine
+            .import_doc_update("doc", &editor.updates_since(&before).unwrap())
+            .await
+            .unwrap();
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "acked {i}").unwrap();
+        out.flush().unwrap();
+    }
+}
+
+fn rand_peer() -> u64 {
+    // Distinct per process: two children must never share a Loro peer id.
+    u64::from(std::process::id()) << 20 | 0x5eed
+}
+
+/// A big document, so a compaction takes long enough to be killed in.
+fn big_sample() -> Value {
+    let mut v = sample("big");
+    let nodes = v["nodes"].as_array_mut().unwrap();
+    for i in 0..300 {
+        nodes.push(json!({"id": format!("pad{i}"), "kind": "data.set", "label": "x".repeat(200),
+                          "config": {"values": {"n": i, "text": "y".repeat(200)}}}));
+    }
+    v
+}
+
+#[tokio::test]
+async fn a_crash_during_compaction_loses_nothing() {
+    if let Ok(dir) = std::env::var("SLUICE_CRASH_CHILD") {
+        return crash_child(&dir).await;
+    }
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let engine = Engine::open(dir.path(), Options::default()).await.unwrap();
+        save(&engine, big_sample()).await;
+    }
+    let mut acked = 0usize;
+    // Kill points around the compaction threshold (every 100 merges, in the
+    // background), and between.
+    for (round, after) in [101usize, 102, 103, 105, 110, 140, 199, 201].into_iter().enumerate() {
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["a_crash_during_compaction_loses_nothing", "--exact", "--nocapture", "--test-threads=1"])
+            .env("SLUICE_CRASH_CHILD", dir.path())
+            .env("SLUICE_CRASH_FROM", acked.to_string())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        let target = acked + after;
+        let mut last = None;
+        for line in stdout.lines() {
+            let line = line.unwrap();
+            if let Some(n) = line.strip_prefix("acked ") {
+                let n: usize = n.parse().unwrap();
+                last = Some(n);
+                if n + 1 >= target {
+                    break;
+                }
+            }
+        }
+        // SIGKILL: no destructors, no flush, whatever was in flight stays so.
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let last = last.unwrap_or_else(|| panic!("round {round}: the child acked nothing"));
+        acked = last + 1;
+
+        // Everything acknowledged is there, in the document and the JSON.
+        let engine = Engine::open(dir.path(), Options::default()).await.unwrap();
+        let doc = client(&engine, 99).await;
+        let vars = doc.to_value()["vars"].clone();
+        for i in 0..acked {
+            assert_eq!(vars[format!("e{i}")], json!(i), "round {round}: edit {i} lost");
+        }
+        let stored = stored(&engine).await;
+        assert_eq!(stored.nodes.len(), 303);
+        let json_vars = serde_json::to_value(&stored).unwrap()["vars"].clone();
+        assert_eq!(json_vars[format!("e{}", acked - 1)], json!(acked - 1));
+    }
+}
