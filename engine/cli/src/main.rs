@@ -500,6 +500,10 @@ async fn serve(
         "API token {token} (also in {})",
         dir.join("api-token").display()
     );
+    // The workflows folder: files in, files out (started below).
+    let folder = workflows.unwrap_or_else(|| dir.join("workflows"));
+    let mirror = sluice_triggers::Mirror::new(engine.clone(), &folder).map_err(usage)?;
+    println!("workflows folder {}", folder.display());
     let resumed = engine.resume_all().await.map_err(internal)?;
     if !resumed.is_empty() {
         println!("resuming {} unfinished run(s)", resumed.len());
@@ -509,10 +513,6 @@ async fn serve(
     }
     // Schedules and file watches, re-armed as workflows change through the API.
     let triggers = tokio::spawn(sluice_triggers::Triggers::new(engine.clone()).run());
-    // The workflows folder: files in, files out.
-    let folder = workflows.unwrap_or_else(|| dir.join("workflows"));
-    let mirror = sluice_triggers::Mirror::new(engine.clone(), &folder).map_err(usage)?;
-    println!("workflows folder {}", folder.display());
     let mirror = tokio::spawn(async move {
         if let Err(e) = mirror.run().await {
             eprintln!("sluice: workflows folder: {e}");

@@ -378,3 +378,76 @@ fn credentials_set_list_rm() {
     let o = sluice(dir.path(), &["credentials", "rm", "gh"]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+#[test]
+fn versions_list_show_restore_and_the_workflow_a_run_ran() {
+    let dir = tempfile::tempdir().unwrap();
+    let original = include_str!("../../../assets/examples/hello.flow.json");
+    let f = write(dir.path(), "hello.flow.json", original);
+    let o = sluice(dir.path(), &["run", &f, "--input", r#"{"name": "Ada"}"#]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = sluice(dir.path(), &["import", &f]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = sluice(
+        dir.path(),
+        &["run", "hello", "--input", r#"{"name": "Ada"}"#],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let runs: Value =
+        serde_json::from_slice(&sluice(dir.path(), &["runs", "list", "--json"]).stdout).unwrap();
+    let pinned_run = runs[0]["id"].as_str().unwrap().to_string();
+
+    // A second version, from another origin.
+    let mut changed: Value = serde_json::from_str(original).unwrap();
+    changed["name"] = json!("Hello again");
+    let f2 = write(dir.path(), "changed.flow.json", &changed.to_string());
+    let o = sluice(dir.path(), &["import", &f2]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+
+    let o = sluice(dir.path(), &["versions", "list", "hello", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let versions: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let list = versions.as_array().unwrap();
+    assert!(list.len() >= 2, "{versions}");
+    assert_eq!(list[0]["summary"], "set name");
+    let oldest = list.last().unwrap()["version"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let o = sluice(dir.path(), &["versions", "list", "hello"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("set name") && text.contains("import"),
+        "{text}"
+    );
+
+    let o = sluice(dir.path(), &["versions", "show", "hello", &oldest]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(
+        serde_json::from_slice::<Value>(&o.stdout).unwrap(),
+        serde_json::from_str::<Value>(original).unwrap()
+    );
+    let o = sluice(dir.path(), &["versions", "restore", "hello", &oldest]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let exported: Value =
+        serde_json::from_slice(&sluice(dir.path(), &["export", "hello"]).stdout).unwrap();
+    assert_eq!(exported, serde_json::from_str::<Value>(original).unwrap());
+
+    // The run made before the change shows the workflow as it ran.
+    let o = sluice(dir.path(), &["runs", "show", &pinned_run, "--workflow"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let ran: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        ran["name"],
+        serde_json::from_str::<Value>(original).unwrap()["name"]
+    );
+    let show: Value = serde_json::from_slice(
+        &sluice(dir.path(), &["runs", "show", &pinned_run, "--json"]).stdout,
+    )
+    .unwrap();
+    assert!(show["version"].is_string(), "{show}");
+
+    let o = sluice(dir.path(), &["versions", "show", "hello", "9@9"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("9@9"), "{}", stderr(&o));
+}

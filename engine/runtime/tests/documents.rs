@@ -498,8 +498,10 @@ fn big_sample() -> Value {
     let mut v = sample("big");
     let nodes = v["nodes"].as_array_mut().unwrap();
     for i in 0..300 {
-        nodes.push(json!({"id": format!("pad{i}"), "kind": "data.set", "label": "x".repeat(200),
-                          "config": {"values": {"n": i, "text": "y".repeat(200)}}}));
+        nodes.push(
+            json!({"id": format!("pad{i}"), "kind": "data.set", "label": "x".repeat(200),
+                          "config": {"values": {"n": i, "text": "y".repeat(200)}}}),
+        );
     }
     v
 }
@@ -518,9 +520,17 @@ async fn a_crash_during_compaction_loses_nothing() {
     let mut acked = 0usize;
     // Kill points around the compaction threshold (every 100 merges, in the
     // background), and between.
-    for (round, after) in [101usize, 102, 103, 105, 110, 140, 199, 201].into_iter().enumerate() {
+    for (round, after) in [101usize, 102, 103, 105, 110, 140, 199, 201]
+        .into_iter()
+        .enumerate()
+    {
         let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["a_crash_during_compaction_loses_nothing", "--exact", "--nocapture", "--test-threads=1"])
+            .args([
+                "a_crash_during_compaction_loses_nothing",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env("SLUICE_CRASH_CHILD", dir.path())
             .env("SLUICE_CRASH_FROM", acked.to_string())
             .stdout(std::process::Stdio::piped())
@@ -551,7 +561,11 @@ async fn a_crash_during_compaction_loses_nothing() {
         let doc = client(&engine, 99).await;
         let vars = doc.to_value()["vars"].clone();
         for i in 0..acked {
-            assert_eq!(vars[format!("e{i}")], json!(i), "round {round}: edit {i} lost");
+            assert_eq!(
+                vars[format!("e{i}")],
+                json!(i),
+                "round {round}: edit {i} lost"
+            );
         }
         let stored = stored(&engine).await;
         assert_eq!(stored.nodes.len(), 303);

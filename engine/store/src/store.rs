@@ -139,6 +139,9 @@ pub struct VersionMark<'a> {
     pub gap_us: i64,
 }
 
+/// `doc_versions` columns in [`VersionRow`]'s order.
+type VersionTuple = (i64, String, String, String, Option<String>, i64, i64, i64);
+
 /// A version of a workflow: a burst of edits by one author.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VersionRow {
@@ -487,16 +490,15 @@ impl Store {
         offset: u32,
         limit: u32,
     ) -> Result<Vec<VersionRow>> {
-        let rows: Vec<(i64, String, String, String, Option<String>, i64, i64, i64)> =
-            sqlx::query_as(
-                "SELECT seq, parent, version, author, message, started_at_us, at_us, edits \
+        let rows: Vec<VersionTuple> = sqlx::query_as(
+            "SELECT seq, parent, version, author, message, started_at_us, at_us, edits \
              FROM doc_versions WHERE workflow_id = ? ORDER BY seq DESC LIMIT ? OFFSET ?",
-            )
-            .bind(id)
-            .bind(i64::from(limit))
-            .bind(i64::from(offset))
-            .fetch_all(&self.inner.pool)
-            .await?;
+        )
+        .bind(id)
+        .bind(i64::from(limit))
+        .bind(i64::from(offset))
+        .fetch_all(&self.inner.pool)
+        .await?;
         Ok(rows
             .into_iter()
             .map(
