@@ -89,6 +89,8 @@ fn ensure_components() -> Result<()> {
 fn test() -> Result<()> {
     ensure_components()?;
     ensure_target("wasm32-unknown-unknown")?;
+    // The sandbox tests build their guest component for WASI preview 2.
+    ensure_target("wasm32-wasip2")?;
     // The email tests talk to a real SMTP server: Python's aiosmtpd.
     ensure_apt_probe(
         "/usr/bin/python3 -c 'import aiosmtpd'",

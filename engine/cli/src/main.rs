@@ -47,6 +47,11 @@ enum Command {
         #[arg(long, env = "SLUICE_WORKFLOWS")]
         workflows: Option<PathBuf>,
     },
+    /// WebAssembly components for `code.wasm` nodes.
+    Modules {
+        #[command(subcommand)]
+        command: ModulesCommand,
+    },
     /// A workflow's versions: list them, show one, restore one.
     Versions {
         #[command(subcommand)]
@@ -88,6 +93,13 @@ enum CredentialsCommand {
     List,
     /// Delete a credential.
     Rm { name: String },
+}
+
+#[derive(Subcommand)]
+enum ModulesCommand {
+    /// Check a component and store it; prints the hash nodes name in
+    /// `config.module`.
+    Add { file: PathBuf },
 }
 
 #[derive(Subcommand)]
@@ -201,6 +213,19 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
             Ok(0)
         }
         Command::Serve { listen, workflows } => serve(cli.data_dir, listen, workflows).await,
+        Command::Modules {
+            command: ModulesCommand::Add { file },
+        } => {
+            let bytes = std::fs::read(&file)
+                .map_err(|e| usage(format!("cannot read {}: {e}", file.display())))?;
+            let engine = open(cli.data_dir).await?;
+            let hash = engine
+                .add_module(bytes)
+                .await
+                .map_err(|e| usage(format!("{}: {e}", file.display())))?;
+            println!("{hash}");
+            Ok(0)
+        }
         Command::Versions { command } => {
             let engine = open(cli.data_dir).await?;
             match command {

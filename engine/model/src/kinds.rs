@@ -238,6 +238,14 @@ static CATALOG: &[KindSpec] = &[
         "Reads a file inside the allowed folders as text, JSON, CSV or bytes."),
     kind!("file.write", "integration", FileWriteConfig, ["out", "error"], raw [],
         "Writes a file inside the allowed folders, atomically (temp file, then rename)."),
+    kind!(
+        "code.wasm",
+        "code",
+        WasmConfig,
+        ["out", "error"],
+        raw["module"],
+        "Runs a WebAssembly component (the `sluice:node` world) in the sandbox: JSON in, JSON out."
+    ),
     kind!("util.log", "util", LogConfig, ["out"], raw [],
         "Writes a line to the run log and passes the message on."),
     kind!("output.end", "output", EndConfig, [], raw [],
@@ -688,6 +696,44 @@ pub enum FileFormat {
     Csv,
     /// `{"$bytes"}` inline, or `{"$blob"}` for large files.
     Bytes,
+}
+
+/// `code.wasm`: a user-supplied component, run in the sandbox.
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WasmConfig {
+    /// The component: the hash `sluice modules add FILE` (or
+    /// `POST /api/v1/modules`) printed (64 hex digits).
+    pub module: String,
+    /// The message passed to the component (default `{{ input }}`).
+    #[serde(default)]
+    pub input: Option<Value>,
+    /// Wall-clock limit in milliseconds (default `[sandbox] timeout_ms`, 5,000).
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    /// Memory limit in MiB (default `[sandbox] memory_mb`, 64; at most 512).
+    #[serde(default)]
+    pub memory_mb: Option<u64>,
+}
+impl Validate for WasmConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        if self.module.len() != 64 || !self.module.chars().all(|c| c.is_ascii_hexdigit()) {
+            return Err(ConfigError::new(
+                "module",
+                format!(
+                    "`{}` is not a module hash (64 hex digits, from `sluice modules add`)",
+                    self.module
+                ),
+            ));
+        }
+        if matches!(self.timeout_ms, Some(t) if t == 0 || t > 600_000) {
+            return Err(ConfigError::new("timeout_ms", "must be 1 to 600000"));
+        }
+        if matches!(self.memory_mb, Some(m) if m == 0 || m > 512) {
+            return Err(ConfigError::new("memory_mb", "must be 1 to 512"));
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]

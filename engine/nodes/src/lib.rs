@@ -4,6 +4,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod binary;
+mod code;
 pub mod email;
 pub mod files;
 pub mod http;
@@ -154,6 +155,10 @@ pub(crate) fn is_tls_failure(e: &(dyn std::error::Error + 'static)) -> bool {
 pub struct Io {
     pub settings: Arc<Settings>,
     http: OnceLock<std::result::Result<reqwest::Client, String>>,
+    /// The wasmtime sandbox for `code.wasm`, started on first use.
+    sandbox: OnceLock<std::result::Result<sluice_sandbox::Sandbox, String>>,
+    /// Where compiled components are cached (None: not cached on disk).
+    wasm_cache: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for Io {
@@ -176,7 +181,25 @@ impl Io {
         Io {
             settings: Arc::new(settings),
             http: OnceLock::new(),
+            sandbox: OnceLock::new(),
+            wasm_cache: None,
         }
+    }
+
+    /// Caches compiled components in `dir`.
+    pub fn with_wasm_cache(mut self, dir: PathBuf) -> Io {
+        self.wasm_cache = Some(dir);
+        self
+    }
+
+    /// The shared sandbox (one wasmtime engine for every `code.wasm` step).
+    pub fn sandbox(&self) -> Result<&sluice_sandbox::Sandbox> {
+        self.sandbox
+            .get_or_init(|| {
+                sluice_sandbox::Sandbox::new(self.wasm_cache.as_deref()).map_err(|e| e.to_string())
+            })
+            .as_ref()
+            .map_err(|e| Error::terminal(e.clone()))
     }
 
     /// The shared HTTP client; an error names a bad `tls.extra_roots` file.
@@ -222,6 +245,7 @@ pub async fn execute(call: Call<'_>) -> Result<Outputs> {
         "email.send" => email::send(&call).await,
         "file.read" => files::read(&call).await,
         "file.write" => files::write(&call).await,
+        "code.wasm" => code::wasm(&call).await,
         other => Err(Error::terminal(format!(
             "node kind `{other}` cannot run in this build"
         ))),

@@ -217,7 +217,8 @@ impl Engine {
                 store,
                 permits: Arc::new(Semaphore::new(options.max_concurrent_steps.max(1))),
                 exec_log,
-                io: nodes::Io::new(options.settings),
+                io: nodes::Io::new(options.settings)
+                    .with_wasm_cache(store.data_dir().join("cache").join("wasm")),
                 active: Mutex::new(HashMap::new()),
                 docs: tokio::sync::Mutex::new(HashMap::new()),
                 dirty: Mutex::new(HashSet::new()),
@@ -470,6 +471,29 @@ impl Engine {
     /// The settings the engine runs with.
     pub fn settings(&self) -> &nodes::Settings {
         &self.inner.io.settings
+    }
+
+    /// Stores a WebAssembly component for `code.wasm` nodes in the blob
+    /// store, after checking that it is one (it is compiled now, and cached).
+    /// Returns its hash, which nodes name in `config.module`.
+    pub async fn add_module(&self, bytes: Vec<u8>) -> Result<String> {
+        let sandbox = self
+            .inner
+            .io
+            .sandbox()
+            .map_err(|e| Error::Usage(e.message))?
+            .clone();
+        let (id, bytes) = tokio::task::spawn_blocking(move || {
+            sandbox.load(&bytes).map(|id| (id, bytes))
+        })
+        .await
+        .map_err(|e| Error::Usage(e.to_string()))?
+        .map_err(|e| Error::Usage(e.to_string()))?;
+        let mut w = self.store().blobs().bytes_writer()?;
+        w.write(&bytes)?;
+        let (hash, _) = w.finish()?;
+        debug_assert_eq!(hash, id);
+        Ok(hash)
     }
 
     /// Checks the credentials a workflow names: each must exist with a kind

@@ -40,6 +40,7 @@ pub(crate) fn routes() -> axum::Router<AppState> {
         .route("/runs/{id}/retry", post(retry_run))
         .route("/runs/{id}/logs", get(run_logs))
         .route("/runs/{id}/workflow", get(run_workflow))
+        .route("/modules", post(add_module))
         .route("/credentials", get(list_credentials))
         .route(
             "/credentials/{name}",
@@ -149,6 +150,18 @@ pub(crate) async fn restore_version(
 ) -> Result<Json<Value>, ApiError> {
     let head = s.engine.restore_version(&id, &version).await?;
     Ok(Json(json!({"id": id, "version": head})))
+}
+
+#[utoipa::path(post, path = "/api/v1/modules", tag = "workflows",
+    request_body(content = Vec<u8>, description = "A WebAssembly component (the `sluice:node` world)", content_type = "application/wasm"),
+    responses((status = 201, description = "`{\"module\"}`: its hash, for `config.module` of `code.wasm` nodes"),
+        (status = 400, description = "Not a component of the `sluice:node` world (the message says why)")))]
+pub(crate) async fn add_module(
+    State(s): State<AppState>,
+    body: Bytes,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let hash = s.engine.add_module(body.to_vec()).await?;
+    Ok((StatusCode::CREATED, Json(json!({"module": hash}))))
 }
 
 #[utoipa::path(get, path = "/api/v1/runs/{id}/workflow", tag = "runs",

@@ -21,6 +21,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
         crate::api::get_version,
         crate::api::restore_version,
         crate::api::run_workflow,
+        crate::api::add_module,
         crate::api::start_run,
         crate::api::list_runs,
         crate::api::get_run,

@@ -1,0 +1,581 @@
+//! The sandbox: user code as WebAssembly components on wasmtime, with hard
+//! limits and no ambient authority.
+//!
+//! - One shared [`wasmtime::Engine`] with the pooling allocator (instances
+//!   and memories come from preallocated slots, memories are copy-on-write
+//!   images); a fresh instance per invocation, so nothing leaks between runs.
+//! - Components are compiled once and cached on disk (serialized, keyed by
+//!   the component's hash and the wasmtime version), and kept pre-linked in
+//!   memory.
+//! - Limits per invocation: wall-clock time (epoch interruption; a guest
+//!   also yields to other tasks at every tick, so a busy guest never starves
+//!   the engine), memory (a resource limiter that traps on the growth past
+//!   the limit), and output (stdout/stderr are captured, bounded, and
+//!   truncated with a note).
+//! - No capabilities unless granted: no preopened directories, no sockets,
+//!   no name lookups, an empty environment. Host functions are
+//!   capabilities granted per node: today `log` (see `wit/node.wit`); the
+//!   [`Capabilities`] seam is where e.g. an allow-listed HTTP client goes.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
+use wasmtime::{ResourceLimiter, UpdateDeadline};
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+wasmtime::component::bindgen!({
+    path: "wit",
+    world: "node",
+    exports: { default: async },
+});
+
+/// How often the epoch advances: the granularity of time limits, and how
+/// often a running guest yields to other tasks.
+const TICK: Duration = Duration::from_millis(5);
+/// Invocations that can run at once (pool slots).
+const SLOTS: u32 = 256;
+/// The most memory any guest may be given.
+pub const MAX_MEMORY: usize = 512 << 20;
+
+/// Limits of one invocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Wall-clock time for instantiation plus the call.
+    pub timeout: Duration,
+    /// Linear memory, in bytes.
+    pub memory: usize,
+    /// Captured stdout plus stderr, in bytes; the rest is dropped.
+    pub output: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            timeout: Duration::from_secs(5),
+            memory: 64 << 20,
+            output: 64 << 10,
+        }
+    }
+}
+
+/// Host capabilities granted to one invocation.
+#[derive(Debug, Clone, Default)]
+pub struct Capabilities {
+    /// `log` lines go to the run's log (always granted today; the field
+    /// keeps the seam explicit).
+    pub log: bool,
+}
+
+/// A log line a guest wrote (through `log`, stdout or stderr).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogLine {
+    pub level: String,
+    pub message: String,
+}
+
+/// What an invocation produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// The guest's answer: its output JSON text, or its error message.
+    pub result: Result<String, String>,
+    /// `log` calls, then stdout lines (`info`) and stderr lines (`warn`).
+    pub logs: Vec<LogLine>,
+    /// Output bytes dropped beyond [`Limits::output`].
+    pub dropped_output: usize,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("not a valid WebAssembly component for the sluice:node world: {0}")]
+    Invalid(String),
+    #[error("no component {0} was loaded")]
+    Unknown(String),
+    #[error("stopped at the time limit of {} ms", .0.as_millis())]
+    TimeLimit(Duration),
+    #[error("stopped at the memory limit of {} MiB", .0 >> 20)]
+    MemoryLimit(usize),
+    #[error("the guest crashed: {0}")]
+    Trap(String),
+    #[error("sandbox: {0}")]
+    Host(String),
+}
+
+/// The time limit was hit (carried through wasmtime's error).
+#[derive(Debug)]
+struct TimeLimitHit;
+impl std::fmt::Display for TimeLimitHit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("time limit")
+    }
+}
+impl std::error::Error for TimeLimitHit {}
+
+/// The memory limit was hit.
+#[derive(Debug)]
+struct MemoryLimitHit;
+impl std::fmt::Display for MemoryLimitHit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("memory limit")
+    }
+}
+impl std::error::Error for MemoryLimitHit {}
+
+/// The wasmtime engine, the linker and the compiled components. Cheap to
+/// clone; share one per process.
+#[derive(Clone)]
+pub struct Sandbox {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    engine: Engine,
+    /// Guests run on threads of their own: however busy they are, the
+    /// engine's runtime (other steps, runs, the API) never waits for them.
+    runtime: Option<tokio::runtime::Runtime>,
+    linker: Linker<GuestState>,
+    cache_dir: Option<PathBuf>,
+    loaded: Mutex<HashMap<String, NodePre<GuestState>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        // Dropping a runtime blocks, which an async context forbids.
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// Aborts a guest's task when the step awaiting it goes away.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl std::fmt::Debug for Sandbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sandbox")
+            .field("cache_dir", &self.inner.cache_dir)
+            .finish()
+    }
+}
+
+/// Per-invocation state: WASI (no capabilities), the output capture, the
+/// limiter and the log.
+struct GuestState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    limiter: Limiter,
+    logs: Vec<LogLine>,
+    caps: Capabilities,
+}
+
+impl WasiView for GuestState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl NodeImports for GuestState {
+    fn log(&mut self, level: String, message: String) {
+        if !self.caps.log {
+            return;
+        }
+        // Bounded like the output: a guest cannot flood the journal.
+        if self.logs.len() < 1000 {
+            let level = match level.as_str() {
+                "debug" | "info" | "warn" | "error" => level,
+                _ => "info".to_string(),
+            };
+            let message = truncate(message, 4096);
+            self.logs.push(LogLine { level, message });
+        }
+    }
+}
+
+fn truncate(mut s: String, max: usize) -> String {
+    if s.len() > max {
+        let mut cut = max;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+        s.push('…');
+    }
+    s
+}
+
+struct Limiter {
+    memory: usize,
+    hit: bool,
+}
+
+impl ResourceLimiter for Limiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.memory {
+            self.hit = true;
+            return Err(wasmtime::Error::new(MemoryLimitHit));
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= 1_000_000)
+    }
+}
+
+/// Captured output shared by stdout and stderr: bounded; past the bound,
+/// writes succeed (the guest goes on) and the bytes are counted, not kept.
+#[derive(Clone)]
+struct Capture {
+    inner: Arc<Mutex<Captured>>,
+    stream: u8,
+}
+
+#[derive(Default)]
+struct Captured {
+    /// (stream, bytes) in the order written.
+    chunks: Vec<(u8, Vec<u8>)>,
+    kept: usize,
+    cap: usize,
+    dropped: usize,
+}
+
+impl Captured {
+    fn push(&mut self, stream: u8, buf: &[u8]) {
+        let room = self.cap.saturating_sub(self.kept);
+        let take = room.min(buf.len());
+        self.dropped += buf.len() - take;
+        if take == 0 {
+            return;
+        }
+        self.kept += take;
+        match self.chunks.last_mut() {
+            Some((s, bytes)) if *s == stream => bytes.extend_from_slice(&buf[..take]),
+            _ => self.chunks.push((stream, buf[..take].to_vec())),
+        }
+    }
+}
+
+impl tokio::io::AsyncWrite for Capture {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let mut c = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        c.push(self.stream, buf);
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl wasmtime_wasi::cli::IsTerminal for Capture {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+impl wasmtime_wasi::cli::StdoutStream for Capture {
+    fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
+        Box::new(self.clone())
+    }
+}
+
+impl Sandbox {
+    /// A sandbox caching compiled components in `cache_dir` (none: compile
+    /// on every start of the process).
+    pub fn new(cache_dir: Option<&Path>) -> Result<Sandbox, Error> {
+        let host = |e: wasmtime::Error| Error::Host(format!("{e:#}"));
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_component_instances(SLOTS)
+            .total_core_instances(SLOTS * 8)
+            .total_memories(SLOTS * 2)
+            .total_tables(SLOTS * 4)
+            .total_stacks(SLOTS)
+            .max_core_instances_per_component(32)
+            .max_memories_per_component(4)
+            .max_tables_per_component(8)
+            .max_memory_size(MAX_MEMORY);
+        let mut config = Config::new();
+        config
+            .wasm_component_model(true)
+            .epoch_interruption(true)
+            .memory_reservation(MAX_MEMORY as u64)
+            .memory_guard_size(32 << 20)
+            .memory_init_cow(true)
+            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let engine = Engine::new(&config).map_err(host)?;
+        let mut linker: Linker<GuestState> = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(host)?;
+        Node::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(host)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        {
+            let engine = engine.clone();
+            let stop = stop.clone();
+            std::thread::Builder::new()
+                .name("sluice-sandbox-epoch".into())
+                .spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::thread::sleep(TICK);
+                        engine.increment_epoch();
+                    }
+                })
+                .map_err(|e| Error::Host(format!("cannot start the epoch thread: {e}")))?;
+        }
+        let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .thread_name("sluice-sandbox")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::Host(format!("cannot start the sandbox threads: {e}")))?;
+        if let Some(dir) = cache_dir {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| Error::Host(format!("cannot create {}: {e}", dir.display())))?;
+        }
+        Ok(Sandbox {
+            inner: Arc::new(Inner {
+                engine,
+                runtime: Some(runtime),
+                linker,
+                cache_dir: cache_dir.map(Path::to_path_buf),
+                loaded: Mutex::new(HashMap::new()),
+                stop,
+            }),
+        })
+    }
+
+    /// The id of a component (its blake3 hash, hex).
+    pub fn id_of(bytes: &[u8]) -> String {
+        blake3::hash(bytes).to_hex().to_string()
+    }
+
+    /// Makes a component ready to run: from memory, else from the disk
+    /// cache, else compiled (and cached). Returns its id.
+    pub fn load(&self, bytes: &[u8]) -> Result<String, Error> {
+        let id = Sandbox::id_of(bytes);
+        if self.loaded().contains_key(&id) {
+            return Ok(id);
+        }
+        let component = self.compile_cached(&id, bytes)?;
+        let pre = self
+            .inner
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|e| Error::Invalid(format!("{e:#}")))?;
+        let pre = NodePre::new(pre).map_err(|e| Error::Invalid(format!("{e:#}")))?;
+        self.loaded().insert(id.clone(), pre);
+        Ok(id)
+    }
+
+    /// Whether component `id` is ready to run.
+    pub fn is_loaded(&self, id: &str) -> bool {
+        self.loaded().contains_key(id)
+    }
+
+    fn loaded(&self) -> std::sync::MutexGuard<'_, HashMap<String, NodePre<GuestState>>> {
+        self.inner.loaded.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    // Deserializing a compiled component is `unsafe` in wasmtime: see below.
+    #[allow(unsafe_code)]
+    fn compile_cached(&self, id: &str, bytes: &[u8]) -> Result<Component, Error> {
+        let engine = &self.inner.engine;
+        let file = self.inner.cache_dir.as_ref().map(|d| {
+            d.join(format!(
+                "{id}-wasmtime-{}.cwasm",
+                env!("CARGO_PKG_VERSION").replace('.', "_")
+            ))
+        });
+        if let Some(file) = &file
+            && file.exists()
+        {
+            // SAFETY: the file is one this sandbox serialized into its own
+            // cache dir (named by the component's hash and this build), not
+            // user input; wasmtime also checks that it was produced by a
+            // compatible engine and configuration.
+            if let Ok(c) = unsafe { Component::deserialize_file(engine, file) } {
+                return Ok(c);
+            }
+        }
+        let component =
+            Component::new(engine, bytes).map_err(|e| Error::Invalid(format!("{e:#}")))?;
+        if let Some(file) = &file
+            && let Ok(serialized) = component.serialize()
+        {
+            // Atomic: a crash never leaves half a cache file behind.
+            let tmp = file.with_extension(format!("{}.tmp", std::process::id()));
+            if std::fs::write(&tmp, &serialized).is_ok() {
+                std::fs::rename(&tmp, file).ok();
+            }
+        }
+        Ok(component)
+    }
+
+    /// Runs component `id` once on `input` (JSON text) in a fresh instance,
+    /// on the sandbox's own threads.
+    pub async fn run(
+        &self,
+        id: &str,
+        input: &str,
+        limits: Limits,
+        caps: Capabilities,
+    ) -> Result<Outcome, Error> {
+        let Some(rt) = &self.inner.runtime else {
+            return Err(Error::Host("the sandbox is shut down".into()));
+        };
+        let this = self.clone();
+        let (id, input) = (id.to_string(), input.to_string());
+        let handle = rt.spawn(async move { this.run_here(&id, &input, limits, caps).await });
+        let _abort = AbortOnDrop(handle.abort_handle());
+        handle
+            .await
+            .map_err(|e| Error::Host(format!("the guest's task ended: {e}")))?
+    }
+
+    async fn run_here(
+        &self,
+        id: &str,
+        input: &str,
+        limits: Limits,
+        caps: Capabilities,
+    ) -> Result<Outcome, Error> {
+        let pre = self
+            .loaded()
+            .get(id)
+            .cloned()
+            .ok_or_else(|| Error::Unknown(id.to_string()))?;
+        let captured = Arc::new(Mutex::new(Captured {
+            cap: limits.output,
+            ..Captured::default()
+        }));
+        // No preopens, no environment, no network, no name lookups.
+        let wasi = WasiCtxBuilder::new()
+            .stdout(Capture {
+                inner: captured.clone(),
+                stream: 1,
+            })
+            .stderr(Capture {
+                inner: captured.clone(),
+                stream: 2,
+            })
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .build();
+        let mut store = Store::new(
+            &self.inner.engine,
+            GuestState {
+                wasi,
+                table: ResourceTable::new(),
+                limiter: Limiter {
+                    memory: limits.memory.min(MAX_MEMORY),
+                    hit: false,
+                },
+                logs: Vec::new(),
+                caps,
+            },
+        );
+        store.limiter(|s| &mut s.limiter);
+        let deadline = Instant::now() + limits.timeout;
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |_| {
+            if Instant::now() >= deadline {
+                Err(wasmtime::Error::new(TimeLimitHit))
+            } else {
+                // Let other tasks run, then go on.
+                Ok(UpdateDeadline::Yield(1))
+            }
+        });
+        let result = async {
+            let node = pre.instantiate_async(&mut store).await?;
+            node.call_run(&mut store, input).await
+        }
+        .await;
+        let hit_memory = store.data().limiter.hit;
+        let mut logs = std::mem::take(&mut store.data_mut().logs);
+        drop(store);
+        let (chunks, dropped) = {
+            let mut c = captured.lock().unwrap_or_else(|e| e.into_inner());
+            (std::mem::take(&mut c.chunks), c.dropped)
+        };
+        for (stream, bytes) in chunks {
+            let level = if stream == 1 { "info" } else { "warn" };
+            for line in String::from_utf8_lossy(&bytes).lines() {
+                logs.push(LogLine {
+                    level: level.to_string(),
+                    message: line.to_string(),
+                });
+            }
+        }
+        if dropped > 0 {
+            logs.push(LogLine {
+                level: "warn".into(),
+                message: format!(
+                    "output truncated: {dropped} bytes beyond the {} KiB limit were dropped",
+                    limits.output >> 10
+                ),
+            });
+        }
+        match result {
+            Ok(answer) => Ok(Outcome {
+                result: answer,
+                logs,
+                dropped_output: dropped,
+            }),
+            Err(e) => Err(classify(e, hit_memory, limits)),
+        }
+    }
+}
+
+fn classify(e: wasmtime::Error, hit_memory: bool, limits: Limits) -> Error {
+    if e.downcast_ref::<TimeLimitHit>().is_some() {
+        return Error::TimeLimit(limits.timeout);
+    }
+    if hit_memory || e.downcast_ref::<MemoryLimitHit>().is_some() {
+        return Error::MemoryLimit(limits.memory);
+    }
+    if let Some(trap) = e.downcast_ref::<wasmtime::Trap>() {
+        return Error::Trap(format!("{trap}: {}", root_message(&e)));
+    }
+    Error::Trap(format!("{e:#}"))
+}
+
+/// The first line of an error chain (wasm backtraces follow on later lines).
+fn root_message(e: &wasmtime::Error) -> String {
+    format!("{e}").lines().next().unwrap_or_default().to_string()
+}

@@ -1,0 +1,232 @@
+//! The sandbox against a real component (tests/guest, built for
+//! wasm32-wasip2 once per test binary and compiled once into a disk cache):
+//! results, time and memory limits, denied capabilities, bounded output,
+//! traps that fail only their own invocation, and many at once.
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use sluice_sandbox::{Capabilities, Error, Limits, Sandbox};
+
+/// The test guest's bytes, built once.
+fn guest() -> &'static [u8] {
+    static GUEST: OnceLock<Vec<u8>> = OnceLock::new();
+    GUEST.get_or_init(|| {
+        let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/guest/Cargo.toml");
+        let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("guest");
+        let status = std::process::Command::new(env!("CARGO"))
+            .args(["build", "--release", "--quiet", "--target", "wasm32-wasip2", "--manifest-path"])
+            .arg(&manifest)
+            .arg("--target-dir")
+            .arg(&target)
+            .status()
+            .expect("cargo");
+        assert!(status.success(), "building the test guest failed (rustup target add wasm32-wasip2)");
+        std::fs::read(target.join("wasm32-wasip2/release/sluice_test_guest.wasm")).unwrap()
+    })
+}
+
+fn cache_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("wasm-cache")
+}
+
+/// One sandbox per test binary, with the guest loaded.
+fn sandbox() -> (&'static Sandbox, String) {
+    static SANDBOX: OnceLock<(Sandbox, String)> = OnceLock::new();
+    let (s, id) = SANDBOX.get_or_init(|| {
+        let s = Sandbox::new(Some(&cache_dir())).unwrap();
+        let id = s.load(guest()).unwrap();
+        (s, id)
+    });
+    (s, id.clone())
+}
+
+fn caps() -> Capabilities {
+    Capabilities { log: true }
+}
+
+fn limits(timeout_ms: u64) -> Limits {
+    Limits {
+        timeout: Duration::from_millis(timeout_ms),
+        ..Limits::default()
+    }
+}
+
+#[tokio::test]
+async fn computes_results_and_logs() {
+    let (s, id) = sandbox();
+    let out = s.run(&id, r#"{"n": 1}"#, limits(5000), caps()).await.unwrap();
+    assert_eq!(out.result, Ok(r#"{"echo": {"n": 1}}"#.to_string()));
+    let out = s.run(&id, r#"{"do": "log"}"#, limits(5000), caps()).await.unwrap();
+    let lines: Vec<(&str, &str)> = out
+        .logs
+        .iter()
+        .map(|l| (l.level.as_str(), l.message.as_str()))
+        .collect();
+    assert!(lines.contains(&("info", "hello from the guest")), "{lines:?}");
+    assert!(lines.contains(&("info", "to stdout")), "{lines:?}");
+    assert!(lines.contains(&("warn", "to stderr")), "{lines:?}");
+    // An error the guest returns is its answer, not a crash.
+    let out = s.run(&id, r#"{"do": "fail"}"#, limits(5000), caps()).await.unwrap();
+    assert_eq!(out.result, Err("the guest says no".to_string()));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_endless_loop_stops_at_the_time_limit_and_never_blocks_the_engine() {
+    let (s, id) = sandbox();
+    // One thread for everything: the ticker only runs if the guest yields.
+    let ticker = tokio::spawn(async {
+        let mut ticks = 0u32;
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_millis(250) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            ticks += 1;
+        }
+        ticks
+    });
+    let t = Instant::now();
+    let err = s
+        .run(&id, r#"{"do": "loop"}"#, limits(300), caps())
+        .await
+        .unwrap_err();
+    let took = t.elapsed();
+    assert!(matches!(err, Error::TimeLimit(_)), "{err}");
+    assert_eq!(err.to_string(), "stopped at the time limit of 300 ms");
+    assert!(took >= Duration::from_millis(300) && took < Duration::from_secs(2), "{took:?}");
+    let ticks = ticker.await.unwrap();
+    assert!(ticks >= 10, "the engine's other tasks ran only {ticks} times");
+}
+
+#[tokio::test]
+async fn allocating_without_bound_stops_at_the_memory_limit() {
+    let (s, id) = sandbox();
+    let lim = Limits {
+        memory: 32 << 20,
+        ..limits(10_000)
+    };
+    let err = s.run(&id, r#"{"do": "alloc"}"#, lim, caps()).await.unwrap_err();
+    assert!(matches!(err, Error::MemoryLimit(_)), "{err}");
+    assert_eq!(err.to_string(), "stopped at the memory limit of 32 MiB");
+}
+
+#[tokio::test]
+async fn files_sockets_and_the_environment_are_out_of_reach() {
+    let (s, id) = sandbox();
+    let out = s.run(&id, r#"{"do": "passwd"}"#, limits(5000), caps()).await.unwrap();
+    let text = out.result.unwrap();
+    assert!(text.contains("denied"), "{text}");
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let out = s
+        .run(&id, &format!(r#"{{"do": "socket", "port": {port}}}"#), limits(5000), caps())
+        .await
+        .unwrap();
+    let text = out.result.unwrap();
+    assert!(text.contains("denied"), "{text}");
+    let accepted = tokio::time::timeout(Duration::from_millis(200), listener.accept()).await;
+    assert!(accepted.is_err(), "the guest reached a socket");
+
+    // The host has HOME and more; the guest sees none of it.
+    assert!(std::env::var("HOME").is_ok() || std::env::vars().count() > 0);
+    let out = s.run(&id, r#"{"do": "env"}"#, limits(5000), caps()).await.unwrap();
+    assert_eq!(out.result, Ok(r#"{"vars": 0, "home": false}"#.to_string()));
+}
+
+#[tokio::test]
+async fn an_output_flood_is_truncated() {
+    let (s, id) = sandbox();
+    let out = s.run(&id, r#"{"do": "flood"}"#, limits(10_000), caps()).await.unwrap();
+    assert_eq!(out.result, Ok(r#"{"flooded": true}"#.to_string()));
+    assert!(out.dropped_output > 9 << 20, "{}", out.dropped_output);
+    let kept: usize = out
+        .logs
+        .iter()
+        .filter(|l| l.message.starts_with('x'))
+        .map(|l| l.message.len() + 1)
+        .sum();
+    assert!(kept <= Limits::default().output, "{kept}");
+    assert!(
+        out.logs
+            .last()
+            .unwrap()
+            .message
+            .starts_with("output truncated:"),
+        "{:?}",
+        out.logs.last()
+    );
+}
+
+#[tokio::test]
+async fn a_trap_fails_only_its_own_invocation() {
+    let (s, id) = sandbox();
+    let err = s.run(&id, r#"{"do": "trap"}"#, limits(5000), caps()).await.unwrap_err();
+    assert!(matches!(err, Error::Trap(_)), "{err}");
+    assert!(err.to_string().contains("unreachable"), "{err}");
+    // Fresh instance: the next call is unaffected.
+    let out = s.run(&id, "[1]", limits(5000), caps()).await.unwrap();
+    assert_eq!(out.result, Ok(r#"{"echo": [1]}"#.to_string()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_at_once_complete_without_starving_others() {
+    let (s, id) = sandbox();
+    let ticker = tokio::spawn(async {
+        let mut ticks = 0u32;
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_millis(300) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            ticks += 1;
+        }
+        ticks
+    });
+    let mut tasks = Vec::new();
+    for i in 0..200 {
+        let id = id.clone();
+        tasks.push(tokio::spawn(async move {
+            let input = if i % 10 == 0 {
+                r#"{"do": "loop"}"#.to_string()
+            } else {
+                format!("{i}")
+            };
+            (i, s.run(&id, &input, limits(400), caps()).await)
+        }));
+    }
+    for t in tasks {
+        let (i, r) = t.await.unwrap();
+        if i % 10 == 0 {
+            assert!(matches!(r, Err(Error::TimeLimit(_))), "{i}: {r:?}");
+        } else {
+            assert_eq!(r.unwrap().result, Ok(format!("{{\"echo\": {i}}}")));
+        }
+    }
+    let ticks = ticker.await.unwrap();
+    assert!(ticks >= 10, "other tasks ran only {ticks} times");
+}
+
+#[tokio::test]
+async fn bad_modules_are_refused_and_compiled_ones_are_cached() {
+    let (s, id) = sandbox();
+    let err = s.load(b"not wasm").unwrap_err();
+    assert!(matches!(err, Error::Invalid(_)), "{err}");
+    // A core module is not a component.
+    let core = [0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00];
+    assert!(matches!(s.load(&core), Err(Error::Invalid(_))));
+    assert!(matches!(
+        s.run("nope", "1", limits(100), caps()).await,
+        Err(Error::Unknown(_))
+    ));
+    // The compiled guest is on disk, and a new sandbox loads it from there.
+    let cached = std::fs::read_dir(cache_dir())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .any(|e| e.file_name().to_string_lossy().starts_with(&id));
+    assert!(cached);
+    let t = Instant::now();
+    let other = Sandbox::new(Some(&cache_dir())).unwrap();
+    assert_eq!(other.load(guest()).unwrap(), id);
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+    let out = other.run(&id, "2", limits(5000), caps()).await.unwrap();
+    assert_eq!(out.result, Ok(r#"{"echo": 2}"#.to_string()));
+}
