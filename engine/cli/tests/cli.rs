@@ -451,3 +451,13 @@ fn versions_list_show_restore_and_the_workflow_a_run_ran() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("9@9"), "{}", stderr(&o));
 }
+
+#[test]
+fn modules_add_refuses_what_is_not_a_component() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "bad.wasm", "\0asm not really");
+    let o = sluice(dir.path(), &["modules", "add", &f]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(err.contains("bad.wasm") && err.contains("not a valid WebAssembly component"), "{err}");
+}

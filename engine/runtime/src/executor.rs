@@ -204,6 +204,7 @@ impl Drop for Slot {
 impl Engine {
     pub async fn open(data_dir: &Path, options: Options) -> Result<Engine> {
         let store = Store::open(data_dir).await?;
+        let wasm_cache = store.data_dir().join("cache").join("wasm");
         let exec_log = options.exec_log.as_ref().and_then(|p| {
             std::fs::OpenOptions::new()
                 .create(true)
@@ -217,8 +218,7 @@ impl Engine {
                 store,
                 permits: Arc::new(Semaphore::new(options.max_concurrent_steps.max(1))),
                 exec_log,
-                io: nodes::Io::new(options.settings)
-                    .with_wasm_cache(store.data_dir().join("cache").join("wasm")),
+                io: nodes::Io::new(options.settings).with_wasm_cache(wasm_cache),
                 active: Mutex::new(HashMap::new()),
                 docs: tokio::sync::Mutex::new(HashMap::new()),
                 dirty: Mutex::new(HashSet::new()),

@@ -453,3 +453,16 @@ async fn versions_and_runs_pinned_to_them_over_the_api() {
         .unwrap();
     assert_eq!(r.status(), reqwest::StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn a_module_that_is_not_a_component_is_refused() {
+    let s = server().await;
+    let r = s
+        .api(reqwest::Method::POST, "/modules")
+        .body(b"\0asm not a component".to_vec())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), reqwest::StatusCode::BAD_REQUEST);
+    assert!(r.text().await.unwrap().contains("not a valid WebAssembly component"));
+}
