@@ -12,7 +12,7 @@ usage: cargo xtask <command>
 
   run               build the engine and run the example workflows (durable, in the data dir)
   test              fmt check, clippy -D warnings, the whole test suite, wasm32 build of the model
-  bench [engine|webhook|http|docs]
+  bench [engine|webhook|http|docs|sandbox]
                     print the engine figures, or load the trigger port with wrk (docs/benchmarks.md)
   docs              regenerate docs/nodes.md from the node schemas
 ";
@@ -190,7 +190,16 @@ fn bench(which: &str) -> Result<()> {
             step("workflow document benchmark (release build): load, merge + persist, size");
             run_bench_bin("sluice-bench-docs")
         }
-        other => bail!("unknown benchmark `{other}` (available: engine, webhook, http, docs)"),
+        "sandbox" => {
+            ensure_target("wasm32-wasip2")?;
+            step(
+                "code.wasm sandbox benchmark (release build): compile, cache, invocation, throughput",
+            );
+            run_bench_bin("sluice-bench-sandbox")
+        }
+        other => {
+            bail!("unknown benchmark `{other}` (available: engine, webhook, http, docs, sandbox)")
+        }
     }
 }
 

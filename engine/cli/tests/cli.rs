@@ -459,5 +459,8 @@ fn modules_add_refuses_what_is_not_a_component() {
     let o = sluice(dir.path(), &["modules", "add", &f]);
     assert_eq!(o.status.code(), Some(2));
     let err = stderr(&o);
-    assert!(err.contains("bad.wasm") && err.contains("not a valid WebAssembly component"), "{err}");
+    assert!(
+        err.contains("bad.wasm") && err.contains("not a valid WebAssembly component"),
+        "{err}"
+    );
 }

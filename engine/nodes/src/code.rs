@@ -62,9 +62,8 @@ pub(crate) async fn wasm(call: &Call<'_>) -> Result<Outputs> {
     }
     match outcome.result {
         Ok(text) => {
-            let value: Value = serde_json::from_str(&text).map_err(|e| {
-                Error::terminal(format!("the module's output is not JSON: {e}"))
-            })?;
+            let value: Value = serde_json::from_str(&text)
+                .map_err(|e| Error::terminal(format!("the module's output is not JSON: {e}")))?;
             out(std::sync::Arc::new(value))
         }
         Err(message) => Err(Error::terminal(message)),

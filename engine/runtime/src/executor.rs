@@ -483,12 +483,11 @@ impl Engine {
             .sandbox()
             .map_err(|e| Error::Usage(e.message))?
             .clone();
-        let (id, bytes) = tokio::task::spawn_blocking(move || {
-            sandbox.load(&bytes).map(|id| (id, bytes))
-        })
-        .await
-        .map_err(|e| Error::Usage(e.to_string()))?
-        .map_err(|e| Error::Usage(e.to_string()))?;
+        let (id, bytes) =
+            tokio::task::spawn_blocking(move || sandbox.load(&bytes).map(|id| (id, bytes)))
+                .await
+                .map_err(|e| Error::Usage(e.to_string()))?
+                .map_err(|e| Error::Usage(e.to_string()))?;
         let mut w = self.store().blobs().bytes_writer()?;
         w.write(&bytes)?;
         let (hash, _) = w.finish()?;

@@ -17,7 +17,14 @@ fn sample() -> &'static [u8] {
         let manifest = root.join("assets/examples/wasm-guest/Cargo.toml");
         let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("wasm-guest");
         let status = std::process::Command::new(env!("CARGO"))
-            .args(["build", "--release", "--quiet", "--target", "wasm32-wasip2", "--manifest-path"])
+            .args([
+                "build",
+                "--release",
+                "--quiet",
+                "--target",
+                "wasm32-wasip2",
+                "--manifest-path",
+            ])
             .arg(&manifest)
             .arg("--target-dir")
             .arg(&target)
@@ -51,8 +58,12 @@ async fn a_component_runs_as_a_node() {
     // The same bytes, the same hash (stored once).
     assert_eq!(engine.add_module(sample().to_vec()).await.unwrap(), module);
 
-    let order = json!({"items": [{"sku": "a", "price": 2.5, "qty": 2}, {"sku": "b", "price": 10.0}]});
-    let run = engine.start(flow(&module), None, Arc::new(order)).await.unwrap();
+    let order =
+        json!({"items": [{"sku": "a", "price": 2.5, "qty": 2}, {"sku": "b", "price": 10.0}]});
+    let run = engine
+        .start(flow(&module), None, Arc::new(order))
+        .await
+        .unwrap();
     let id = run.id.clone();
     let result = run.wait().await;
     assert_eq!(result.status, Status::Succeeded, "{:?}", result.error);
@@ -62,13 +73,17 @@ async fn a_component_runs_as_a_node() {
     );
     let logs = engine.store().run_logs(&id).await.unwrap();
     assert!(
-        logs.iter().any(|l| l.node == "total" && l.message == "3 item(s), total 15"),
+        logs.iter()
+            .any(|l| l.node == "total" && l.message == "3 item(s), total 15"),
         "{logs:?}"
     );
 
     // The component's own error fails the step with its message.
     let bad = json!({"items": [{"sku": "z", "price": -1.0}]});
-    let run = engine.start(flow(&module), None, Arc::new(bad)).await.unwrap();
+    let run = engine
+        .start(flow(&module), None, Arc::new(bad))
+        .await
+        .unwrap();
     let result = run.wait().await;
     assert_eq!(result.status, Status::Failed);
     let error = result.error.unwrap().to_string();
@@ -79,8 +94,15 @@ async fn a_component_runs_as_a_node() {
 async fn missing_and_invalid_modules_are_named() {
     let dir = tempfile::tempdir().unwrap();
     let engine = Engine::open(dir.path(), Options::default()).await.unwrap();
-    let err = engine.add_module(b"\0asm garbage".to_vec()).await.unwrap_err();
-    assert!(err.to_string().contains("not a valid WebAssembly component"), "{err}");
+    let err = engine
+        .add_module(b"\0asm garbage".to_vec())
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("not a valid WebAssembly component"),
+        "{err}"
+    );
 
     let missing = "ab".repeat(32);
     let run = engine
@@ -90,7 +112,10 @@ async fn missing_and_invalid_modules_are_named() {
     let result = run.wait().await;
     assert_eq!(result.status, Status::Failed);
     let error = result.error.unwrap().to_string();
-    assert!(error.contains(&missing) && error.contains("sluice modules add"), "{error}");
+    assert!(
+        error.contains(&missing) && error.contains("sluice modules add"),
+        "{error}"
+    );
 
     // Config problems are caught before anything runs.
     let invalid = Workflow::from_value(json!({

@@ -577,5 +577,9 @@ fn classify(e: wasmtime::Error, hit_memory: bool, limits: Limits) -> Error {
 
 /// The first line of an error chain (wasm backtraces follow on later lines).
 fn root_message(e: &wasmtime::Error) -> String {
-    format!("{e}").lines().next().unwrap_or_default().to_string()
+    format!("{e}")
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string()
 }

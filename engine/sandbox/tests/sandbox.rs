@@ -16,13 +16,23 @@ fn guest() -> &'static [u8] {
         let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/guest/Cargo.toml");
         let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("guest");
         let status = std::process::Command::new(env!("CARGO"))
-            .args(["build", "--release", "--quiet", "--target", "wasm32-wasip2", "--manifest-path"])
+            .args([
+                "build",
+                "--release",
+                "--quiet",
+                "--target",
+                "wasm32-wasip2",
+                "--manifest-path",
+            ])
             .arg(&manifest)
             .arg("--target-dir")
             .arg(&target)
             .status()
             .expect("cargo");
-        assert!(status.success(), "building the test guest failed (rustup target add wasm32-wasip2)");
+        assert!(
+            status.success(),
+            "building the test guest failed (rustup target add wasm32-wasip2)"
+        );
         std::fs::read(target.join("wasm32-wasip2/release/sluice_test_guest.wasm")).unwrap()
     })
 }
@@ -56,19 +66,31 @@ fn limits(timeout_ms: u64) -> Limits {
 #[tokio::test]
 async fn computes_results_and_logs() {
     let (s, id) = sandbox();
-    let out = s.run(&id, r#"{"n": 1}"#, limits(5000), caps()).await.unwrap();
+    let out = s
+        .run(&id, r#"{"n": 1}"#, limits(5000), caps())
+        .await
+        .unwrap();
     assert_eq!(out.result, Ok(r#"{"echo": {"n": 1}}"#.to_string()));
-    let out = s.run(&id, r#"{"do": "log"}"#, limits(5000), caps()).await.unwrap();
+    let out = s
+        .run(&id, r#"{"do": "log"}"#, limits(5000), caps())
+        .await
+        .unwrap();
     let lines: Vec<(&str, &str)> = out
         .logs
         .iter()
         .map(|l| (l.level.as_str(), l.message.as_str()))
         .collect();
-    assert!(lines.contains(&("info", "hello from the guest")), "{lines:?}");
+    assert!(
+        lines.contains(&("info", "hello from the guest")),
+        "{lines:?}"
+    );
     assert!(lines.contains(&("info", "to stdout")), "{lines:?}");
     assert!(lines.contains(&("warn", "to stderr")), "{lines:?}");
     // An error the guest returns is its answer, not a crash.
-    let out = s.run(&id, r#"{"do": "fail"}"#, limits(5000), caps()).await.unwrap();
+    let out = s
+        .run(&id, r#"{"do": "fail"}"#, limits(5000), caps())
+        .await
+        .unwrap();
     assert_eq!(out.result, Err("the guest says no".to_string()));
 }
 
@@ -93,9 +115,15 @@ async fn an_endless_loop_stops_at_the_time_limit_and_never_blocks_the_engine() {
     let took = t.elapsed();
     assert!(matches!(err, Error::TimeLimit(_)), "{err}");
     assert_eq!(err.to_string(), "stopped at the time limit of 300 ms");
-    assert!(took >= Duration::from_millis(300) && took < Duration::from_secs(2), "{took:?}");
+    assert!(
+        took >= Duration::from_millis(300) && took < Duration::from_secs(2),
+        "{took:?}"
+    );
     let ticks = ticker.await.unwrap();
-    assert!(ticks >= 10, "the engine's other tasks ran only {ticks} times");
+    assert!(
+        ticks >= 10,
+        "the engine's other tasks ran only {ticks} times"
+    );
 }
 
 #[tokio::test]
@@ -105,7 +133,10 @@ async fn allocating_without_bound_stops_at_the_memory_limit() {
         memory: 32 << 20,
         ..limits(10_000)
     };
-    let err = s.run(&id, r#"{"do": "alloc"}"#, lim, caps()).await.unwrap_err();
+    let err = s
+        .run(&id, r#"{"do": "alloc"}"#, lim, caps())
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::MemoryLimit(_)), "{err}");
     assert_eq!(err.to_string(), "stopped at the memory limit of 32 MiB");
 }
@@ -113,14 +144,22 @@ async fn allocating_without_bound_stops_at_the_memory_limit() {
 #[tokio::test]
 async fn files_sockets_and_the_environment_are_out_of_reach() {
     let (s, id) = sandbox();
-    let out = s.run(&id, r#"{"do": "passwd"}"#, limits(5000), caps()).await.unwrap();
+    let out = s
+        .run(&id, r#"{"do": "passwd"}"#, limits(5000), caps())
+        .await
+        .unwrap();
     let text = out.result.unwrap();
     assert!(text.contains("denied"), "{text}");
 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let out = s
-        .run(&id, &format!(r#"{{"do": "socket", "port": {port}}}"#), limits(5000), caps())
+        .run(
+            &id,
+            &format!(r#"{{"do": "socket", "port": {port}}}"#),
+            limits(5000),
+            caps(),
+        )
         .await
         .unwrap();
     let text = out.result.unwrap();
@@ -130,14 +169,20 @@ async fn files_sockets_and_the_environment_are_out_of_reach() {
 
     // The host has HOME and more; the guest sees none of it.
     assert!(std::env::var("HOME").is_ok() || std::env::vars().count() > 0);
-    let out = s.run(&id, r#"{"do": "env"}"#, limits(5000), caps()).await.unwrap();
+    let out = s
+        .run(&id, r#"{"do": "env"}"#, limits(5000), caps())
+        .await
+        .unwrap();
     assert_eq!(out.result, Ok(r#"{"vars": 0, "home": false}"#.to_string()));
 }
 
 #[tokio::test]
 async fn an_output_flood_is_truncated() {
     let (s, id) = sandbox();
-    let out = s.run(&id, r#"{"do": "flood"}"#, limits(10_000), caps()).await.unwrap();
+    let out = s
+        .run(&id, r#"{"do": "flood"}"#, limits(10_000), caps())
+        .await
+        .unwrap();
     assert_eq!(out.result, Ok(r#"{"flooded": true}"#.to_string()));
     assert!(out.dropped_output > 9 << 20, "{}", out.dropped_output);
     let kept: usize = out
@@ -161,7 +206,10 @@ async fn an_output_flood_is_truncated() {
 #[tokio::test]
 async fn a_trap_fails_only_its_own_invocation() {
     let (s, id) = sandbox();
-    let err = s.run(&id, r#"{"do": "trap"}"#, limits(5000), caps()).await.unwrap_err();
+    let err = s
+        .run(&id, r#"{"do": "trap"}"#, limits(5000), caps())
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::Trap(_)), "{err}");
     assert!(err.to_string().contains("unreachable"), "{err}");
     // Fresh instance: the next call is unaffected.

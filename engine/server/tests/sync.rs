@@ -464,5 +464,10 @@ async fn a_module_that_is_not_a_component_is_refused() {
         .await
         .unwrap();
     assert_eq!(r.status(), reqwest::StatusCode::BAD_REQUEST);
-    assert!(r.text().await.unwrap().contains("not a valid WebAssembly component"));
+    assert!(
+        r.text()
+            .await
+            .unwrap()
+            .contains("not a valid WebAssembly component")
+    );
 }
