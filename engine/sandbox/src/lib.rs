@@ -42,6 +42,10 @@ wasmtime::component::bindgen!({
 const TICK: Duration = Duration::from_millis(5);
 /// Invocations that can run at once (pool slots).
 const SLOTS: u32 = 256;
+/// The wasmtime version compiled components are cached for (the workspace
+/// pins it exactly). A cache file from another build that wasmtime refuses
+/// is recompiled and replaced.
+const WASMTIME_VERSION: &str = "48.0.8";
 /// The most memory any guest may be given.
 pub const MAX_MEMORY: usize = 512 << 20;
 
@@ -418,7 +422,7 @@ impl Sandbox {
         let file = self.inner.cache_dir.as_ref().map(|d| {
             d.join(format!(
                 "{id}-wasmtime-{}.cwasm",
-                env!("CARGO_PKG_VERSION").replace('.', "_")
+                WASMTIME_VERSION.replace('.', "_")
             ))
         });
         if let Some(file) = &file
