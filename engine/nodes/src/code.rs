@@ -53,13 +53,27 @@ pub(crate) async fn wasm(call: &Call<'_>) -> Result<Outputs> {
         memory: (num("memory_mb").unwrap_or(defaults.memory_mb) as usize) << 20,
         ..Limits::default()
     };
-    let outcome = sandbox
-        .run(&module, &input, limits, Capabilities { log: true })
-        .await
-        .map_err(|e| Error::terminal(e.to_string()))?;
-    for line in &outcome.logs {
+    // Log lines reach the run log as the guest writes them (and survive a
+    // guest stopped at a limit).
+    let (tx, mut lines) = tokio::sync::mpsc::unbounded_channel::<sluice_sandbox::LogLine>();
+    let caps = Capabilities {
+        log: true,
+        sink: Some(std::sync::Arc::new(move |line| {
+            tx.send(line).ok();
+        })),
+    };
+    let run = sandbox.run(&module, &input, limits, caps);
+    tokio::pin!(run);
+    let result = loop {
+        tokio::select! {
+            Some(line) = lines.recv() => call.host.log(&line.level, &line.message),
+            result = &mut run => break result,
+        }
+    };
+    while let Ok(line) = lines.try_recv() {
         call.host.log(&line.level, &line.message);
     }
+    let outcome = result.map_err(|e| Error::terminal(e.to_string()))?;
     match outcome.result {
         Ok(text) => {
             let value: Value = serde_json::from_str(&text)

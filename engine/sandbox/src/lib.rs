@@ -70,12 +70,29 @@ impl Default for Limits {
     }
 }
 
+/// Receives a guest's log lines as they are written.
+pub type LogSink = Arc<dyn Fn(LogLine) + Send + Sync>;
+
 /// Host capabilities granted to one invocation.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct Capabilities {
-    /// `log` lines go to the run's log (always granted today; the field
-    /// keeps the seam explicit).
+    /// Whether the guest's `log` calls are kept (stdout and stderr always
+    /// are, within the output limit).
     pub log: bool,
+    /// Where log lines go as they are written (`log` calls, and stdout and
+    /// stderr line by line), so they reach the run log live and survive a
+    /// guest that is then stopped. Without one they are collected in
+    /// [`Outcome::logs`].
+    pub sink: Option<LogSink>,
+}
+
+impl std::fmt::Debug for Capabilities {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Capabilities")
+            .field("log", &self.log)
+            .field("sink", &self.sink.is_some())
+            .finish()
+    }
 }
 
 /// A log line a guest wrote (through `log`, stdout or stderr).
@@ -90,7 +107,8 @@ pub struct LogLine {
 pub struct Outcome {
     /// The guest's answer: its output JSON text, or its error message.
     pub result: Result<String, String>,
-    /// `log` calls, then stdout lines (`info`) and stderr lines (`warn`).
+    /// Without a [`Capabilities::sink`]: `log` calls, stdout lines (`info`)
+    /// and stderr lines (`warn`), in the order written.
     pub logs: Vec<LogLine>,
     /// Output bytes dropped beyond [`Limits::output`].
     pub dropped_output: usize,
@@ -183,7 +201,8 @@ struct GuestState {
     wasi: WasiCtx,
     table: ResourceTable,
     limiter: Limiter,
-    logs: Vec<LogLine>,
+    output: Arc<Mutex<Captured>>,
+    log_calls: usize,
     caps: Capabilities,
 }
 
@@ -202,13 +221,14 @@ impl NodeImports for GuestState {
             return;
         }
         // Bounded like the output: a guest cannot flood the journal.
-        if self.logs.len() < 1000 {
+        if self.log_calls < 1000 {
+            self.log_calls += 1;
             let level = match level.as_str() {
                 "debug" | "info" | "warn" | "error" => level,
                 _ => "info".to_string(),
             };
             let message = truncate(message, 4096);
-            self.logs.push(LogLine { level, message });
+            lock(&self.output).emit(LogLine { level, message });
         }
     }
 }
@@ -262,16 +282,31 @@ struct Capture {
     stream: u8,
 }
 
+/// The guest's log lines: sent to the sink as they complete, or kept.
 #[derive(Default)]
 struct Captured {
-    /// (stream, bytes) in the order written.
-    chunks: Vec<(u8, Vec<u8>)>,
+    sink: Option<LogSink>,
+    /// Lines kept when there is no sink.
+    lines: Vec<LogLine>,
+    /// The unfinished last line of stdout (0) and stderr (1).
+    partial: [Vec<u8>; 2],
     kept: usize,
     cap: usize,
     dropped: usize,
 }
 
+fn lock(m: &Mutex<Captured>) -> std::sync::MutexGuard<'_, Captured> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 impl Captured {
+    fn emit(&mut self, line: LogLine) {
+        match &self.sink {
+            Some(sink) => sink(line),
+            None => self.lines.push(line),
+        }
+    }
+
     fn push(&mut self, stream: u8, buf: &[u8]) {
         let room = self.cap.saturating_sub(self.kept);
         let take = room.min(buf.len());
@@ -280,9 +315,42 @@ impl Captured {
             return;
         }
         self.kept += take;
-        match self.chunks.last_mut() {
-            Some((s, bytes)) if *s == stream => bytes.extend_from_slice(&buf[..take]),
-            _ => self.chunks.push((stream, buf[..take].to_vec())),
+        let i = usize::from(stream == 2);
+        self.partial[i].extend_from_slice(&buf[..take]);
+        while let Some(nl) = self.partial[i].iter().position(|b| *b == b'\n') {
+            let rest = self.partial[i].split_off(nl + 1);
+            let line = std::mem::replace(&mut self.partial[i], rest);
+            self.emit_line(i, &line[..nl]);
+        }
+    }
+
+    fn emit_line(&mut self, i: usize, bytes: &[u8]) {
+        let text = String::from_utf8_lossy(bytes);
+        let level = if i == 0 { "info" } else { "warn" };
+        self.emit(LogLine {
+            level: level.into(),
+            message: text.trim_end_matches('\r').to_string(),
+        });
+    }
+
+    /// Sends the unfinished lines and the truncation note.
+    fn finish(&mut self, limit: usize) {
+        for i in 0..2 {
+            let line = std::mem::take(&mut self.partial[i]);
+            if !line.is_empty() {
+                self.emit_line(i, &line);
+            }
+        }
+        if self.dropped > 0 {
+            let message = format!(
+                "output truncated: {} bytes beyond the {} KiB limit were dropped",
+                self.dropped,
+                limit >> 10
+            );
+            self.emit(LogLine {
+                level: "warn".into(),
+                message,
+            });
         }
     }
 }
@@ -293,8 +361,7 @@ impl tokio::io::AsyncWrite for Capture {
         _cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        let mut c = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        c.push(self.stream, buf);
+        lock(&self.inner).push(self.stream, buf);
         Poll::Ready(Ok(buf.len()))
     }
 
@@ -485,6 +552,7 @@ impl Sandbox {
             .ok_or_else(|| Error::Unknown(id.to_string()))?;
         let captured = Arc::new(Mutex::new(Captured {
             cap: limits.output,
+            sink: caps.sink.clone(),
             ..Captured::default()
         }));
         // No preopens, no environment, no network, no name lookups.
@@ -510,7 +578,8 @@ impl Sandbox {
                     memory: limits.memory.min(MAX_MEMORY),
                     hit: false,
                 },
-                logs: Vec::new(),
+                output: captured.clone(),
+                log_calls: 0,
                 caps,
             },
         );
@@ -531,30 +600,12 @@ impl Sandbox {
         }
         .await;
         let hit_memory = store.data().limiter.hit;
-        let mut logs = std::mem::take(&mut store.data_mut().logs);
         drop(store);
-        let (chunks, dropped) = {
-            let mut c = captured.lock().unwrap_or_else(|e| e.into_inner());
-            (std::mem::take(&mut c.chunks), c.dropped)
+        let (logs, dropped) = {
+            let mut c = lock(&captured);
+            c.finish(limits.output);
+            (std::mem::take(&mut c.lines), c.dropped)
         };
-        for (stream, bytes) in chunks {
-            let level = if stream == 1 { "info" } else { "warn" };
-            for line in String::from_utf8_lossy(&bytes).lines() {
-                logs.push(LogLine {
-                    level: level.to_string(),
-                    message: line.to_string(),
-                });
-            }
-        }
-        if dropped > 0 {
-            logs.push(LogLine {
-                level: "warn".into(),
-                message: format!(
-                    "output truncated: {dropped} bytes beyond the {} KiB limit were dropped",
-                    limits.output >> 10
-                ),
-            });
-        }
         match result {
             Ok(answer) => Ok(Outcome {
                 result: answer,

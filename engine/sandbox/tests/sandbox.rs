@@ -53,7 +53,10 @@ fn sandbox() -> (&'static Sandbox, String) {
 }
 
 fn caps() -> Capabilities {
-    Capabilities { log: true }
+    Capabilities {
+        log: true,
+        sink: None,
+    }
 }
 
 fn limits(timeout_ms: u64) -> Limits {
@@ -277,4 +280,38 @@ async fn bad_modules_are_refused_and_compiled_ones_are_cached() {
     assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
     let out = other.run(&id, "2", limits(5000), caps()).await.unwrap();
     assert_eq!(out.result, Ok(r#"{"echo": 2}"#.to_string()));
+}
+
+#[tokio::test]
+async fn log_lines_reach_a_sink_live_even_from_a_guest_that_is_then_stopped() {
+    let (s, id) = sandbox();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let caps = Capabilities {
+        log: true,
+        sink: Some(std::sync::Arc::new(move |line| {
+            tx.send((Instant::now(), line)).ok();
+        })),
+    };
+    let t = Instant::now();
+    let err = s
+        .run(&id, r#"{"do": "chatty-loop"}"#, limits(500), caps)
+        .await
+        .unwrap_err();
+    let ended = Instant::now();
+    assert!(matches!(err, Error::TimeLimit(_)), "{err}");
+    let mut got = Vec::new();
+    while let Ok((at, line)) = rx.try_recv() {
+        got.push((at, line.level, line.message));
+    }
+    let messages: Vec<&str> = got.iter().map(|g| g.2.as_str()).collect();
+    assert_eq!(
+        messages,
+        ["starting", "stdout before the loop", "stderr too"]
+    );
+    // Delivered while the guest ran, not when it ended.
+    assert!(
+        got.iter()
+            .all(|g| g.0 < t + Duration::from_millis(400) && g.0 < ended)
+    );
+    assert_eq!(got[2].1, "warn");
 }

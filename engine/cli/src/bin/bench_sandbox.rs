@@ -57,7 +57,10 @@ async fn main() -> Result<()> {
     }
     let input = r#"{"items": [{"sku": "a", "price": 2.5, "qty": 2}, {"sku": "b", "price": 10.0}]}"#;
     let limits = Limits::default();
-    let caps = Capabilities { log: true };
+    let caps = Capabilities {
+        log: true,
+        sink: None,
+    };
     for _ in 0..100 {
         sandbox.run(&id, input, limits, caps.clone()).await?;
     }

@@ -20,6 +20,15 @@ impl Guest for Node {
                 n = std::hint::black_box(n.wrapping_add(1));
             }
         }
+        if wants(&input, "chatty-loop") {
+            log("info", "starting");
+            println!("stdout before the loop");
+            eprintln!("stderr too");
+            let mut n: u64 = 0;
+            loop {
+                n = std::hint::black_box(n.wrapping_add(1));
+            }
+        }
         if wants(&input, "alloc") {
             let mut keep: Vec<Vec<u8>> = Vec::new();
             loop {
