@@ -27,7 +27,21 @@ impl Drop for Desktop {
 }
 
 impl Desktop {
+    /// A session bus with a Secret Service whose login keyring is unlocked.
+    /// gnome-keyring sometimes never creates the login collection when it
+    /// starts headless; then it is started again, afresh.
     fn start(dir: &Path) -> Desktop {
+        for attempt in 0..4 {
+            let d = dir.join(format!("desktop{attempt}"));
+            std::fs::create_dir_all(&d).unwrap();
+            if let Some(desktop) = Desktop::try_start(&d) {
+                return desktop;
+            }
+        }
+        panic!("the Secret Service never offered a login keyring (4 attempts)");
+    }
+
+    fn try_start(dir: &Path) -> Option<Desktop> {
         use std::io::{BufRead, Write};
         let home = dir.join("home");
         let runtime = dir.join("run");
@@ -77,23 +91,35 @@ impl Desktop {
             home,
             runtime,
         };
-        // Ready once a lookup answers (an empty miss exits 1, an unreachable
-        // service fails differently and slowly).
-        let deadline = Instant::now() + Duration::from_secs(20);
+        // Ready once a secret can be stored: the service answers *and* its
+        // default (login) collection exists and is unlocked. A lookup alone
+        // can answer before that, and the engine would then (rightly) fall
+        // back to a key file.
+        let deadline = Instant::now() + Duration::from_secs(5);
         loop {
-            let o = desktop
+            let mut probe = desktop
                 .command("secret-tool")
-                .args(["search", "--all", "service", "sluice-probe"])
-                .output()
+                .args(["store", "--label", "sluice test probe"])
+                .args(["service", "sluice-probe", "account", "ready"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
                 .unwrap();
-            let err = String::from_utf8_lossy(&o.stderr);
-            if o.status.success() || err.trim().is_empty() {
-                break;
+            let mut stdin = probe.stdin.take().unwrap();
+            stdin.write_all(b"ok").unwrap();
+            drop(stdin);
+            let o = probe.wait_with_output().unwrap();
+            if o.status.success() {
+                return Some(desktop);
             }
-            assert!(Instant::now() < deadline, "Secret Service not up: {err}");
+            if Instant::now() >= deadline {
+                let err = String::from_utf8_lossy(&o.stderr);
+                eprintln!("Secret Service not ready, starting it again: {err}");
+                return None;
+            }
             std::thread::sleep(Duration::from_millis(100));
         }
-        desktop
     }
 
     fn command(&self, program: &str) -> Command {
