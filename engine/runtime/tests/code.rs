@@ -16,22 +16,7 @@ fn sample() -> &'static [u8] {
         let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
         let manifest = root.join("assets/examples/wasm-guest/Cargo.toml");
         let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("wasm-guest");
-        let status = std::process::Command::new(env!("CARGO"))
-            .args([
-                "build",
-                "--release",
-                "--quiet",
-                "--target",
-                "wasm32-wasip2",
-                "--manifest-path",
-            ])
-            .arg(&manifest)
-            .arg("--target-dir")
-            .arg(&target)
-            .status()
-            .expect("cargo");
-        assert!(status.success(), "building the sample component failed");
-        std::fs::read(target.join("wasm32-wasip2/release/order_total.wasm")).unwrap()
+        sluice_sandbox::build_component(&manifest, &target, "order_total").unwrap()
     })
 }
 

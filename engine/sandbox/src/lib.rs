@@ -131,24 +131,14 @@ pub enum Error {
 }
 
 /// The time limit was hit (carried through wasmtime's error).
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("time limit")]
 struct TimeLimitHit;
-impl std::fmt::Display for TimeLimitHit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("time limit")
-    }
-}
-impl std::error::Error for TimeLimitHit {}
 
 /// The memory limit was hit.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("memory limit")]
 struct MemoryLimitHit;
-impl std::fmt::Display for MemoryLimitHit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("memory limit")
-    }
-}
-impl std::error::Error for MemoryLimitHit {}
 
 /// The wasmtime engine, the linker and the compiled components. Cheap to
 /// clone; share one per process.
@@ -637,4 +627,38 @@ fn root_message(e: &wasmtime::Error) -> String {
         .next()
         .unwrap_or_default()
         .to_string()
+}
+
+/// Builds a Rust guest crate into a component (`cargo build --release
+/// --target wasm32-wasip2`) and returns its bytes: for the tests, the
+/// benchmark and tools that build the samples. `artifact` is the crate's
+/// library name (`order_total`).
+pub fn build_component(
+    manifest: &Path,
+    target_dir: &Path,
+    artifact: &str,
+) -> Result<Vec<u8>, String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = std::process::Command::new(cargo)
+        .args([
+            "build",
+            "--release",
+            "--quiet",
+            "--target",
+            "wasm32-wasip2",
+            "--manifest-path",
+        ])
+        .arg(manifest)
+        .arg("--target-dir")
+        .arg(target_dir)
+        .status()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !status.success() {
+        return Err(format!(
+            "building {} failed (is the wasm32-wasip2 target installed?)",
+            manifest.display()
+        ));
+    }
+    let file = target_dir.join(format!("wasm32-wasip2/release/{artifact}.wasm"));
+    std::fs::read(&file).map_err(|e| format!("{}: {e}", file.display()))
 }

@@ -15,25 +15,7 @@ fn guest() -> &'static [u8] {
     GUEST.get_or_init(|| {
         let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/guest/Cargo.toml");
         let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("guest");
-        let status = std::process::Command::new(env!("CARGO"))
-            .args([
-                "build",
-                "--release",
-                "--quiet",
-                "--target",
-                "wasm32-wasip2",
-                "--manifest-path",
-            ])
-            .arg(&manifest)
-            .arg("--target-dir")
-            .arg(&target)
-            .status()
-            .expect("cargo");
-        assert!(
-            status.success(),
-            "building the test guest failed (rustup target add wasm32-wasip2)"
-        );
-        std::fs::read(target.join("wasm32-wasip2/release/sluice_test_guest.wasm")).unwrap()
+        sluice_sandbox::build_component(&manifest, &target, "sluice_test_guest").unwrap()
     })
 }
 

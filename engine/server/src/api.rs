@@ -88,6 +88,12 @@ pub(crate) async fn get_workflow(
         .workflow_text(&id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("workflow `{id}` not found")))?;
+    Ok(workflow_response(text, version))
+}
+
+/// Workflow JSON text as the body, its document version (if any) in the
+/// `x-sluice-version` header.
+fn workflow_response(text: String, version: Option<String>) -> Response {
     let mut resp = (
         [(axum::http::header::CONTENT_TYPE, "application/json")],
         text,
@@ -96,7 +102,16 @@ pub(crate) async fn get_workflow(
     if let Some(v) = version.and_then(|v| axum::http::HeaderValue::from_str(&v).ok()) {
         resp.headers_mut().insert("x-sluice-version", v);
     }
-    Ok(resp)
+    resp
+}
+
+/// A stored run, or 404.
+async fn find_run(s: &AppState, id: &str) -> Result<sluice_store::RunRow, ApiError> {
+    s.engine
+        .store()
+        .get_run(id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("run `{id}` not found")))
 }
 
 #[derive(Debug, Deserialize)]
@@ -173,24 +188,8 @@ pub(crate) async fn run_workflow(
     State(s): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let row = s
-        .engine
-        .store()
-        .get_run(&id)
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("run `{id}` not found")))?;
-    let mut resp = (
-        [(axum::http::header::CONTENT_TYPE, "application/json")],
-        row.definition,
-    )
-        .into_response();
-    if let Some(v) = row
-        .doc_version
-        .and_then(|v| axum::http::HeaderValue::from_str(&v).ok())
-    {
-        resp.headers_mut().insert("x-sluice-version", v);
-    }
-    Ok(resp)
+    let row = find_run(&s, &id).await?;
+    Ok(workflow_response(row.definition, row.doc_version))
 }
 
 #[utoipa::path(put, path = "/api/v1/workflows/{id}", tag = "workflows",
@@ -394,12 +393,7 @@ pub(crate) async fn get_run(
     State(s): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let row = s
-        .engine
-        .store()
-        .get_run(&id)
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("run `{id}` not found")))?;
+    let row = find_run(&s, &id).await?;
     let records = s.engine.store().run_records(&id).await?;
     let mut v = report::run_summary(&row);
     v["steps"] = Value::Array(report::steps(&records));

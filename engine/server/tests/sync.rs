@@ -100,6 +100,21 @@ async fn edit(socket: &mut Socket, doc: &WorkflowDoc, edit: impl FnOnce(&mut Val
     assert_eq!(ack["ref"], r);
 }
 
+/// An API call without a body, its JSON answer parsed.
+async fn call<T: serde::de::DeserializeOwned>(
+    s: &Server,
+    method: reqwest::Method,
+    path: &str,
+) -> T {
+    s.api(method, path)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
 async fn stored(s: &Server) -> Workflow {
     let r = s
         .api(reqwest::Method::GET, "/workflows/shared")
@@ -384,28 +399,16 @@ async fn versions_and_runs_pinned_to_them_over_the_api() {
     assert_eq!(r.headers()["x-sluice-version"].to_str().unwrap(), pinned);
     let ran = Workflow::from_json(&r.text().await.unwrap()).unwrap();
     assert_eq!(ran, Workflow::from_value(flow()).unwrap());
-    let at: Workflow = s
-        .api(
-            reqwest::Method::GET,
-            &format!("/workflows/shared/versions/{pinned}"),
-        )
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let at: Workflow = call(
+        &s,
+        reqwest::Method::GET,
+        &format!("/workflows/shared/versions/{pinned}"),
+    )
+    .await;
     assert_eq!(at, ran);
 
     // History, then a restore that becomes the newest version.
-    let list: Value = s
-        .api(reqwest::Method::GET, "/workflows/shared/versions")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let list: Value = call(&s, reqwest::Method::GET, "/workflows/shared/versions").await;
     let n = list.as_array().unwrap().len();
     assert!(n >= 1, "{list}");
     assert_eq!(list[0]["message"], "api");
@@ -413,26 +416,19 @@ async fn versions_and_runs_pinned_to_them_over_the_api() {
         list[0]["summary"].as_str().unwrap().contains("added"),
         "{list}"
     );
-    let restored: Value = s
-        .api(
-            reqwest::Method::POST,
-            &format!("/workflows/shared/versions/{pinned}/restore"),
-        )
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let restored: Value = call(
+        &s,
+        reqwest::Method::POST,
+        &format!("/workflows/shared/versions/{pinned}/restore"),
+    )
+    .await;
     assert_eq!(stored(&s).await, ran);
-    let list: Value = s
-        .api(reqwest::Method::GET, "/workflows/shared/versions?limit=1")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let list: Value = call(
+        &s,
+        reqwest::Method::GET,
+        "/workflows/shared/versions?limit=1",
+    )
+    .await;
     assert_eq!(list.as_array().unwrap().len(), 1);
     assert_eq!(list[0]["version"], restored["version"]);
     assert_eq!(list[0]["summary"], "changed shape (config.jq)");

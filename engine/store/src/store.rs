@@ -155,6 +155,24 @@ pub struct VersionRow {
     pub edits: i64,
 }
 
+/// Appends a document update and records its version; returns its `seq`.
+async fn append_update(
+    conn: &mut sqlx::SqliteConnection,
+    id: &str,
+    update: &[u8],
+    mark: &VersionMark<'_>,
+    now: i64,
+) -> Result<i64> {
+    let seq: i64 = sqlx::query_scalar(APPEND_DOC_UPDATE)
+        .bind(id)
+        .bind(update)
+        .bind(now)
+        .fetch_one(&mut *conn)
+        .await?;
+    mark_version(conn, id, mark, now).await?;
+    Ok(seq)
+}
+
 /// Records `mark` in `doc_versions`, extending the newest version when it
 /// continues it.
 async fn mark_version(
@@ -451,13 +469,7 @@ impl Store {
             .bind(mark.version)
             .execute(&mut *tx)
             .await?;
-        let seq: i64 = sqlx::query_scalar(APPEND_DOC_UPDATE)
-            .bind(id)
-            .bind(update)
-            .bind(now)
-            .fetch_one(&mut *tx)
-            .await?;
-        mark_version(&mut tx, id, mark, now).await?;
+        let seq = append_update(&mut tx, id, update, mark, now).await?;
         tx.commit().await?;
         Ok(seq)
     }
@@ -472,13 +484,7 @@ impl Store {
     ) -> Result<i64> {
         let mut tx = self.inner.pool.begin().await?;
         let now = now_us();
-        let seq: i64 = sqlx::query_scalar(APPEND_DOC_UPDATE)
-            .bind(id)
-            .bind(update)
-            .bind(now)
-            .fetch_one(&mut *tx)
-            .await?;
-        mark_version(&mut tx, id, mark, now).await?;
+        let seq = append_update(&mut tx, id, update, mark, now).await?;
         tx.commit().await?;
         Ok(seq)
     }

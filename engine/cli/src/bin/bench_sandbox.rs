@@ -6,31 +6,14 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, ensure};
+use anyhow::{Result, ensure};
 use sluice_sandbox::{Capabilities, Limits, Sandbox};
 
 fn build_sample() -> Result<Vec<u8>> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let manifest = root.join("assets/examples/wasm-guest/Cargo.toml");
     let target = std::env::temp_dir().join("sluice-bench-wasm-guest");
-    let status =
-        std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-            .args([
-                "build",
-                "--release",
-                "--quiet",
-                "--target",
-                "wasm32-wasip2",
-                "--manifest-path",
-            ])
-            .arg(root.join("assets/examples/wasm-guest/Cargo.toml"))
-            .arg("--target-dir")
-            .arg(&target)
-            .status()
-            .context("cargo")?;
-    ensure!(status.success(), "building the sample component failed");
-    Ok(std::fs::read(
-        target.join("wasm32-wasip2/release/order_total.wasm"),
-    )?)
+    sluice_sandbox::build_component(&manifest, &target, "order_total").map_err(anyhow::Error::msg)
 }
 
 fn pct(mut v: Vec<Duration>, p: usize) -> Duration {
