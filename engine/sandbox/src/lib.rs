@@ -31,6 +31,9 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 use wasmtime::{ResourceLimiter, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
+mod js;
+pub use js::{JsError, decode_js_answer, parse_output};
+
 wasmtime::component::bindgen!({
     path: "wit",
     world: "node",
@@ -155,6 +158,8 @@ struct Inner {
     linker: Linker<GuestState>,
     cache_dir: Option<PathBuf>,
     loaded: Mutex<HashMap<String, NodePre<GuestState>>>,
+    /// The JavaScript runtime, prepared on first use.
+    js: tokio::sync::OnceCell<js::JsRuntime>,
     stop: Arc<AtomicBool>,
 }
 
@@ -192,7 +197,6 @@ struct GuestState {
     table: ResourceTable,
     limiter: Limiter,
     output: Arc<Mutex<Captured>>,
-    log_calls: usize,
     caps: Capabilities,
 }
 
@@ -210,18 +214,16 @@ impl NodeImports for GuestState {
         if !self.caps.log {
             return;
         }
-        // Bounded like the output: a guest cannot flood the journal.
-        if self.log_calls < 1000 {
-            self.log_calls += 1;
-            let level = match level.as_str() {
-                "debug" | "info" | "warn" | "error" => level,
-                _ => "info".to_string(),
-            };
-            let message = truncate(message, 4096);
-            lock(&self.output).emit(LogLine { level, message });
-        }
+        let level = match level.as_str() {
+            "debug" | "info" | "warn" | "error" => level.as_str(),
+            _ => "info",
+        };
+        lock(&self.output).log(level, &message);
     }
 }
+
+/// The longest log line kept; longer ones are cut.
+const MAX_LINE: usize = 4096;
 
 fn truncate(mut s: String, max: usize) -> String {
     if s.len() > max {
@@ -295,6 +297,22 @@ impl Captured {
             Some(sink) => sink(line),
             None => self.lines.push(line),
         }
+    }
+
+    /// A `log` call: counted against the output limit like stdout, so a
+    /// guest cannot flood the journal either way.
+    fn log(&mut self, level: &str, message: &str) {
+        let len = message.len() + 1;
+        if self.kept + len > self.cap {
+            self.dropped += len;
+            return;
+        }
+        self.kept += len;
+        let message = truncate(message.to_string(), MAX_LINE);
+        self.emit(LogLine {
+            level: level.into(),
+            message,
+        });
     }
 
     fn push(&mut self, stream: u8, buf: &[u8]) {
@@ -398,6 +416,10 @@ impl Sandbox {
             .memory_reservation(MAX_MEMORY as u64)
             .memory_guard_size(32 << 20)
             .memory_init_cow(true)
+            // Room for QuickJS to hit its own stack limit (a RangeError the
+            // code can see) before the wasm stack runs out (a trap).
+            .max_wasm_stack(4 << 20)
+            .async_stack_size(5 << 20)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&config).map_err(host)?;
         let mut linker: Linker<GuestState> = Linker::new(&engine);
@@ -435,6 +457,7 @@ impl Sandbox {
                 linker,
                 cache_dir: cache_dir.map(Path::to_path_buf),
                 loaded: Mutex::new(HashMap::new()),
+                js: tokio::sync::OnceCell::new(),
                 stop,
             }),
         })
@@ -569,7 +592,6 @@ impl Sandbox {
                     hit: false,
                 },
                 output: captured.clone(),
-                log_calls: 0,
                 caps,
             },
         );
@@ -615,6 +637,11 @@ fn classify(e: wasmtime::Error, hit_memory: bool, limits: Limits) -> Error {
         return Error::MemoryLimit(limits.memory);
     }
     if let Some(trap) = e.downcast_ref::<wasmtime::Trap>() {
+        if *trap == wasmtime::Trap::StackOverflow {
+            return Error::Trap(
+                "call stack exhausted: recursion or data nested too deeply".into(),
+            );
+        }
         return Error::Trap(format!("{trap}: {}", root_message(&e)));
     }
     Error::Trap(format!("{e:#}"))

@@ -1,0 +1,63 @@
+//! Builds the JavaScript runtime (`guest-js`: QuickJS for
+//! wasm32-unknown-unknown) from source, for `code.js`. It has a workspace
+//! and target dir of its own (`<target>/sluice-js`), so it never contends
+//! with this build's lock, features or flags. `SLUICE_JS_WASM=FILE` uses a
+//! prebuilt runtime instead (packaging).
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn main() {
+    let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
+    let out = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR")).join("sluice_js.wasm");
+    let guest = manifest.join("guest-js");
+    for file in ["src/lib.rs", "Cargo.toml", "Cargo.lock", ".cargo/config.toml"] {
+        println!("cargo:rerun-if-changed={}", guest.join(file).display());
+    }
+    println!("cargo:rerun-if-env-changed=SLUICE_JS_WASM");
+    if let Ok(prebuilt) = std::env::var("SLUICE_JS_WASM") {
+        println!("cargo:rerun-if-changed={prebuilt}");
+        if let Err(e) = std::fs::copy(&prebuilt, &out) {
+            panic!("SLUICE_JS_WASM={prebuilt}: {e}");
+        }
+        return;
+    }
+    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| manifest.join("../../target"))
+        .join("sluice-js");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(&guest)
+        .args(["build", "--release", "--locked", "--quiet"])
+        .args(["--target", "wasm32-unknown-unknown", "--target-dir"])
+        .arg(&target_dir);
+    // This build's settings are not the guest's: its flags, wrappers
+    // (clippy) and target would leak into a build for another target.
+    for var in [
+        "RUSTFLAGS",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "CARGO_BUILD_RUSTFLAGS",
+        "RUSTC_WRAPPER",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "CARGO_BUILD_TARGET",
+        "CARGO_TARGET_DIR",
+        "CARGO_PROFILE_RELEASE_DEBUG",
+    ] {
+        cmd.env_remove(var);
+    }
+    let status = cmd.status();
+    match status {
+        Ok(s) if s.success() => {}
+        Ok(_) | Err(_) => panic!(
+            "building the JavaScript runtime ({}) failed. It needs clang and llvm-ar \
+             (apt-get install clang) and the wasm32-unknown-unknown target (rustup target \
+             add wasm32-unknown-unknown); `cargo xtask test` installs both. ({status:?})",
+            guest.display()
+        ),
+    }
+    let built = target_dir.join("wasm32-unknown-unknown/release/sluice_js.wasm");
+    if let Err(e) = std::fs::copy(&built, &out) {
+        panic!("{}: {e}", built.display());
+    }
+}

@@ -1,0 +1,407 @@
+//! `code.js`: JavaScript on QuickJS compiled to WebAssembly (`guest-js`,
+//! built from source by `build.rs`).
+//!
+//! The runtime is pre-initialized with Wizer on first use: instantiated
+//! once, its `wizer-initialize` creates the JS runtime and context, and the
+//! instance's memory and globals become a new module, compiled and cached
+//! on disk like any component. Every call then gets a fresh instance of that
+//! snapshot (a copy-on-write memory image from the pool), so it starts with
+//! a ready context and nothing leaks from one call to the next.
+//!
+//! The module imports exactly two functions, both below: `sluice.log` and
+//! rquickjs's clock. It has no WASI at all, so there is nothing to reach
+//! files, sockets or the environment with.
+
+use std::hash::{BuildHasher, Hasher};
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use wasmtime::{Caller, Extern, InstancePre, Linker, Module, Store, UpdateDeadline};
+use wasmtime_wizer::{InstanceState, SnapshotVal, ValType, Wizer};
+
+use crate::{
+    Capabilities, Captured, Error, Limiter, Limits, MAX_MEMORY, Outcome, Sandbox, TimeLimitHit,
+    WASMTIME_VERSION, classify, lock,
+};
+
+/// The runtime as built (before Wizer).
+static RUNTIME_WASM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/sluice_js.wasm"));
+
+/// A JavaScript error from user code: its name and message, and where in
+/// the user's source it was thrown (when known).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JsError {
+    pub name: String,
+    pub message: String,
+    pub line: Option<u32>,
+    pub column: Option<u32>,
+}
+
+impl std::fmt::Display for JsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.name, self.message)?;
+        match (self.line, self.column) {
+            (Some(l), Some(c)) if c > 0 => write!(f, " (at line {l}, column {c})"),
+            (Some(l), _) => write!(f, " (at line {l})"),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Turns the bytes the JS runtime answered with into the output JSON text
+/// or the code's error. Anything malformed is an error naming the problem,
+/// never a panic: this is the host side of guest I/O (see `fuzz/`).
+pub fn decode_js_answer(bytes: &[u8]) -> Result<Result<String, JsError>, String> {
+    let (tag, rest) = bytes
+        .split_first()
+        .ok_or_else(|| "the JavaScript runtime returned nothing".to_string())?;
+    let text = std::str::from_utf8(rest)
+        .map_err(|e| format!("the JavaScript runtime returned invalid UTF-8: {e}"))?;
+    match tag {
+        b'o' => Ok(Ok(text.to_string())),
+        b'e' => {
+            let v: serde_json::Value = serde_json::from_str(text)
+                .map_err(|e| format!("the JavaScript runtime returned a broken error: {e}"))?;
+            let field = |k: &str| v.get(k).and_then(serde_json::Value::as_str);
+            let number = |k: &str| {
+                v.get(k)
+                    .and_then(serde_json::Value::as_u64)
+                    .and_then(|n| u32::try_from(n).ok())
+            };
+            Ok(Err(JsError {
+                name: field("name").unwrap_or("Error").to_string(),
+                message: field("message").unwrap_or_default().to_string(),
+                line: number("line"),
+                column: number("column"),
+            }))
+        }
+        other => Err(format!(
+            "the JavaScript runtime returned an unknown answer (tag byte {other:#04x})"
+        )),
+    }
+}
+
+/// A guest's output (JSON text) as a value; the error says what is wrong
+/// with it. Shared by `code.js` and `code.wasm`, and fuzzed (see `fuzz/`).
+pub fn parse_output(text: &str) -> Result<serde_json::Value, String> {
+    serde_json::from_str(text).map_err(|e| {
+        if e.to_string().starts_with("recursion limit exceeded") {
+            "the output is nested more than 128 levels deep".to_string()
+        } else {
+            format!("the output is not JSON: {e}")
+        }
+    })
+}
+
+/// Per-call state: the limiter and the log capture.
+pub(crate) struct JsState {
+    limiter: Limiter,
+    output: Arc<Mutex<Captured>>,
+    caps: Capabilities,
+}
+
+/// The snapshot, compiled and pre-linked.
+pub(crate) struct JsRuntime {
+    pre: InstancePre<JsState>,
+}
+
+fn linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<JsState>> {
+    let mut linker = Linker::new(engine);
+    linker.func_wrap(
+        "sluice",
+        "log",
+        |mut caller: Caller<'_, JsState>, level: u32, ptr: u32, len: u32| {
+            let Some(Extern::Memory(memory)) = caller.get_export("memory") else {
+                return;
+            };
+            let (data, state) = memory.data_and_store_mut(&mut caller);
+            let (ptr, len) = (ptr as usize, len as usize);
+            let Some(bytes) = data.get(ptr..ptr.saturating_add(len)) else {
+                return;
+            };
+            if !state.caps.log {
+                return;
+            }
+            let level = match level {
+                0 => "debug",
+                1 => "info",
+                2 => "warn",
+                _ => "error",
+            };
+            lock(&state.output).log(level, &String::from_utf8_lossy(bytes));
+        },
+    )?;
+    linker.func_wrap("env", "__rquickjs_host_now_us", || -> f64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_micros() as f64)
+    })?;
+    Ok(linker)
+}
+
+fn new_store(engine: &wasmtime::Engine, limits: Limits, caps: Capabilities) -> Store<JsState> {
+    let output = Arc::new(Mutex::new(Captured {
+        cap: limits.output,
+        sink: caps.sink.clone(),
+        ..Captured::default()
+    }));
+    let mut store = Store::new(
+        engine,
+        JsState {
+            limiter: Limiter {
+                memory: limits.memory.min(MAX_MEMORY),
+                hit: false,
+            },
+            output,
+            caps,
+        },
+    );
+    store.limiter(|s| &mut s.limiter);
+    let deadline = Instant::now() + limits.timeout;
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(move |_| {
+        if Instant::now() >= deadline {
+            Err(wasmtime::Error::new(TimeLimitHit))
+        } else {
+            Ok(UpdateDeadline::Yield(1))
+        }
+    });
+    store
+}
+
+/// Reads a wizened instance's state for the snapshot.
+struct Snapshotting<'a> {
+    store: &'a mut Store<JsState>,
+    instance: wasmtime::Instance,
+}
+
+impl InstanceState for Snapshotting<'_> {
+    async fn global_get(&mut self, name: &str, _: ValType) -> SnapshotVal {
+        use wasmtime::Val;
+        let global = self.instance.get_global(&mut *self.store, name);
+        match global.map(|g| g.get(&mut *self.store)) {
+            Some(Val::I32(x)) => SnapshotVal::I32(x),
+            Some(Val::I64(x)) => SnapshotVal::I64(x),
+            Some(Val::F32(x)) => SnapshotVal::F32(x),
+            Some(Val::F64(x)) => SnapshotVal::F64(x),
+            Some(Val::V128(x)) => SnapshotVal::V128(x.as_u128()),
+            // Wizer only asks for the globals it exported itself.
+            _ => SnapshotVal::I32(0),
+        }
+    }
+
+    async fn memory_contents(&mut self, name: &str, contents: impl FnOnce(&[u8]) + Send) {
+        match self.instance.get_memory(&mut *self.store, name) {
+            Some(memory) => contents(memory.data(&*self.store)),
+            None => contents(&[]),
+        }
+    }
+}
+
+impl Sandbox {
+    /// Prepares the JavaScript runtime now (it is otherwise prepared on
+    /// the first `code.js` call): from the disk cache in about a
+    /// millisecond, else pre-initialized and compiled (seconds, once).
+    pub async fn prepare_js(&self) -> Result<(), Error> {
+        self.js().await.map(|_| ())
+    }
+
+    /// What the JavaScript runtime imports, as `module.name`: everything a
+    /// script could ever reach outside its own memory.
+    pub async fn js_imports(&self) -> Result<Vec<String>, Error> {
+        let js = self.js().await?;
+        Ok(js
+            .pre
+            .module()
+            .imports()
+            .map(|i| format!("{}.{}", i.module(), i.name()))
+            .collect())
+    }
+
+    async fn js(&self) -> Result<&JsRuntime, Error> {
+        self.inner
+            .js
+            .get_or_try_init(|| async {
+                let this = self.clone();
+                let handle = tokio::runtime::Handle::current();
+                tokio::task::spawn_blocking(move || this.build_js(&handle))
+                    .await
+                    .map_err(|e| Error::Host(format!("preparing the JavaScript runtime: {e}")))?
+            })
+            .await
+    }
+
+    // Deserializing a compiled module is `unsafe` in wasmtime: see below.
+    #[allow(unsafe_code)]
+    fn build_js(&self, rt: &tokio::runtime::Handle) -> Result<JsRuntime, Error> {
+        let engine = &self.inner.engine;
+        let fail = |what: &str, e: wasmtime::Error| {
+            Error::Host(format!("the JavaScript runtime: {what}: {e:#}"))
+        };
+        let linker = linker(engine).map_err(|e| fail("linking", e))?;
+        let file = self.inner.cache_dir.as_ref().map(|d| {
+            d.join(format!(
+                "js-{}-wasmtime-{}.cwasm",
+                Sandbox::id_of(RUNTIME_WASM),
+                WASMTIME_VERSION.replace('.', "_")
+            ))
+        });
+        let cached = file.as_ref().filter(|f| f.exists()).and_then(|f| {
+            // SAFETY: the file is one this sandbox serialized into its own
+            // cache dir (named by the runtime's hash and this build), not
+            // user input; wasmtime also checks that it was produced by a
+            // compatible engine and configuration.
+            unsafe { Module::deserialize_file(engine, f) }.ok()
+        });
+        let module = match cached {
+            Some(m) => m,
+            None => {
+                let snapshot = rt.block_on(self.wizen(&linker))?;
+                let module =
+                    Module::new(engine, &snapshot).map_err(|e| fail("compiling the snapshot", e))?;
+                if let Some(file) = &file
+                    && let Ok(bytes) = module.serialize()
+                {
+                    let tmp = file.with_extension(format!("{}.tmp", std::process::id()));
+                    if std::fs::write(&tmp, &bytes).is_ok() {
+                        std::fs::rename(&tmp, file).ok();
+                    }
+                }
+                module
+            }
+        };
+        let pre = linker
+            .instantiate_pre(&module)
+            .map_err(|e| fail("linking", e))?;
+        Ok(JsRuntime { pre })
+    }
+
+    /// Runs the runtime's initializer once and snapshots the result.
+    async fn wizen(&self, linker: &Linker<JsState>) -> Result<Vec<u8>, Error> {
+        let fail = |what: &str, e: wasmtime::Error| {
+            Error::Host(format!("the JavaScript runtime: {what}: {e:#}"))
+        };
+        let wizer = Wizer::new();
+        let (cx, instrumented) = wizer
+            .instrument(RUNTIME_WASM)
+            .map_err(|e| fail("instrumenting", e))?;
+        let engine = &self.inner.engine;
+        let module =
+            Module::new(engine, &instrumented).map_err(|e| fail("compiling", e))?;
+        let limits = Limits {
+            timeout: std::time::Duration::from_secs(60),
+            memory: MAX_MEMORY,
+            output: 64 << 10,
+        };
+        let mut store = new_store(engine, limits, Capabilities::default());
+        let instance = linker
+            .instantiate_async(&mut store, &module)
+            .await
+            .map_err(|e| fail("instantiating", e))?;
+        let init = instance
+            .get_typed_func::<(), ()>(&mut store, wizer.get_init_func())
+            .map_err(|e| fail("finding the initializer", e))?;
+        init.call_async(&mut store, ())
+            .await
+            .map_err(|e| fail("initializing", e))?;
+        wizer
+            .snapshot(
+                &cx,
+                &mut Snapshotting {
+                    store: &mut store,
+                    instance,
+                },
+            )
+            .await
+            .map_err(|e| fail("snapshotting", e))
+    }
+
+    /// Runs `source` (a JavaScript function body with `input` in scope) on
+    /// `input` (JSON text) in a fresh instance of the runtime, on the
+    /// sandbox's own threads. `Outcome::result` is the output JSON text, or
+    /// the code's error (see [`JsError`]) as text.
+    pub async fn run_js(
+        &self,
+        source: &str,
+        input: &str,
+        limits: Limits,
+        caps: Capabilities,
+    ) -> Result<Outcome, Error> {
+        let Some(rt) = &self.inner.runtime else {
+            return Err(Error::Host("the sandbox is shut down".into()));
+        };
+        let this = self.clone();
+        let (source, input) = (source.to_string(), input.to_string());
+        let handle = rt.spawn(async move { this.run_js_here(&source, &input, limits, caps).await });
+        let _abort = crate::AbortOnDrop(handle.abort_handle());
+        handle
+            .await
+            .map_err(|e| Error::Host(format!("the guest's task ended: {e}")))?
+    }
+
+    async fn run_js_here(
+        &self,
+        source: &str,
+        input: &str,
+        limits: Limits,
+        caps: Capabilities,
+    ) -> Result<Outcome, Error> {
+        let js = self.js().await?;
+        let mut store = new_store(&self.inner.engine, limits, caps);
+        let output = store.data().output.clone();
+        let seed = std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish();
+        let result = call(js, &mut store, source, input, seed).await;
+        let hit_memory = store.data().limiter.hit;
+        drop(store);
+        let (logs, dropped) = {
+            let mut c = lock(&output);
+            c.finish(limits.output);
+            (std::mem::take(&mut c.lines), c.dropped)
+        };
+        match result {
+            Ok(bytes) => {
+                let answer = decode_js_answer(&bytes).map_err(Error::Trap)?;
+                Ok(Outcome {
+                    result: answer.map_err(|e| e.to_string()),
+                    logs,
+                    dropped_output: dropped,
+                })
+            }
+            Err(e) => Err(classify(e, hit_memory, limits)),
+        }
+    }
+}
+
+async fn call(
+    js: &JsRuntime,
+    store: &mut Store<JsState>,
+    source: &str,
+    input: &str,
+    seed: u64,
+) -> wasmtime::Result<Vec<u8>> {
+    let instance = js.pre.instantiate_async(&mut *store).await?;
+    let memory = instance
+        .get_memory(&mut *store, "memory")
+        .ok_or_else(|| wasmtime::Error::msg("the runtime exports no memory"))?;
+    let alloc = instance.get_typed_func::<u32, u32>(&mut *store, "sluice_alloc")?;
+    let run =
+        instance.get_typed_func::<(u32, u32, u32, u32, u64), u64>(&mut *store, "sluice_run")?;
+    let mut put = async |bytes: &[u8]| -> wasmtime::Result<(u32, u32)> {
+        let len = u32::try_from(bytes.len())
+            .map_err(|_| wasmtime::Error::msg("the source or input is over 4 GiB"))?;
+        let ptr = alloc.call_async(&mut *store, len).await?;
+        memory.write(&mut *store, ptr as usize, bytes)?;
+        Ok((ptr, len))
+    };
+    let (sp, sl) = put(source.as_bytes()).await?;
+    let (ip, il) = put(input.as_bytes()).await?;
+    let packed = run.call_async(&mut *store, (sp, sl, ip, il, seed)).await?;
+    let (ptr, len) = ((packed >> 32) as usize, (packed & 0xffff_ffff) as usize);
+    memory
+        .data(&*store)
+        .get(ptr..ptr.saturating_add(len))
+        .map(<[u8]>::to_vec)
+        .ok_or_else(|| wasmtime::Error::msg("the runtime answered outside its memory"))
+}
