@@ -239,6 +239,14 @@ static CATALOG: &[KindSpec] = &[
     kind!("file.write", "integration", FileWriteConfig, ["out", "error"], raw [],
         "Writes a file inside the allowed folders, atomically (temp file, then rename)."),
     kind!(
+        "code.js",
+        "code",
+        JsConfig,
+        ["out", "error"],
+        raw["source"],
+        "Runs JavaScript in the sandbox: `input` in scope, `return` the output."
+    ),
+    kind!(
         "code.wasm",
         "code",
         WasmConfig,
@@ -698,6 +706,40 @@ pub enum FileFormat {
     Bytes,
 }
 
+/// `code.js`: JavaScript (QuickJS in WebAssembly), run in the sandbox.
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JsConfig {
+    /// The body of an async function: `input` (the message) is in scope,
+    /// `return` gives the output (any JSON value; nothing is `null`),
+    /// `await` works, `console.log` writes to the run log. Not a template.
+    pub source: String,
+    /// The value given as `input` (default `{{ input }}`, the message).
+    #[serde(default)]
+    pub input: Option<Value>,
+    /// Wall-clock limit in milliseconds (default `[sandbox] timeout_ms`, 5,000).
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    /// Memory limit in MiB (default `[sandbox] memory_mb`, 64; at most 512).
+    #[serde(default)]
+    pub memory_mb: Option<u64>,
+}
+impl Validate for JsConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        check_limits(self.timeout_ms, self.memory_mb)
+    }
+}
+
+fn check_limits(timeout_ms: Option<u64>, memory_mb: Option<u64>) -> Result<(), ConfigError> {
+    if matches!(timeout_ms, Some(t) if t == 0 || t > 600_000) {
+        return Err(ConfigError::new("timeout_ms", "must be 1 to 600000"));
+    }
+    if matches!(memory_mb, Some(m) if m == 0 || m > 512) {
+        return Err(ConfigError::new("memory_mb", "must be 1 to 512"));
+    }
+    Ok(())
+}
+
 /// `code.wasm`: a user-supplied component, run in the sandbox.
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -726,13 +768,7 @@ impl Validate for WasmConfig {
                 ),
             ));
         }
-        if matches!(self.timeout_ms, Some(t) if t == 0 || t > 600_000) {
-            return Err(ConfigError::new("timeout_ms", "must be 1 to 600000"));
-        }
-        if matches!(self.memory_mb, Some(m) if m == 0 || m > 512) {
-            return Err(ConfigError::new("memory_mb", "must be 1 to 512"));
-        }
-        Ok(())
+        check_limits(self.timeout_ms, self.memory_mb)
     }
 }
 

@@ -1,13 +1,33 @@
-//! `code.wasm`: a user-supplied WebAssembly component (the `sluice:node`
-//! world, `engine/sandbox/wit/node.wit`) run in the sandbox. The module is a
-//! blob (by hash) in the blob store; it is compiled once per process (and
-//! cached on disk), then every invocation gets a fresh instance with the
-//! node's limits. Its `log` calls, stdout and stderr go to the run log.
+//! The code kinds, both run in the sandbox (`engine/sandbox`) with the
+//! node's limits and a fresh instance per call; log lines reach the run log
+//! as they are written.
+//!
+//! - `code.js`: the `source` is the body of an async function with `input`
+//!   in scope, run by QuickJS compiled to WebAssembly.
+//! - `code.wasm`: a user-supplied WebAssembly component (the `sluice:node`
+//!   world, `engine/sandbox/wit/node.wit`). The module is a blob (by hash)
+//!   in the blob store, compiled once per process (and cached on disk).
+
+use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::Value;
-use sluice_sandbox::{Capabilities, Limits};
+use sluice_sandbox::{Capabilities, Error as SandboxError, Limits, LogLine, Outcome};
 
 use crate::{Call, Error, Outputs, Result, config, out};
+
+pub(crate) async fn js(call: &Call<'_>) -> Result<Outputs> {
+    let source = call
+        .raw
+        .get("source")
+        .and_then(Value::as_str)
+        .ok_or_else(|| Error::terminal("config.source: missing"))?;
+    let sandbox = call.io.sandbox()?;
+    let input = input_json(call)?;
+    let limits = limits(call);
+    let outcome = with_live_log(call, |caps| sandbox.run_js(source, &input, limits, caps)).await;
+    output(outcome)
+}
 
 pub(crate) async fn wasm(call: &Call<'_>) -> Result<Outputs> {
     let module = call
@@ -39,30 +59,50 @@ pub(crate) async fn wasm(call: &Call<'_>) -> Result<Outputs> {
             )));
         }
     }
+    let input = input_json(call)?;
+    let limits = limits(call);
+    let outcome = with_live_log(call, |caps| sandbox.run(&module, &input, limits, caps)).await;
+    output(outcome)
+}
+
+/// `config.input` (evaluated) or the message, as JSON text.
+fn input_json(call: &Call<'_>) -> Result<String> {
     let evaluated = config(call)?;
     let input = match evaluated.get("input") {
         Some(v) => v.clone(),
         None => (*call.scope.input).clone(),
     };
-    let input = serde_json::to_string(&input)
-        .map_err(|e| Error::terminal(format!("the input is not JSON: {e}")))?;
+    serde_json::to_string(&input).map_err(|e| Error::terminal(format!("the input is not JSON: {e}")))
+}
+
+/// The node's limits, defaulting to `[sandbox]`.
+fn limits(call: &Call<'_>) -> Limits {
     let defaults = &call.io.settings.sandbox;
     let num = |field: &str| call.raw.get(field).and_then(Value::as_u64);
-    let limits = Limits {
-        timeout: std::time::Duration::from_millis(num("timeout_ms").unwrap_or(defaults.timeout_ms)),
+    Limits {
+        timeout: Duration::from_millis(num("timeout_ms").unwrap_or(defaults.timeout_ms)),
         memory: (num("memory_mb").unwrap_or(defaults.memory_mb) as usize) << 20,
         ..Limits::default()
-    };
-    // Log lines reach the run log as the guest writes them (and survive a
-    // guest stopped at a limit).
-    let (tx, mut lines) = tokio::sync::mpsc::unbounded_channel::<sluice_sandbox::LogLine>();
+    }
+}
+
+/// Runs `invoke` with a log sink that forwards lines to the run log as the
+/// guest writes them, so they survive a guest then stopped at a limit.
+async fn with_live_log<F>(
+    call: &Call<'_>,
+    invoke: impl FnOnce(Capabilities) -> F,
+) -> std::result::Result<Outcome, SandboxError>
+where
+    F: Future<Output = std::result::Result<Outcome, SandboxError>>,
+{
+    let (tx, mut lines) = tokio::sync::mpsc::unbounded_channel::<LogLine>();
     let caps = Capabilities {
         log: true,
-        sink: Some(std::sync::Arc::new(move |line| {
+        sink: Some(Arc::new(move |line| {
             tx.send(line).ok();
         })),
     };
-    let run = sandbox.run(&module, &input, limits, caps);
+    let run = invoke(caps);
     tokio::pin!(run);
     let result = loop {
         tokio::select! {
@@ -73,12 +113,15 @@ pub(crate) async fn wasm(call: &Call<'_>) -> Result<Outputs> {
     while let Ok(line) = lines.try_recv() {
         call.host.log(&line.level, &line.message);
     }
-    let outcome = result.map_err(|e| Error::terminal(e.to_string()))?;
+    result
+}
+
+fn output(outcome: std::result::Result<Outcome, SandboxError>) -> Result<Outputs> {
+    let outcome = outcome.map_err(|e| Error::terminal(e.to_string()))?;
     match outcome.result {
         Ok(text) => {
-            let value: Value = serde_json::from_str(&text)
-                .map_err(|e| Error::terminal(format!("the module's output is not JSON: {e}")))?;
-            out(std::sync::Arc::new(value))
+            let value = sluice_sandbox::parse_output(&text).map_err(Error::terminal)?;
+            out(Arc::new(value))
         }
         Err(message) => Err(Error::terminal(message)),
     }

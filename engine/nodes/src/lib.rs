@@ -155,7 +155,7 @@ pub(crate) fn is_tls_failure(e: &(dyn std::error::Error + 'static)) -> bool {
 pub struct Io {
     pub settings: Arc<Settings>,
     http: OnceLock<std::result::Result<reqwest::Client, String>>,
-    /// The wasmtime sandbox for `code.wasm`, started on first use.
+    /// The wasmtime sandbox for `code.js` and `code.wasm`, started on first use.
     sandbox: OnceLock<std::result::Result<sluice_sandbox::Sandbox, String>>,
     /// Where compiled components are cached (None: not cached on disk).
     wasm_cache: Option<PathBuf>,
@@ -192,7 +192,7 @@ impl Io {
         self
     }
 
-    /// The shared sandbox (one wasmtime engine for every `code.wasm` step).
+    /// The shared sandbox (one wasmtime engine for every code step).
     pub fn sandbox(&self) -> Result<&sluice_sandbox::Sandbox> {
         self.sandbox
             .get_or_init(|| {
@@ -245,6 +245,7 @@ pub async fn execute(call: Call<'_>) -> Result<Outputs> {
         "email.send" => email::send(&call).await,
         "file.read" => files::read(&call).await,
         "file.write" => files::write(&call).await,
+        "code.js" => code::js(&call).await,
         "code.wasm" => code::wasm(&call).await,
         other => Err(Error::terminal(format!(
             "node kind `{other}` cannot run in this build"

@@ -82,6 +82,10 @@ pub struct Options {
     pub version_gap_secs: i64,
     /// User settings (`config.toml`): allowed folders, HTTP and SMTP defaults.
     pub settings: nodes::Settings,
+    /// Where compiled WebAssembly (components, the JavaScript runtime) is
+    /// cached; default `<data-dir>/cache/wasm`. Engines may share one: files
+    /// are written atomically and named by content and wasmtime version.
+    pub wasm_cache: Option<std::path::PathBuf>,
 }
 
 impl Default for Options {
@@ -93,6 +97,7 @@ impl Default for Options {
             event_capacity: crate::events::CAPACITY,
             version_gap_secs: sluice_model::doc::VERSION_GAP_SECS,
             settings: nodes::Settings::default(),
+            wasm_cache: None,
         }
     }
 }
@@ -204,7 +209,10 @@ impl Drop for Slot {
 impl Engine {
     pub async fn open(data_dir: &Path, options: Options) -> Result<Engine> {
         let store = Store::open(data_dir).await?;
-        let wasm_cache = store.data_dir().join("cache").join("wasm");
+        let wasm_cache = options
+            .wasm_cache
+            .clone()
+            .unwrap_or_else(|| store.data_dir().join("cache").join("wasm"));
         let exec_log = options.exec_log.as_ref().and_then(|p| {
             std::fs::OpenOptions::new()
                 .create(true)

@@ -1,7 +1,12 @@
-//! `code.wasm` end to end: the sample component (assets/examples/wasm-guest,
-//! built for wasm32-wasip2 once per test binary) stored with
-//! `Engine::add_module`, run as a node, its log in the run log, and bad
-//! modules refused with an error that names them.
+//! The code kinds end to end.
+//!
+//! - `code.js`: a script as a node, its console in the run log, its errors
+//!   naming the node and the line, a runaway script failing only its own
+//!   step (handled through the error port while a sibling succeeds).
+//! - `code.wasm`: the sample component (assets/examples/wasm-guest, built
+//!   for wasm32-wasip2 once per test binary) stored with
+//!   `Engine::add_module`, run as a node, its log in the run log, and bad
+//!   modules refused with an error that names them.
 
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
@@ -18,6 +23,141 @@ fn sample() -> &'static [u8] {
         let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("wasm-guest");
         sluice_sandbox::build_component(&manifest, &target, "order_total").unwrap()
     })
+}
+
+/// Options sharing one compile cache across the tests (the JavaScript
+/// runtime is pre-initialized and compiled once, not per data dir).
+fn options() -> Options {
+    Options {
+        wasm_cache: Some(PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("wasm-cache")),
+        ..Options::default()
+    }
+}
+
+fn plan(nodes: Value, edges: Value) -> Arc<Plan> {
+    Plan::new(
+        Workflow::from_value(json!({
+            "format": "sluice.workflow/v1", "id": "js", "nodes": nodes, "edges": edges
+        }))
+        .unwrap(),
+    )
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_script_runs_as_a_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(dir.path(), options()).await.unwrap();
+    let source = "console.log(`pricing ${input.items.length} items`);\n\
+                  const total = input.items.reduce((s, i) => s + i.price * (i.qty ?? 1), 0);\n\
+                  return { total, currency: 'EUR' };";
+    let flow = plan(
+        json!([
+            {"id": "t", "kind": "trigger.manual"},
+            {"id": "price", "kind": "code.js", "config": {"source": source}},
+            {"id": "end", "kind": "output.end"}]),
+        json!([{"from": "t", "to": "price"}, {"from": "price", "to": "end"}]),
+    );
+    let order = json!({"items": [{"price": 2.5, "qty": 2}, {"price": 10.0}]});
+    let run = engine.start(flow, None, Arc::new(order)).await.unwrap();
+    let id = run.id.clone();
+    let result = run.wait().await;
+    assert_eq!(result.status, Status::Succeeded, "{:?}", result.error);
+    assert_eq!(result.output, json!({"end": {"total": 15, "currency": "EUR"}}));
+    let logs = engine.store().run_logs(&id).await.unwrap();
+    assert!(
+        logs.iter().any(|l| l.node == "price" && l.message == "pricing 2 items"),
+        "{logs:?}"
+    );
+
+    // `config.input` is a template; `{{ }}` in the source is not.
+    let flow = plan(
+        json!([
+            {"id": "t", "kind": "trigger.manual"},
+            {"id": "c", "kind": "code.js", "config": {
+                "source": "return [input, '{{ input }}']", "input": "{{ input.name }}!"}},
+            {"id": "end", "kind": "output.end"}]),
+        json!([{"from": "t", "to": "c"}, {"from": "c", "to": "end"}]),
+    );
+    let result = engine
+        .start(flow, None, Arc::new(json!({"name": "ada"})))
+        .await
+        .unwrap()
+        .wait()
+        .await;
+    assert_eq!(result.output, json!({"end": ["ada!", "{{ input }}"]}));
+}
+
+#[tokio::test]
+async fn a_failing_script_fails_only_its_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(dir.path(), options()).await.unwrap();
+    // A thrown error names the node, the message and the line.
+    let flow = plan(
+        json!([
+            {"id": "t", "kind": "trigger.manual"},
+            {"id": "check", "kind": "code.js", "config": {
+                "source": "if (input.qty < 0) {\n  throw new RangeError(`bad qty ${input.qty}`)\n}\nreturn input"}},
+            {"id": "end", "kind": "output.end"}]),
+        json!([{"from": "t", "to": "check"}, {"from": "check", "to": "end"}]),
+    );
+    let result = engine
+        .start(flow, None, Arc::new(json!({"qty": -1})))
+        .await
+        .unwrap()
+        .wait()
+        .await;
+    assert_eq!(result.status, Status::Failed);
+    let error = result.error.unwrap();
+    assert_eq!(error["node"], "check");
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("RangeError: bad qty -1 (at line 2, column"), "{message}");
+
+    // A runaway script and a crash each fail their own step (handled
+    // through the error port); a sibling branch runs to the end.
+    let flow = plan(
+        json!([
+            {"id": "t", "kind": "trigger.manual"},
+            {"id": "spin", "kind": "code.js", "on_error": "route",
+             "config": {"source": "while (true) {}", "timeout_ms": 300}},
+            {"id": "hog", "kind": "code.js", "on_error": "route",
+             "config": {"source": "const a = []; for (;;) a.push(new Uint8Array(1 << 20))", "memory_mb": 8}},
+            {"id": "deep", "kind": "code.js", "on_error": "route",
+             "config": {"source": "let a = []; for (let i = 0; i < 200000; i++) a = [a]; return a"}},
+            {"id": "fine", "kind": "code.js", "config": {"source": "return input * 2"}},
+            {"id": "spun", "kind": "output.end"},
+            {"id": "hogged", "kind": "output.end"},
+            {"id": "crashed", "kind": "output.end"},
+            {"id": "end", "kind": "output.end"}]),
+        json!([
+            {"from": "t", "to": "spin"}, {"from": "spin:error", "to": "spun"},
+            {"from": "t", "to": "hog"}, {"from": "hog:error", "to": "hogged"},
+            {"from": "t", "to": "deep"}, {"from": "deep:error", "to": "crashed"},
+            {"from": "t", "to": "fine"}, {"from": "fine", "to": "end"}]),
+    );
+    let result = engine
+        .start(flow, None, Arc::new(json!(21)))
+        .await
+        .unwrap()
+        .wait()
+        .await;
+    assert_eq!(result.status, Status::Succeeded, "{:?}", result.error);
+    assert_eq!(result.output["end"], json!(42));
+    let message = |node: &str| result.output[node]["error"]["message"].as_str().unwrap().to_string();
+    assert!(message("spun").contains("time limit of 300 ms"), "{}", message("spun"));
+    assert!(message("hogged").contains("memory limit of 8 MiB"), "{}", message("hogged"));
+    assert!(message("crashed").contains("nested too deeply"), "{}", message("crashed"));
+
+    // Bad limits are refused before anything runs.
+    let invalid = Workflow::from_value(json!({
+        "format": "sluice.workflow/v1", "id": "x", "nodes": [
+            {"id": "t", "kind": "trigger.manual"},
+            {"id": "c", "kind": "code.js", "config": {"source": "return 1", "timeout_ms": 0}}],
+        "edges": [{"from": "t", "to": "c"}]
+    }))
+    .unwrap();
+    let problems = Plan::new(invalid).unwrap_err().to_string();
+    assert!(problems.contains("timeout_ms"), "{problems}");
 }
 
 fn flow(module: &str) -> Arc<Plan> {
@@ -37,7 +177,7 @@ fn flow(module: &str) -> Arc<Plan> {
 #[tokio::test]
 async fn a_component_runs_as_a_node() {
     let dir = tempfile::tempdir().unwrap();
-    let engine = Engine::open(dir.path(), Options::default()).await.unwrap();
+    let engine = Engine::open(dir.path(), options()).await.unwrap();
     let module = engine.add_module(sample().to_vec()).await.unwrap();
     assert_eq!(module.len(), 64);
     // The same bytes, the same hash (stored once).
@@ -78,7 +218,7 @@ async fn a_component_runs_as_a_node() {
 #[tokio::test]
 async fn missing_and_invalid_modules_are_named() {
     let dir = tempfile::tempdir().unwrap();
-    let engine = Engine::open(dir.path(), Options::default()).await.unwrap();
+    let engine = Engine::open(dir.path(), options()).await.unwrap();
     let err = engine
         .add_module(b"\0asm garbage".to_vec())
         .await
