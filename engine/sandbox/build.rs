@@ -11,7 +11,12 @@ fn main() {
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR")).join("sluice_js.wasm");
     let guest = manifest.join("guest-js");
-    for file in ["src/lib.rs", "Cargo.toml", "Cargo.lock", ".cargo/config.toml"] {
+    for file in [
+        "src/lib.rs",
+        "Cargo.toml",
+        "Cargo.lock",
+        ".cargo/config.toml",
+    ] {
         println!("cargo:rerun-if-changed={}", guest.join(file).display());
     }
     println!("cargo:rerun-if-env-changed=SLUICE_JS_WASM");

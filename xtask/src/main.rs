@@ -12,7 +12,7 @@ usage: cargo xtask <command>
 
   run               build the engine and run the example workflows (durable, in the data dir)
   test              fmt check, clippy -D warnings, the whole test suite, wasm32 build of the model
-  bench [engine|webhook|http|docs|sandbox]
+  bench [engine|webhook|http|docs|sandbox|js-engines]
                     print the engine figures, or load the trigger port with wrk (docs/benchmarks.md)
   docs              regenerate docs/nodes.md from the node schemas
 ";
@@ -86,9 +86,17 @@ fn ensure_components() -> Result<()> {
     Ok(())
 }
 
+/// What building the sandbox's JavaScript runtime (engine/sandbox/build.rs)
+/// needs: QuickJS is C, compiled by clang for wasm32-unknown-unknown.
+fn ensure_js_toolchain() -> Result<()> {
+    ensure_target("wasm32-unknown-unknown")?;
+    ensure_apt("clang", "clang")?;
+    ensure_apt("llvm-ar", "llvm")
+}
+
 fn test() -> Result<()> {
     ensure_components()?;
-    ensure_target("wasm32-unknown-unknown")?;
+    ensure_js_toolchain()?;
     // The sandbox tests build their guest component for WASI preview 2.
     ensure_target("wasm32-wasip2")?;
     // The email tests talk to a real SMTP server: Python's aiosmtpd.
@@ -131,6 +139,7 @@ fn test() -> Result<()> {
 }
 
 fn run(extra: &[String]) -> Result<()> {
+    ensure_js_toolchain()?;
     step("building the sluice binary");
     check(cargo().args(["build", "--release", "-p", "sluice-cli", "--locked"]))?;
     let bin = target_dir()?.join("release").join("sluice");
@@ -172,6 +181,7 @@ fn target_dir() -> Result<PathBuf> {
 }
 
 fn bench(which: &str) -> Result<()> {
+    ensure_js_toolchain()?;
     match which {
         "engine" => {
             step(
@@ -193,27 +203,62 @@ fn bench(which: &str) -> Result<()> {
         "sandbox" => {
             ensure_target("wasm32-wasip2")?;
             step(
-                "code.wasm sandbox benchmark (release build): compile, cache, invocation, throughput",
+                "sandbox benchmark (release build): code.js and code.wasm: prepare, cache, call, throughput",
             );
             run_bench_bin("sluice-bench-sandbox")
         }
+        "js-engines" => {
+            ensure_target("wasm32-wasip1")?;
+            step("building Boa for wasm32-wasip1 (engine/sandbox/guest-boa), for the comparison");
+            let target = target_dir()?.join("sluice-boa");
+            check(
+                cargo()
+                    .args([
+                        "build",
+                        "--release",
+                        "--locked",
+                        "--target",
+                        "wasm32-wasip1",
+                    ])
+                    .args(["--manifest-path", "engine/sandbox/guest-boa/Cargo.toml"])
+                    .arg("--target-dir")
+                    .arg(&target),
+            )?;
+            let boa = target.join("wasm32-wasip1/release/sluice_js_boa.wasm");
+            step("QuickJS vs Boa (release build): size, prepare, warm call, throughput");
+            run_bench_bin_with(
+                "sluice-bench-sandbox",
+                &["--engines", &boa.to_string_lossy()],
+            )
+        }
         other => {
-            bail!("unknown benchmark `{other}` (available: engine, webhook, http, docs, sandbox)")
+            bail!(
+                "unknown benchmark `{other}` (available: engine, webhook, http, docs, sandbox, js-engines)"
+            )
         }
     }
 }
 
 /// Runs one of the `sluice-cli` benchmark binaries, built in release.
 fn run_bench_bin(bin: &str) -> Result<()> {
-    check(cargo().args([
-        "run",
-        "--release",
-        "--locked",
-        "-p",
-        "sluice-cli",
-        "--bin",
-        bin,
-    ]))
+    run_bench_bin_with(bin, &[])
+}
+
+fn run_bench_bin_with(bin: &str, args: &[&str]) -> Result<()> {
+    check(
+        cargo()
+            .args([
+                "run",
+                "--release",
+                "--locked",
+                "-p",
+                "sluice-cli",
+                "--bin",
+                bin,
+                "--",
+            ])
+            .args(args),
+    )
 }
 
 /// Installs a Debian package when its command is missing (as root only).

@@ -536,6 +536,15 @@ async fn serve(
     for h in resumed {
         tokio::spawn(h.wait());
     }
+    // The JavaScript runtime, ready before the first code.js step needs it.
+    {
+        let engine = engine.clone();
+        tokio::spawn(async move {
+            if let Err(e) = engine.prepare_code().await {
+                eprintln!("sluice: code.js: {e}");
+            }
+        });
+    }
     // Schedules and file watches, re-armed as workflows change through the API.
     let triggers = tokio::spawn(sluice_triggers::Triggers::new(engine.clone()).run());
     let mirror = tokio::spawn(async move {

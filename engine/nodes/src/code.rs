@@ -72,7 +72,8 @@ fn input_json(call: &Call<'_>) -> Result<String> {
         Some(v) => v.clone(),
         None => (*call.scope.input).clone(),
     };
-    serde_json::to_string(&input).map_err(|e| Error::terminal(format!("the input is not JSON: {e}")))
+    serde_json::to_string(&input)
+        .map_err(|e| Error::terminal(format!("the input is not JSON: {e}")))
 }
 
 /// The node's limits, defaulting to `[sandbox]`.

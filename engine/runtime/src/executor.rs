@@ -481,6 +481,23 @@ impl Engine {
         &self.inner.io.settings
     }
 
+    /// Gets the JavaScript runtime for `code.js` ready (from the compile
+    /// cache in about a millisecond; the first time on a machine,
+    /// pre-initialized and compiled in a few seconds), so the first script
+    /// does not wait for it. `sluice serve` calls it in the background.
+    pub async fn prepare_code(&self) -> Result<()> {
+        let sandbox = self
+            .inner
+            .io
+            .sandbox()
+            .map_err(|e| Error::Usage(e.message))?
+            .clone();
+        sandbox
+            .prepare_js()
+            .await
+            .map_err(|e| Error::Usage(e.to_string()))
+    }
+
     /// Stores a WebAssembly component for `code.wasm` nodes in the blob
     /// store, after checking that it is one (it is compiled now, and cached).
     /// Returns its hash, which nodes name in `config.module`.

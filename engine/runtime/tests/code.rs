@@ -63,10 +63,14 @@ async fn a_script_runs_as_a_node() {
     let id = run.id.clone();
     let result = run.wait().await;
     assert_eq!(result.status, Status::Succeeded, "{:?}", result.error);
-    assert_eq!(result.output, json!({"end": {"total": 15, "currency": "EUR"}}));
+    assert_eq!(
+        result.output,
+        json!({"end": {"total": 15, "currency": "EUR"}})
+    );
     let logs = engine.store().run_logs(&id).await.unwrap();
     assert!(
-        logs.iter().any(|l| l.node == "price" && l.message == "pricing 2 items"),
+        logs.iter()
+            .any(|l| l.node == "price" && l.message == "pricing 2 items"),
         "{logs:?}"
     );
 
@@ -111,7 +115,10 @@ async fn a_failing_script_fails_only_its_step() {
     let error = result.error.unwrap();
     assert_eq!(error["node"], "check");
     let message = error["message"].as_str().unwrap();
-    assert!(message.contains("RangeError: bad qty -1 (at line 2, column"), "{message}");
+    assert!(
+        message.contains("RangeError: bad qty -1 (at line 2, column"),
+        "{message}"
+    );
 
     // A runaway script and a crash each fail their own step (handled
     // through the error port); a sibling branch runs to the end.
@@ -143,10 +150,27 @@ async fn a_failing_script_fails_only_its_step() {
         .await;
     assert_eq!(result.status, Status::Succeeded, "{:?}", result.error);
     assert_eq!(result.output["end"], json!(42));
-    let message = |node: &str| result.output[node]["error"]["message"].as_str().unwrap().to_string();
-    assert!(message("spun").contains("time limit of 300 ms"), "{}", message("spun"));
-    assert!(message("hogged").contains("memory limit of 8 MiB"), "{}", message("hogged"));
-    assert!(message("crashed").contains("nested too deeply"), "{}", message("crashed"));
+    let message = |node: &str| {
+        result.output[node]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert!(
+        message("spun").contains("time limit of 300 ms"),
+        "{}",
+        message("spun")
+    );
+    assert!(
+        message("hogged").contains("memory limit of 8 MiB"),
+        "{}",
+        message("hogged")
+    );
+    assert!(
+        message("crashed").contains("nested too deeply"),
+        "{}",
+        message("crashed")
+    );
 
     // Bad limits are refused before anything runs.
     let invalid = Workflow::from_value(json!({

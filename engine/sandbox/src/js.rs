@@ -93,11 +93,84 @@ pub fn parse_output(text: &str) -> Result<serde_json::Value, String> {
     })
 }
 
+/// The fuzz target's body (`fuzz/fuzz_targets/guest_output.rs`), here so
+/// that the unit tests run it too: bytes from a guest, decoded and parsed
+/// the way `code.js` and `code.wasm` steps do.
+#[doc(hidden)]
+pub fn fuzz_guest_output(data: &[u8]) {
+    match decode_js_answer(data) {
+        Ok(Ok(text)) => {
+            if let Ok(value) = parse_output(&text) {
+                // What parses must print back as JSON that parses the same.
+                let again = serde_json::to_string(&value).expect("a value prints");
+                assert_eq!(parse_output(&again).ok(), Some(value));
+            }
+        }
+        Ok(Err(e)) => {
+            let shown = e.to_string();
+            assert!(shown.starts_with(&e.name));
+        }
+        Err(message) => assert!(!message.is_empty()),
+    }
+    if let Ok(text) = std::str::from_utf8(data) {
+        let _ = parse_output(text);
+    }
+}
+
 /// Per-call state: the limiter and the log capture.
 pub(crate) struct JsState {
     limiter: Limiter,
     output: Arc<Mutex<Captured>>,
     caps: Capabilities,
+}
+
+/// The JavaScript runtime a sandbox uses.
+pub(crate) struct JsSource {
+    wasm: std::borrow::Cow<'static, [u8]>,
+    /// Pre-initialize with Wizer (otherwise every instance starts the JS
+    /// engine itself).
+    snapshot: bool,
+    /// Not ours: its other imports (WASI) are answered with zeros.
+    foreign: bool,
+}
+
+impl Default for JsSource {
+    fn default() -> Self {
+        JsSource {
+            wasm: std::borrow::Cow::Borrowed(RUNTIME_WASM),
+            snapshot: true,
+            foreign: false,
+        }
+    }
+}
+
+/// Answers every import the linker lacks with zeros: a foreign runtime's
+/// WASI calls (randomness, clocks) succeed and do nothing.
+fn define_missing_as_zeros(linker: &mut Linker<JsState>, module: &Module) -> wasmtime::Result<()> {
+    use wasmtime::{ExternType, Val};
+    for import in module.imports() {
+        let ExternType::Func(ty) = import.ty() else {
+            continue;
+        };
+        if matches!(
+            (import.module(), import.name()),
+            ("sluice", "log") | ("env", "__rquickjs_host_now_us")
+        ) {
+            continue;
+        }
+        linker.func_new(import.module(), import.name(), ty, |_, _, results| {
+            for r in results.iter_mut() {
+                *r = match r {
+                    Val::I64(_) => Val::I64(0),
+                    Val::F32(_) => Val::F32(0),
+                    Val::F64(_) => Val::F64(0),
+                    _ => Val::I32(0),
+                };
+            }
+            Ok(())
+        })?;
+    }
+    Ok(())
 }
 
 /// The snapshot, compiled and pre-linked.
@@ -218,6 +291,35 @@ impl Sandbox {
             .collect())
     }
 
+    /// A sandbox running another JavaScript runtime with guest-js's
+    /// interface, with or without the Wizer snapshot: for benchmarks that
+    /// compare engines (`cargo xtask bench js-engines`), not for users.
+    #[doc(hidden)]
+    pub fn with_js_runtime(
+        cache_dir: Option<&std::path::Path>,
+        wasm: Vec<u8>,
+        snapshot: bool,
+    ) -> Result<Sandbox, Error> {
+        let sandbox = Sandbox::new(cache_dir)?;
+        let mut inner = Arc::try_unwrap(sandbox.inner)
+            .map_err(|_| Error::Host("the sandbox is shared".into()))?;
+        let foreign = wasm.as_slice() != RUNTIME_WASM;
+        inner.js_source = JsSource {
+            wasm: std::borrow::Cow::Owned(wasm),
+            snapshot,
+            foreign,
+        };
+        Ok(Sandbox {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// The built-in JavaScript runtime's module, as built (before Wizer).
+    #[doc(hidden)]
+    pub fn builtin_js_runtime() -> &'static [u8] {
+        RUNTIME_WASM
+    }
+
     async fn js(&self) -> Result<&JsRuntime, Error> {
         self.inner
             .js
@@ -238,11 +340,17 @@ impl Sandbox {
         let fail = |what: &str, e: wasmtime::Error| {
             Error::Host(format!("the JavaScript runtime: {what}: {e:#}"))
         };
-        let linker = linker(engine).map_err(|e| fail("linking", e))?;
+        let source = &self.inner.js_source;
+        let mut linker = linker(engine).map_err(|e| fail("linking", e))?;
+        if source.foreign {
+            let raw = Module::new(engine, &source.wasm).map_err(|e| fail("compiling", e))?;
+            define_missing_as_zeros(&mut linker, &raw).map_err(|e| fail("linking", e))?;
+        }
         let file = self.inner.cache_dir.as_ref().map(|d| {
             d.join(format!(
-                "js-{}-wasmtime-{}.cwasm",
-                Sandbox::id_of(RUNTIME_WASM),
+                "js{}-{}-wasmtime-{}.cwasm",
+                if source.snapshot { "" } else { "-raw" },
+                Sandbox::id_of(&source.wasm),
                 WASMTIME_VERSION.replace('.', "_")
             ))
         });
@@ -256,9 +364,12 @@ impl Sandbox {
         let module = match cached {
             Some(m) => m,
             None => {
-                let snapshot = rt.block_on(self.wizen(&linker))?;
-                let module =
-                    Module::new(engine, &snapshot).map_err(|e| fail("compiling the snapshot", e))?;
+                let module = if source.snapshot {
+                    let snapshot = rt.block_on(self.wizen(&linker))?;
+                    Module::new(engine, &snapshot).map_err(|e| fail("compiling the snapshot", e))?
+                } else {
+                    Module::new(engine, &source.wasm).map_err(|e| fail("compiling", e))?
+                };
                 if let Some(file) = &file
                     && let Ok(bytes) = module.serialize()
                 {
@@ -283,11 +394,10 @@ impl Sandbox {
         };
         let wizer = Wizer::new();
         let (cx, instrumented) = wizer
-            .instrument(RUNTIME_WASM)
+            .instrument(&self.inner.js_source.wasm)
             .map_err(|e| fail("instrumenting", e))?;
         let engine = &self.inner.engine;
-        let module =
-            Module::new(engine, &instrumented).map_err(|e| fail("compiling", e))?;
+        let module = Module::new(engine, &instrumented).map_err(|e| fail("compiling", e))?;
         let limits = Limits {
             timeout: std::time::Duration::from_secs(60),
             memory: MAX_MEMORY,
@@ -404,4 +514,88 @@ async fn call(
         .get(ptr..ptr.saturating_add(len))
         .map(<[u8]>::to_vec)
         .ok_or_else(|| wasmtime::Error::msg("the runtime answered outside its memory"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_decode() {
+        assert_eq!(decode_js_answer(b"o{\"a\":1}"), Ok(Ok("{\"a\":1}".into())));
+        let e =
+            decode_js_answer(br#"e{"name":"TypeError","message":"x is null","line":3,"column":7}"#)
+                .unwrap()
+                .unwrap_err();
+        assert_eq!(e.to_string(), "TypeError: x is null (at line 3, column 7)");
+        let e = decode_js_answer(br#"e{"message":"m"}"#)
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(e.to_string(), "Error: m");
+        assert!(decode_js_answer(b"").unwrap_err().contains("nothing"));
+        assert!(
+            decode_js_answer(b"x1")
+                .unwrap_err()
+                .contains("tag byte 0x78")
+        );
+        assert!(
+            decode_js_answer(b"e{")
+                .unwrap_err()
+                .contains("broken error")
+        );
+        assert!(decode_js_answer(b"o\xff").unwrap_err().contains("UTF-8"));
+        assert_eq!(
+            parse_output(&format!("{}{}", "[".repeat(200), "]".repeat(200))).unwrap_err(),
+            "the output is nested more than 128 levels deep"
+        );
+        assert!(
+            parse_output("{\"a\":")
+                .unwrap_err()
+                .starts_with("the output is not JSON: ")
+        );
+    }
+
+    /// The fuzz target's body over random and mutated answers: a quick,
+    /// deterministic stand-in for `cargo fuzz run guest_output`.
+    #[test]
+    fn guest_output_survives_garbage() {
+        let seeds: [&[u8]; 6] = [
+            b"o{\"total\":15,\"items\":[1,2.5,\"x\",null,true,{\"\\u00e9\":[]}]}",
+            br#"e{"name":"RangeError","message":"bad","line":4294967296,"column":-1}"#,
+            b"o\"\\ud800\"",
+            b"o1e999999",
+            b"o[[[[[[[[[[]]]]]]]]]]",
+            b"e{\"name\":1,\"message\":[2]}",
+        ];
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for seed in seeds {
+            fuzz_guest_output(seed);
+            for _ in 0..2000 {
+                let mut data = seed.to_vec();
+                for _ in 0..(next() % 4 + 1) {
+                    let r = next();
+                    let at = (r as usize >> 8) % (data.len() + 1);
+                    match r % 3 {
+                        0 if at < data.len() => data[at] = (r >> 32) as u8,
+                        1 => data.insert(at, (r >> 40) as u8),
+                        _ if at < data.len() => {
+                            data.remove(at);
+                        }
+                        _ => {}
+                    }
+                }
+                fuzz_guest_output(&data);
+            }
+        }
+        for len in 0..64 {
+            let data: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+            fuzz_guest_output(&data);
+        }
+    }
 }

@@ -42,7 +42,10 @@ async fn js(source: &str, input: &str) -> Result<String, String> {
 
 #[tokio::test]
 async fn computes_results() {
-    assert_eq!(js("return input.a + input.b", r#"{"a": 2, "b": 3}"#).await, Ok("5".into()));
+    assert_eq!(
+        js("return input.a + input.b", r#"{"a": 2, "b": 3}"#).await,
+        Ok("5".into())
+    );
     // No return: undefined is null.
     assert_eq!(js("input.a = 1", "{}").await, Ok("null".into()));
     assert_eq!(
@@ -55,11 +58,18 @@ async fn computes_results() {
     );
     // `await` works: the body is an async function.
     assert_eq!(
-        js("const v = await Promise.resolve(input); return [v, typeof v]", r#""s""#).await,
+        js(
+            "const v = await Promise.resolve(input); return [v, typeof v]",
+            r#""s""#
+        )
+        .await,
         Ok(r#"["s","string"]"#.into())
     );
     // Unicode both ways.
-    assert_eq!(js("return input + ' ✓'", r#""grüße""#).await, Ok(r#""grüße ✓""#.into()));
+    assert_eq!(
+        js("return input + ' ✓'", r#""grüße""#).await,
+        Ok(r#""grüße ✓""#.into())
+    );
     // Date.now is the real clock; Math.random differs between calls.
     let now = js("return Date.now()", "null").await.unwrap();
     let now: f64 = now.parse().unwrap();
@@ -67,7 +77,10 @@ async fn computes_results() {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis() as f64;
-    assert!((real - now).abs() < 5_000.0, "Date.now() = {now}, real {real}");
+    assert!(
+        (real - now).abs() < 5_000.0,
+        "Date.now() = {now}, real {real}"
+    );
     let a = js("return Math.random()", "null").await.unwrap();
     let b = js("return Math.random()", "null").await.unwrap();
     assert_ne!(a, b, "every call must get its own random numbers");
@@ -78,7 +91,11 @@ async fn computes_results() {
 #[tokio::test]
 async fn nothing_leaks_between_calls() {
     assert_eq!(
-        js("globalThis.secret = input; Object.prototype.polluted = 1; return 1", r#""pw""#).await,
+        js(
+            "globalThis.secret = input; Object.prototype.polluted = 1; return 1",
+            r#""pw""#
+        )
+        .await,
         Ok("1".into())
     );
     assert_eq!(
@@ -116,7 +133,12 @@ async fn console_goes_to_the_log() {
     );
     // Without the capability the lines are dropped.
     let out = sandbox()
-        .run_js("console.log('x'); return 1", "null", limits(5000), Capabilities::default())
+        .run_js(
+            "console.log('x'); return 1",
+            "null",
+            limits(5000),
+            Capabilities::default(),
+        )
         .await
         .unwrap();
     assert!(out.logs.is_empty());
@@ -124,15 +146,25 @@ async fn console_goes_to_the_log() {
 
 #[tokio::test]
 async fn errors_name_the_place_in_the_source() {
-    let err = js("const a = 1;\nconst b = input.missing.field;\nreturn b", "{}")
-        .await
-        .unwrap_err();
+    let err = js(
+        "const a = 1;\nconst b = input.missing.field;\nreturn b",
+        "{}",
+    )
+    .await
+    .unwrap_err();
     assert!(err.starts_with("TypeError: "), "{err}");
     assert!(err.contains("at line 2, column"), "{err}");
-    let err = js("\n\nthrow new RangeError('too big: ' + input)", "7").await.unwrap_err();
-    assert!(err.starts_with("RangeError: too big: 7 (at line 3"), "{err}");
+    let err = js("\n\nthrow new RangeError('too big: ' + input)", "7")
+        .await
+        .unwrap_err();
+    assert!(
+        err.starts_with("RangeError: too big: 7 (at line 3"),
+        "{err}"
+    );
     // A rejected await is the same as a throw.
-    let err = js("await Promise.reject(new Error('no'))", "null").await.unwrap_err();
+    let err = js("await Promise.reject(new Error('no'))", "null")
+        .await
+        .unwrap_err();
     assert!(err.starts_with("Error: no"), "{err}");
     // Syntax errors, found before anything runs.
     let err = js("let x = ;", "null").await.unwrap_err();
@@ -153,7 +185,9 @@ async fn errors_name_the_place_in_the_source() {
     let err = js("await new Promise(() => {})", "null").await.unwrap_err();
     assert!(err.contains("never settles"), "{err}");
     // Outputs JSON cannot hold.
-    let err = js("const a = {}; a.self = a; return a", "null").await.unwrap_err();
+    let err = js("const a = {}; a.self = a; return a", "null")
+        .await
+        .unwrap_err();
     assert!(err.starts_with("TypeError: "), "{err}");
     let err = js("return 10n", "null").await.unwrap_err();
     assert!(err.starts_with("TypeError: "), "{err}");
@@ -174,7 +208,10 @@ async fn errors_name_the_place_in_the_source() {
     // failure of that call alone.
     for (source, input) in [
         ("return input", deep.as_str()),
-        ("let a = []; for (let i = 0; i < 100000; i++) a = [a]; return a", "null"),
+        (
+            "let a = []; for (let i = 0; i < 100000; i++) a = [a]; return a",
+            "null",
+        ),
     ] {
         let err = sandbox()
             .run_js(source, input, limits(5000), caps())
@@ -193,21 +230,31 @@ async fn an_endless_loop_stops_at_the_time_limit_and_others_go_on() {
     s.prepare_js().await.unwrap();
     let started = Instant::now();
     let looping = tokio::spawn(async move {
-        s.run_js("while (true) {}", "null", limits(1500), caps()).await
+        s.run_js("while (true) {}", "null", limits(1500), caps())
+            .await
     });
     // Meanwhile other calls finish quickly.
     tokio::time::sleep(Duration::from_millis(50)).await;
     for i in 0..20 {
         let t = Instant::now();
-        let out = s.run_js("return input * 2", &i.to_string(), limits(5000), caps()).await;
+        let out = s
+            .run_js("return input * 2", &i.to_string(), limits(5000), caps())
+            .await;
         assert_eq!(out.unwrap().result, Ok((i * 2).to_string()));
-        assert!(t.elapsed() < Duration::from_millis(500), "call {i} took {:?}", t.elapsed());
+        assert!(
+            t.elapsed() < Duration::from_millis(500),
+            "call {i} took {:?}",
+            t.elapsed()
+        );
     }
     let err = looping.await.unwrap().unwrap_err();
     assert!(matches!(err, Error::TimeLimit(_)), "{err:?}");
     assert_eq!(err.to_string(), "stopped at the time limit of 1500 ms");
     let took = started.elapsed();
-    assert!(took >= Duration::from_millis(1500) && took < Duration::from_secs(4), "{took:?}");
+    assert!(
+        took >= Duration::from_millis(1500) && took < Duration::from_secs(4),
+        "{took:?}"
+    );
     // A loop inside a promise chain is stopped too.
     let err = s
         .run_js("await null; for (;;) {}", "null", limits(200), caps())
@@ -228,7 +275,10 @@ async fn allocating_without_bound_stops_at_the_memory_limit() {
         // Catching the failure does not help: the step still fails.
         "const keep = []; try { for (;;) keep.push('y'.repeat(1 << 20) + keep.length) } catch (e) { return 'caught' }",
     ] {
-        let err = sandbox().run_js(source, "null", limits, caps()).await.unwrap_err();
+        let err = sandbox()
+            .run_js(source, "null", limits, caps())
+            .await
+            .unwrap_err();
         assert!(matches!(err, Error::MemoryLimit(_)), "{source}: {err:?}");
         assert_eq!(err.to_string(), "stopped at the memory limit of 16 MiB");
     }
@@ -237,7 +287,10 @@ async fn allocating_without_bound_stops_at_the_memory_limit() {
         memory: 1 << 20,
         ..limits
     };
-    let err = sandbox().run_js("return 1", "null", tiny, caps()).await.unwrap_err();
+    let err = sandbox()
+        .run_js("return 1", "null", tiny, caps())
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::MemoryLimit(_)), "{err:?}");
     // Below the limit, big data is fine.
     let out = sandbox()
@@ -275,7 +328,9 @@ async fn nothing_reaches_the_machine() {
         let err = js(source, "null").await.unwrap_err();
         assert!(!err.contains("root:"), "{source}: {err}");
         assert!(
-            err.starts_with("ReferenceError: ") || err.starts_with("TypeError: ") || err.contains("module"),
+            err.starts_with("ReferenceError: ")
+                || err.starts_with("TypeError: ")
+                || err.contains("module"),
             "{source}: {err}"
         );
     }
@@ -298,14 +353,27 @@ async fn an_output_flood_is_truncated() {
     assert!(out.dropped_output > 10 << 20, "{}", out.dropped_output);
     let last = out.logs.last().unwrap();
     assert_eq!(last.level, "warn");
-    assert!(last.message.starts_with("output truncated: "), "{}", last.message);
+    assert!(
+        last.message.starts_with("output truncated: "),
+        "{}",
+        last.message
+    );
     assert!(out.logs[0].message.starts_with("line 0 "));
     // One huge line is cut, not kept whole.
     let out = sandbox()
-        .run_js("console.log('y'.repeat(50000)); return 1", "null", limits(5000), caps())
+        .run_js(
+            "console.log('y'.repeat(50000)); return 1",
+            "null",
+            limits(5000),
+            caps(),
+        )
         .await
         .unwrap();
-    assert!(out.logs[0].message.len() <= 4096 + 3, "{}", out.logs[0].message.len());
+    assert!(
+        out.logs[0].message.len() <= 4096 + 3,
+        "{}",
+        out.logs[0].message.len()
+    );
 }
 
 #[tokio::test]
@@ -324,7 +392,10 @@ async fn many_calls_at_once_do_not_starve_others() {
         (outs, started.elapsed())
     });
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let quick = s.run_js("return 'quick'", "null", limits(30_000), caps()).await.unwrap();
+    let quick = s
+        .run_js("return 'quick'", "null", limits(30_000), caps())
+        .await
+        .unwrap();
     let quick_done = started.elapsed();
     assert_eq!(quick.result, Ok(r#""quick""#.into()));
     let (outs, batch_done) = batch.await.unwrap();
@@ -338,9 +409,9 @@ async fn many_calls_at_once_do_not_starve_others() {
 }
 
 /// Runs futures concurrently and collects their outputs in order.
-async fn futures_join_all<F: std::future::Future>(futures: impl Iterator<Item = F>) -> Vec<F::Output>
+async fn futures_join_all<F>(futures: impl Iterator<Item = F>) -> Vec<F::Output>
 where
-    F: Send + 'static,
+    F: std::future::Future + Send + 'static,
     F::Output: Send + 'static,
 {
     let handles: Vec<_> = futures.map(tokio::spawn).collect();

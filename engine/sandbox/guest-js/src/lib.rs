@@ -147,6 +147,10 @@ pub unsafe extern "C" fn sluice_run(
         )
     };
     RNG.with(|s| *s.borrow_mut() = seed);
+    // Without a snapshot (benchmarks), every instance starts QuickJS itself.
+    if JS.with(|js| js.borrow().is_none()) {
+        initialize();
+    }
     let answer = match (std::str::from_utf8(source), std::str::from_utf8(input)) {
         (Ok(source), Ok(input)) => run(source, input),
         _ => error_answer("TypeError", "the source or the input is not UTF-8", None),
