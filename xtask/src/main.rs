@@ -10,11 +10,12 @@ use anyhow::{Context, Result, bail};
 const USAGE: &str = "\
 usage: cargo xtask <command>
 
-  run               build the engine and run the example workflows (durable, in the data dir)
+  run               build the engine and the editor, run the example workflows, then `sluice serve`
   test              fmt check, clippy -D warnings, the whole test suite, wasm32 build of the model
   bench [engine|webhook|http|docs|sandbox|js-engines]
                     print the engine figures, or load the trigger port with wrk (docs/benchmarks.md)
   docs              regenerate docs/nodes.md from the node schemas
+  frontend          build the editor into target/frontend/dist
 ";
 
 fn main() -> Result<()> {
@@ -26,6 +27,7 @@ fn main() -> Result<()> {
         Some("test") => test(),
         Some("bench") => bench(args.get(1).map(String::as_str).unwrap_or("engine")),
         Some("docs") => docs(),
+        Some("frontend") => build_frontend().map(|_| ()),
         _ => {
             eprint!("{USAGE}");
             std::process::exit(2);
@@ -140,6 +142,7 @@ fn test() -> Result<()> {
 
 fn run(extra: &[String]) -> Result<()> {
     ensure_js_toolchain()?;
+    build_frontend()?;
     step("building the sluice binary");
     check(cargo().args(["build", "--release", "-p", "sluice-cli", "--locked"]))?;
     let bin = target_dir()?.join("release").join("sluice");
@@ -170,7 +173,96 @@ fn run(extra: &[String]) -> Result<()> {
         bin.display(),
         bin.display()
     );
-    Ok(())
+    step("sluice serve: the engine in the background, with the editor (Ctrl-C stops it)");
+    check(Command::new(&bin).arg("serve"))
+}
+
+/// The wasm-bindgen version in Cargo.lock: the CLI must match it exactly.
+fn locked_wasm_bindgen() -> Result<String> {
+    let lock = std::fs::read_to_string("Cargo.lock")?;
+    let mut lines = lock.lines();
+    while let Some(line) = lines.next() {
+        if line == "name = \"wasm-bindgen\""
+            && let Some(v) = lines.next().and_then(|l| l.strip_prefix("version = \""))
+        {
+            return Ok(v.trim_end_matches('"').to_string());
+        }
+    }
+    bail!("wasm-bindgen is not in Cargo.lock")
+}
+
+/// Builds the editor (frontend/, Yew) into `<target>/frontend/dist`:
+/// `cargo build` for wasm32-unknown-unknown, `wasm-bindgen` (installed at
+/// the exact version in Cargo.lock), `wasm-opt` when it is there, and the
+/// static files. `sluice serve` finds it there.
+fn build_frontend() -> Result<PathBuf> {
+    ensure_target("wasm32-unknown-unknown")?;
+    let version = locked_wasm_bindgen()?;
+    let have = output(Command::new("wasm-bindgen").arg("--version")).unwrap_or_default();
+    if have.split_whitespace().nth(1) != Some(version.as_str()) {
+        step(&format!(
+            "installing wasm-bindgen-cli {version} (matches Cargo.lock)"
+        ));
+        check(cargo().args(["install", "wasm-bindgen-cli", "--version", &version]))?;
+    }
+    step("building the editor (frontend/, wasm32-unknown-unknown, release)");
+    check(cargo().args([
+        "build",
+        "--release",
+        "--locked",
+        "-p",
+        "sluice-frontend",
+        "--target",
+        "wasm32-unknown-unknown",
+    ]))?;
+    let target = target_dir()?;
+    let dist = target.join("frontend").join("dist");
+    let pkg = dist.join("pkg");
+    std::fs::create_dir_all(&pkg)?;
+    check(
+        Command::new("wasm-bindgen")
+            .args(["--target", "web", "--no-typescript", "--out-name", "sluice"])
+            .arg("--out-dir")
+            .arg(&pkg)
+            .arg(target.join("wasm32-unknown-unknown/release/sluice_frontend.wasm")),
+    )?;
+    let wasm = pkg.join("sluice_bg.wasm");
+    if Command::new("sh")
+        .args(["-c", "command -v wasm-opt"])
+        .output()?
+        .status
+        .success()
+    {
+        step("wasm-opt -Oz");
+        let optimized = pkg.join("sluice_bg.opt.wasm");
+        let ok = Command::new("wasm-opt")
+            .args([
+                "-Oz",
+                "--enable-bulk-memory",
+                "--enable-nontrapping-float-to-int",
+            ])
+            .arg(&wasm)
+            .arg("-o")
+            .arg(&optimized)
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        if ok {
+            std::fs::rename(&optimized, &wasm)?;
+        } else {
+            eprintln!("wasm-opt failed; keeping the unoptimized module");
+        }
+    }
+    for entry in std::fs::read_dir("frontend/static")? {
+        let entry = entry?;
+        std::fs::copy(entry.path(), dist.join(entry.file_name()))?;
+    }
+    eprintln!(
+        "editor built: {} ({} KiB of wasm)",
+        dist.display(),
+        std::fs::metadata(&wasm)?.len() / 1024
+    );
+    Ok(dist)
 }
 
 fn target_dir() -> Result<PathBuf> {

@@ -46,6 +46,10 @@ enum Command {
         /// and edits to those files merged in (default: <data-dir>/workflows).
         #[arg(long, env = "SLUICE_WORKFLOWS")]
         workflows: Option<PathBuf>,
+        /// The editor's built files (default: `ui` next to the binary, else
+        /// the build's `target/frontend/dist`; `cargo xtask run` builds it).
+        #[arg(long, env = "SLUICE_UI_DIR")]
+        ui: Option<PathBuf>,
     },
     /// WebAssembly components for `code.wasm` nodes.
     Modules {
@@ -212,7 +216,11 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
             println!("{}: ok ({nodes} nodes, {edges} edges)", file.display());
             Ok(0)
         }
-        Command::Serve { listen, workflows } => serve(cli.data_dir, listen, workflows).await,
+        Command::Serve {
+            listen,
+            workflows,
+            ui,
+        } => serve(cli.data_dir, listen, workflows, ui).await,
         Command::Modules {
             command: ModulesCommand::Add { file },
         } => {
@@ -484,10 +492,24 @@ fn lock_data_dir(dir: &Path) -> Result<std::fs::File, Exit> {
     }
 }
 
+/// The editor's files: `ui` next to the binary (an installed app), else
+/// this build's `target/frontend/dist` (a checkout).
+fn default_ui_dir() -> Option<PathBuf> {
+    let beside = std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.join("ui")));
+    let built = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/frontend/dist");
+    [beside, Some(built)]
+        .into_iter()
+        .flatten()
+        .find(|d| d.join("index.html").is_file())
+}
+
 async fn serve(
     data_dir_flag: Option<PathBuf>,
     listen: Option<std::net::SocketAddr>,
     workflows: Option<PathBuf>,
+    ui: Option<PathBuf>,
 ) -> Result<u8, Exit> {
     let dir = data_dir(data_dir_flag)?;
     let _lock = lock_data_dir(&dir)?;
@@ -525,6 +547,15 @@ async fn serve(
         "API token {token} (also in {})",
         dir.join("api-token").display()
     );
+    let mut options = sluice_server::Options::new(local);
+    options.ui_dir = ui.or_else(default_ui_dir);
+    match &options.ui_dir {
+        Some(_) => println!(
+            "editor http://{shown}/ui/login?code={} (signs this browser in; the link works once)",
+            options.codes.issue()
+        ),
+        None => println!("editor not built (cargo xtask run builds it)"),
+    }
     // The workflows folder: files in, files out (started below).
     let folder = workflows.unwrap_or_else(|| dir.join("workflows"));
     let mirror = sluice_triggers::Mirror::new(engine.clone(), &folder).map_err(usage)?;
@@ -569,15 +600,9 @@ async fn serve(
         #[cfg(not(unix))]
         drop(ctrl_c.await);
     };
-    sluice_server::serve(
-        listener,
-        engine.clone(),
-        &token,
-        sluice_server::Options::new(local),
-        shutdown,
-    )
-    .await
-    .map_err(internal)?;
+    sluice_server::serve(listener, engine.clone(), &token, options, shutdown)
+        .await
+        .map_err(internal)?;
     triggers.abort();
     mirror.abort();
     // Whatever steps recorded is committed; unfinished runs resume at the next start.

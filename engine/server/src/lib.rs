@@ -13,6 +13,9 @@ mod hook;
 mod live;
 mod openapi;
 mod security;
+mod ui;
+
+pub use ui::Codes;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -38,6 +41,10 @@ pub struct Options {
     pub body_limit: usize,
     /// How long a `when_finished` webhook waits before answering 202.
     pub webhook_timeout: Duration,
+    /// The editor's built files (`index.html`, `pkg/`), served at `/`.
+    pub ui_dir: Option<std::path::PathBuf>,
+    /// One-time sign-in codes for the editor (`/ui/login?code=…`).
+    pub codes: Arc<Codes>,
 }
 
 impl Options {
@@ -46,6 +53,8 @@ impl Options {
             listen,
             body_limit: 16 * 1024 * 1024,
             webhook_timeout: Duration::from_secs(30),
+            ui_dir: None,
+            codes: Arc::new(Codes::default()),
         }
     }
 }
@@ -54,6 +63,7 @@ impl Options {
 struct AppState {
     engine: Engine,
     token: Arc<str>,
+    codes: Arc<Codes>,
     options: Arc<Options>,
 }
 
@@ -63,6 +73,7 @@ pub fn router(engine: Engine, token: &str, options: Options) -> Router {
     let state = AppState {
         engine,
         token: Arc::from(token),
+        codes: options.codes.clone(),
         options: Arc::new(options),
     };
     let protect = |r: Router<AppState>| {
@@ -87,11 +98,21 @@ pub fn router(engine: Engine, token: &str, options: Options) -> Router {
         hook::routes()
     };
     let metrics = protect(Router::new().route("/metrics", axum::routing::get(api::metrics)));
+    // The editor: signing in and its files, behind the Host check only
+    // (the fallback checks it itself).
+    let ui = Router::new()
+        .route("/ui/login", axum::routing::get(ui::login))
+        .fallback(ui::static_file)
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            security::check_host,
+        ));
     Router::new()
         .nest("/api/v1", api)
         .merge(metrics)
         .route("/openapi.json", axum::routing::get(openapi::document))
         .merge(hooks)
+        .merge(ui)
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

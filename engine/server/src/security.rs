@@ -41,7 +41,7 @@ pub fn ensure_token(data_dir: &Path) -> std::io::Result<String> {
 }
 
 /// Equal in constant time, so the token cannot be guessed byte by byte.
-fn same(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
@@ -50,6 +50,10 @@ pub(crate) async fn require_token(
     req: Request,
     next: Next,
 ) -> Response {
+    // The editor in a browser signs in with a session cookie instead.
+    if crate::ui::has_session(req.headers(), &state.token) {
+        return next.run(req).await;
+    }
     let given = req
         .headers()
         .get(header::AUTHORIZATION)
@@ -97,7 +101,7 @@ pub(crate) async fn check_host(
     next.run(req).await
 }
 
-fn check_host_header(headers: &HeaderMap, state: &AppState) -> Result<(), ApiError> {
+pub(crate) fn check_host_header(headers: &HeaderMap, state: &AppState) -> Result<(), ApiError> {
     let listen = state.options.listen;
     let host = headers
         .get(header::HOST)

@@ -1,0 +1,239 @@
+//! The editor in the browser: its static files at `/`, and signing in
+//! without copying a token.
+//!
+//! `sluice serve` prints a link with a one-time code
+//! (`/ui/login?code=…`). Opening it trades the code for a session cookie
+//! (`HttpOnly`, `SameSite=Strict`) that the API and the WebSocket accept in
+//! place of the bearer token. A session is a random id signed with the API
+//! token (HMAC-SHA256): it survives restarts, needs no storage, and every
+//! session ends when the token is replaced.
+
+use std::collections::HashMap;
+use std::path::{Component, Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use axum::extract::{Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use hmac::{KeyInit, Mac};
+
+use crate::AppState;
+
+pub(crate) const COOKIE: &str = "sluice_session";
+/// How long a printed sign-in link works (it works once).
+const CODE_TTL: Duration = Duration::from_secs(24 * 3600);
+/// How long a browser stays signed in.
+const SESSION_DAYS: u64 = 30;
+
+/// One-time sign-in codes, in memory.
+#[derive(Default)]
+pub struct Codes {
+    codes: Mutex<HashMap<String, Instant>>,
+}
+
+impl std::fmt::Debug for Codes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the codes themselves: they sign a browser in.
+        f.debug_struct("Codes").finish_non_exhaustive()
+    }
+}
+
+impl Codes {
+    /// A new one-time code.
+    pub fn issue(&self) -> String {
+        let code = random_hex(16);
+        let mut codes = self.codes.lock().unwrap_or_else(|e| e.into_inner());
+        codes.retain(|_, at| at.elapsed() < CODE_TTL);
+        codes.insert(code.clone(), Instant::now());
+        code
+    }
+
+    /// Uses `code` up: true the first time, within its lifetime.
+    fn redeem(&self, code: &str) -> bool {
+        let mut codes = self.codes.lock().unwrap_or_else(|e| e.into_inner());
+        matches!(codes.remove(code), Some(at) if at.elapsed() < CODE_TTL)
+    }
+}
+
+fn random_hex(n: usize) -> String {
+    let mut bytes = vec![0u8; n];
+    // The OS source; without it there is nothing safe to hand out.
+    if getrandom::fill(&mut bytes).is_err() {
+        return String::new();
+    }
+    hex::encode(bytes)
+}
+
+fn sign(token: &str, id: &str) -> String {
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(token.as_bytes())
+        .expect("HMAC takes any key length");
+    mac.update(b"sluice-session:");
+    mac.update(id.as_bytes());
+    hex::encode(mac.finalize().into_bytes())
+}
+
+/// A new session cookie value: `<id>.<signature>`.
+fn new_session(token: &str) -> String {
+    let id = random_hex(16);
+    let sig = sign(token, &id);
+    format!("{id}.{sig}")
+}
+
+/// Whether the request carries a valid session cookie.
+pub(crate) fn has_session(headers: &HeaderMap, token: &str) -> bool {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|c| c.trim().strip_prefix(COOKIE)?.strip_prefix('='))
+        .any(|value| {
+            value.split_once('.').is_some_and(|(id, sig)| {
+                id.len() == 32 && crate::security::same(sign(token, id).as_bytes(), sig.as_bytes())
+            })
+        })
+}
+
+#[derive(serde::Deserialize)]
+pub(crate) struct Login {
+    code: String,
+}
+
+/// `GET /ui/login?code=…`: the code for a session cookie, then the editor.
+pub(crate) async fn login(State(s): State<AppState>, Query(q): Query<Login>) -> Response {
+    if !s.codes.redeem(&q.code) {
+        return (
+            StatusCode::FORBIDDEN,
+            Html(page(
+                "This sign-in link was used already or has expired. \
+                 Restart <code>sluice serve</code> for a new one.",
+            )),
+        )
+            .into_response();
+    }
+    let cookie = format!(
+        "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}",
+        new_session(&s.token),
+        SESSION_DAYS * 24 * 3600
+    );
+    let mut resp = Redirect::to("/").into_response();
+    if let Ok(v) = HeaderValue::from_str(&cookie) {
+        resp.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    resp
+}
+
+fn page(message: &str) -> String {
+    format!(
+        "<!doctype html><meta charset=utf-8><title>Sluice</title>\
+         <body style=\"font:16px system-ui;margin:4em\"><h1>Sluice</h1><p>{message}</p>"
+    )
+}
+
+/// The editor's files (`index.html` at `/`); a page that says how to
+/// build them when there are none.
+pub(crate) async fn static_file(State(s): State<AppState>, req: Request) -> Response {
+    // A fallback, so not behind the router's layers: check the Host here
+    // (DNS rebinding) whether or not the files exist.
+    if let Err(e) = crate::security::check_host_header(req.headers(), &s) {
+        return e.into_response();
+    }
+    let Some(dir) = &s.options.ui_dir else {
+        return (
+            StatusCode::NOT_FOUND,
+            Html(page(
+                "The editor is not built. <code>cargo xtask run</code> builds it and starts \
+                 <code>sluice serve</code> with it.",
+            )),
+        )
+            .into_response();
+    };
+    let path = req.uri().path().trim_start_matches('/');
+    let path = if path.is_empty() { "index.html" } else { path };
+    let Some(file) = inside(dir, path) else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    match tokio::fs::read(&file).await {
+        Ok(bytes) => {
+            let mut resp = bytes.into_response();
+            let headers = resp.headers_mut();
+            headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(content_type(&file)),
+            );
+            headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+            headers.insert(
+                header::HeaderName::from_static("x-content-type-options"),
+                HeaderValue::from_static("nosniff"),
+            );
+            resp
+        }
+        Err(_) => StatusCode::NOT_FOUND.into_response(),
+    }
+}
+
+/// `path` under `dir`, refusing anything that could leave it.
+fn inside(dir: &Path, path: &str) -> Option<PathBuf> {
+    let rel = Path::new(path);
+    if rel.components().any(|c| !matches!(c, Component::Normal(_))) {
+        return None;
+    }
+    Some(dir.join(rel))
+}
+
+fn content_type(file: &Path) -> &'static str {
+    match file.extension().and_then(|e| e.to_str()) {
+        Some("html") => "text/html; charset=utf-8",
+        Some("js") => "text/javascript; charset=utf-8",
+        Some("wasm") => "application/wasm",
+        Some("css") => "text/css; charset=utf-8",
+        Some("svg") => "image/svg+xml",
+        Some("png") => "image/png",
+        Some("json") => "application/json",
+        _ => "application/octet-stream",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sessions_are_signed_with_the_token() {
+        let cookie = new_session("tok");
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::COOKIE,
+            HeaderValue::from_str(&format!("a=b; {COOKIE}={cookie}")).unwrap(),
+        );
+        assert!(has_session(&headers, "tok"));
+        assert!(!has_session(&headers, "another token"));
+        let (id, _) = cookie.split_once('.').unwrap();
+        let forged = format!("{COOKIE}={id}.{}", "0".repeat(64));
+        headers.insert(header::COOKIE, HeaderValue::from_str(&forged).unwrap());
+        assert!(!has_session(&headers, "tok"));
+    }
+
+    #[test]
+    fn codes_work_once() {
+        let codes = Codes::default();
+        let code = codes.issue();
+        assert_eq!(code.len(), 32);
+        assert!(codes.redeem(&code));
+        assert!(!codes.redeem(&code));
+        assert!(!codes.redeem("made-up"));
+    }
+
+    #[test]
+    fn paths_stay_inside() {
+        let dir = Path::new("/srv/ui");
+        assert_eq!(
+            inside(dir, "pkg/app.js"),
+            Some(PathBuf::from("/srv/ui/pkg/app.js"))
+        );
+        assert_eq!(inside(dir, "../secret"), None);
+        assert_eq!(inside(dir, "pkg/../../x"), None);
+        assert_eq!(inside(dir, "/etc/passwd"), None);
+    }
+}

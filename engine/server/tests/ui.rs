@@ -1,0 +1,165 @@
+//! The editor's door: signing in with a one-time code for a session cookie
+//! that the API and the WebSocket accept, and its static files.
+
+mod common;
+
+use std::sync::Arc;
+
+use reqwest::{Method, StatusCode, header};
+
+#[tokio::test]
+async fn a_one_time_code_signs_a_browser_in() {
+    let codes = Arc::new(sluice_server::Codes::default());
+    let code = codes.issue();
+    let ui = tempfile::tempdir().unwrap();
+    std::fs::write(
+        ui.path().join("index.html"),
+        "<!doctype html><title>editor</title>",
+    )
+    .unwrap();
+    std::fs::create_dir(ui.path().join("pkg")).unwrap();
+    std::fs::write(ui.path().join("pkg/sluice_bg.wasm"), b"\0asm\x01\0\0\0").unwrap();
+    let dir = ui.path().to_path_buf();
+    let s = {
+        let codes = codes.clone();
+        common::server_with(move |o| {
+            o.codes = codes;
+            o.ui_dir = Some(dir);
+        })
+        .await
+    };
+    let no_redirects = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+
+    // Without a session or token the API refuses.
+    let r = no_redirects
+        .get(format!("{}/api/v1/workflows", s.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+
+    // The code: a cookie, HttpOnly and SameSite=Strict, and on to the editor.
+    let r = no_redirects
+        .get(format!("{}/ui/login?code={code}", s.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert_eq!(r.headers()[header::LOCATION], "/");
+    let set = r.headers()[header::SET_COOKIE]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(set.starts_with("sluice_session="), "{set}");
+    for attr in ["HttpOnly", "SameSite=Strict", "Path=/"] {
+        assert!(set.contains(attr), "{set}");
+    }
+    let cookie = set.split(';').next().unwrap().to_string();
+
+    // The cookie works like the token, for the API and the WebSocket.
+    let r = no_redirects
+        .get(format!("{}/api/v1/workflows", s.base))
+        .header(header::COOKIE, &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    {
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+        let mut req = format!("ws://{}/api/v1/ws?events=none", s.addr)
+            .into_client_request()
+            .unwrap();
+        req.headers_mut().insert("cookie", cookie.parse().unwrap());
+        req.headers_mut()
+            .insert("origin", format!("http://{}", s.addr).parse().unwrap());
+        tokio_tungstenite::connect_async(req).await.unwrap();
+    }
+    // A page elsewhere cannot use it: the Origin check still applies.
+    let r = no_redirects
+        .request(Method::DELETE, format!("{}/api/v1/workflows/x", s.base))
+        .header(header::COOKIE, &cookie)
+        .header(header::ORIGIN, "http://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    // A forged or damaged cookie is refused.
+    let forged = format!("{}0", &cookie[..cookie.len() - 1]);
+    let forged = if forged == cookie {
+        format!("{}1", &cookie[..cookie.len() - 1])
+    } else {
+        forged
+    };
+    let r = no_redirects
+        .get(format!("{}/api/v1/workflows", s.base))
+        .header(header::COOKIE, forged)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+
+    // A code works once.
+    let r = no_redirects
+        .get(format!("{}/ui/login?code={code}", s.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    assert!(r.headers().get(header::SET_COOKIE).is_none());
+    assert!(
+        r.text()
+            .await
+            .unwrap()
+            .contains("used already or has expired")
+    );
+
+    // The files, with their types; nothing outside the folder.
+    let r = no_redirects
+        .get(format!("{}/", s.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(
+        r.headers()[header::CONTENT_TYPE],
+        "text/html; charset=utf-8"
+    );
+    assert!(r.text().await.unwrap().contains("<title>editor</title>"));
+    let r = no_redirects
+        .get(format!("{}/pkg/sluice_bg.wasm", s.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.headers()[header::CONTENT_TYPE], "application/wasm");
+    for path in [
+        "/pkg/../../etc/passwd",
+        "/%2e%2e/%2e%2e/etc/passwd",
+        "/missing.js",
+    ] {
+        let r = no_redirects
+            .get(format!("{}{path}", s.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::NOT_FOUND, "{path}");
+    }
+    // A foreign Host (DNS rebinding) gets nothing.
+    let r = no_redirects
+        .get(format!("{}/", s.base))
+        .header(header::HOST, "evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+}
+
+#[tokio::test]
+async fn without_a_built_editor_the_page_says_how_to_build_it() {
+    let s = common::server().await;
+    let r = s.client.get(format!("{}/", s.base)).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    assert!(r.text().await.unwrap().contains("cargo xtask run"));
+}

@@ -1,0 +1,23 @@
+//! The Sluice editor: a Yew app in the browser, served by `sluice serve` at
+//! `/`. It holds its own Loro document per open workflow (the model crate's
+//! `WorkflowDoc`) and syncs it with the engine over the WebSocket, so edits
+//! show at once and merge with other windows.
+//!
+//! - [`state`]: the editor's state and reducers, pure and tested natively.
+//! - `app`, `canvas`, `net`: the browser side (wasm32 only).
+
+pub mod state;
+
+#[cfg(target_arch = "wasm32")]
+mod app;
+#[cfg(target_arch = "wasm32")]
+mod canvas;
+#[cfg(target_arch = "wasm32")]
+mod net;
+
+/// Starts the app in the page's `<body>`.
+#[cfg(target_arch = "wasm32")]
+#[wasm_bindgen::prelude::wasm_bindgen(start)]
+pub fn start() {
+    yew::Renderer::<app::App>::new().render();
+}

@@ -1,0 +1,142 @@
+//! Talking to `sluice serve` from the page: JSON over fetch (the session
+//! cookie authenticates), and the WebSocket for document sync.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use base64::Engine as _;
+use serde_json::Value;
+use wasm_bindgen::JsCast;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::JsFuture;
+use web_sys::{MessageEvent, RequestCredentials, RequestInit, Response, WebSocket};
+
+fn js_err(e: JsValue) -> String {
+    e.as_string()
+        .or_else(|| js_sys::JSON::stringify(&e).ok().and_then(|s| s.as_string()))
+        .unwrap_or_else(|| "unknown error".into())
+}
+
+/// `method path` with an optional JSON body; the answer as JSON (or the
+/// server's error message).
+pub async fn call(method: &str, path: &str, body: Option<&Value>) -> Result<Value, String> {
+    let window = web_sys::window().ok_or("no window")?;
+    let init = RequestInit::new();
+    init.set_method(method);
+    init.set_credentials(RequestCredentials::SameOrigin);
+    if let Some(body) = body {
+        init.set_body(&JsValue::from_str(&body.to_string()));
+        let headers = web_sys::Headers::new().map_err(js_err)?;
+        headers
+            .set("content-type", "application/json")
+            .map_err(js_err)?;
+        init.set_headers(&headers);
+    }
+    let response: Response = JsFuture::from(window.fetch_with_str_and_init(path, &init))
+        .await
+        .map_err(js_err)?
+        .dyn_into()
+        .map_err(js_err)?;
+    let text = JsFuture::from(response.text().map_err(js_err)?)
+        .await
+        .map_err(js_err)?
+        .as_string()
+        .unwrap_or_default();
+    let value: Value = if text.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(&text).unwrap_or(Value::String(text))
+    };
+    if response.ok() {
+        Ok(value)
+    } else {
+        let message = value
+            .get("error")
+            .and_then(|e| e.get("message").or(Some(e)))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or_else(|| value.to_string());
+        Err(format!("{} {}: {message}", response.status(), path))
+    }
+}
+
+pub fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+pub fn unb64(text: &str) -> Result<Vec<u8>, String> {
+    base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .map_err(|e| e.to_string())
+}
+
+/// The live socket: JSON messages in both directions.
+pub struct Socket {
+    ws: WebSocket,
+    _on_message: Closure<dyn FnMut(MessageEvent)>,
+    _on_open: Closure<dyn FnMut()>,
+    _on_close: Closure<dyn FnMut()>,
+    /// Messages sent before the socket opened.
+    queue: Rc<RefCell<Vec<String>>>,
+}
+
+impl Socket {
+    /// Connects to `/api/v1/ws` (document sync only: `events=none`).
+    pub fn open(
+        on_message: impl Fn(Value) + 'static,
+        on_close: impl Fn() + 'static,
+    ) -> Result<Socket, String> {
+        let location = web_sys::window().ok_or("no window")?.location();
+        let scheme = if location.protocol().map_err(js_err)? == "https:" {
+            "wss"
+        } else {
+            "ws"
+        };
+        let host = location.host().map_err(js_err)?;
+        let ws =
+            WebSocket::new(&format!("{scheme}://{host}/api/v1/ws?events=none")).map_err(js_err)?;
+        let queue: Rc<RefCell<Vec<String>>> = Rc::default();
+        let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |e: MessageEvent| {
+            if let Some(text) = e.data().as_string()
+                && let Ok(v) = serde_json::from_str::<Value>(&text)
+            {
+                on_message(v);
+            }
+        });
+        let on_open = {
+            let (ws, queue) = (ws.clone(), queue.clone());
+            Closure::<dyn FnMut()>::new(move || {
+                for m in queue.borrow_mut().drain(..) {
+                    ws.send_with_str(&m).ok();
+                }
+            })
+        };
+        let on_close = Closure::<dyn FnMut()>::new(on_close);
+        ws.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+        ws.set_onopen(Some(on_open.as_ref().unchecked_ref()));
+        ws.set_onclose(Some(on_close.as_ref().unchecked_ref()));
+        Ok(Socket {
+            ws,
+            _on_message: on_message,
+            _on_open: on_open,
+            _on_close: on_close,
+            queue,
+        })
+    }
+
+    pub fn send(&self, message: &Value) {
+        let text = message.to_string();
+        if self.ws.ready_state() == WebSocket::OPEN {
+            self.ws.send_with_str(&text).ok();
+        } else {
+            self.queue.borrow_mut().push(text);
+        }
+    }
+}
+
+impl Drop for Socket {
+    fn drop(&mut self) {
+        self.ws.set_onclose(None);
+        self.ws.close().ok();
+    }
+}

@@ -1,0 +1,869 @@
+//! The editor's state and its reducers: pure Rust, no browser, unit-tested
+//! natively. The canvas renders an [`Editor`]; every gesture becomes an
+//! [`Action`]; [`Editor::reduce`] applies it and says whether the workflow
+//! changed (then the app turns the new workflow into Loro operations with
+//! `WorkflowDoc::apply` and sends them) or only the view did.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{Map, Value, json};
+use sluice_model::{Edge, Node, Workflow, kinds, validate};
+
+/// A node's box on the canvas, in world units.
+pub const NODE_W: f64 = 200.0;
+pub const NODE_H: f64 = 64.0;
+/// Positions snap to this grid when a drag ends.
+pub const GRID: f64 = 20.0;
+pub const MIN_ZOOM: f64 = 0.1;
+pub const MAX_ZOOM: f64 = 4.0;
+
+/// A rectangle in world or screen units.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rect {
+    pub x: f64,
+    pub y: f64,
+    pub w: f64,
+    pub h: f64,
+}
+
+impl Rect {
+    /// The rectangle spanned by two corners, in any order.
+    pub fn spanning(a: (f64, f64), b: (f64, f64)) -> Rect {
+        Rect {
+            x: a.0.min(b.0),
+            y: a.1.min(b.1),
+            w: (a.0 - b.0).abs(),
+            h: (a.1 - b.1).abs(),
+        }
+    }
+
+    pub fn intersects(&self, o: &Rect) -> bool {
+        self.x < o.x + o.w && o.x < self.x + self.w && self.y < o.y + o.h && o.y < self.y + self.h
+    }
+
+    pub fn union(&self, o: &Rect) -> Rect {
+        let x = self.x.min(o.x);
+        let y = self.y.min(o.y);
+        Rect {
+            x,
+            y,
+            w: (self.x + self.w).max(o.x + o.w) - x,
+            h: (self.y + self.h).max(o.y + o.h) - y,
+        }
+    }
+}
+
+/// The camera: `screen = world * zoom + (x, y)`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Viewport {
+    pub x: f64,
+    pub y: f64,
+    pub zoom: f64,
+}
+
+impl Default for Viewport {
+    fn default() -> Self {
+        Viewport {
+            x: 40.0,
+            y: 40.0,
+            zoom: 1.0,
+        }
+    }
+}
+
+impl Viewport {
+    pub fn to_world(&self, sx: f64, sy: f64) -> (f64, f64) {
+        ((sx - self.x) / self.zoom, (sy - self.y) / self.zoom)
+    }
+
+    pub fn to_screen(&self, wx: f64, wy: f64) -> (f64, f64) {
+        (wx * self.zoom + self.x, wy * self.zoom + self.y)
+    }
+
+    pub fn pan(&mut self, dx: f64, dy: f64) {
+        self.x += dx;
+        self.y += dy;
+    }
+
+    /// Zooms by `factor` keeping the world point under `(sx, sy)` in place.
+    pub fn zoom_at(&mut self, sx: f64, sy: f64, factor: f64) {
+        if !factor.is_finite() || factor <= 0.0 {
+            return;
+        }
+        let (wx, wy) = self.to_world(sx, sy);
+        self.zoom = (self.zoom * factor).clamp(MIN_ZOOM, MAX_ZOOM);
+        self.x = sx - wx * self.zoom;
+        self.y = sy - wy * self.zoom;
+    }
+
+    /// Shows all of `bounds` in a `width` × `height` screen, centred, with a
+    /// margin, never zoomed in past 1:1.
+    pub fn fit(&mut self, bounds: Rect, width: f64, height: f64) {
+        let margin = 40.0;
+        let zx = (width - 2.0 * margin) / bounds.w.max(1.0);
+        let zy = (height - 2.0 * margin) / bounds.h.max(1.0);
+        self.zoom = zx.min(zy).clamp(MIN_ZOOM, 1.0);
+        self.x = (width - bounds.w * self.zoom) / 2.0 - bounds.x * self.zoom;
+        self.y = (height - bounds.h * self.zoom) / 2.0 - bounds.y * self.zoom;
+    }
+}
+
+/// Something the user did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Click on a node; `additive` (shift) toggles it in the selection.
+    Select {
+        id: String,
+        additive: bool,
+    },
+    /// A rubber band in world units; `additive` keeps the selection.
+    SelectBox {
+        rect: Rect,
+        additive: bool,
+    },
+    ClearSelection,
+    SelectAll,
+    /// Drag the selected nodes by a world-unit delta.
+    MoveSelected {
+        dx: f64,
+        dy: f64,
+    },
+    /// The drag ended: snap the selected nodes to the grid.
+    SnapSelected,
+    /// Drop a connection from an output port on a node.
+    Connect {
+        from: String,
+        port: String,
+        to: String,
+    },
+    /// Remove the edge at this index.
+    Disconnect {
+        edge: usize,
+    },
+    DeleteSelected,
+    DuplicateSelected,
+    /// Add a node of `kind` with its top-left at `at` (world units).
+    AddNode {
+        kind: String,
+        at: (f64, f64),
+    },
+    /// Paste nodes copied with [`Editor::copy_selected`] (from this or
+    /// another workflow), their top-left at `at`.
+    Paste {
+        json: String,
+        at: (f64, f64),
+    },
+}
+
+/// What a reduction changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// Nothing.
+    None,
+    /// Only the selection or the view: nothing to save.
+    View,
+    /// The workflow: save it (as document operations).
+    Workflow,
+}
+
+/// An editor on one workflow.
+#[derive(Debug, Clone)]
+pub struct Editor {
+    pub wf: Workflow,
+    pub selected: BTreeSet<String>,
+    pub viewport: Viewport,
+}
+
+impl Editor {
+    pub fn new(wf: Workflow) -> Editor {
+        Editor {
+            wf,
+            selected: BTreeSet::new(),
+            viewport: Viewport::default(),
+        }
+    }
+
+    /// Where a node is drawn: its stored position, else a layered layout
+    /// by depth from the triggers (not stored until the node is moved).
+    pub fn positions(&self) -> BTreeMap<String, (f64, f64)> {
+        let mut depth: BTreeMap<&str, usize> = BTreeMap::new();
+        // Longest path from a source, bounded by the node count (cycles are
+        // reported by validation; they must not hang the layout).
+        let n = self.wf.nodes.len();
+        for node in &self.wf.nodes {
+            depth.insert(&node.id, 0);
+        }
+        for _ in 0..n {
+            let mut changed = false;
+            for e in &self.wf.edges {
+                let (s, t) = (e.source().node, e.target().node);
+                if let (Some(&ds), Some(&dt)) = (depth.get(s), depth.get(t))
+                    && ds + 1 > dt
+                    && ds < n
+                {
+                    depth.insert(t, ds + 1);
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        // Unplaced nodes go in their depth's column, below every placed one.
+        let top = self
+            .wf
+            .nodes
+            .iter()
+            .filter_map(|n| n.position)
+            .map(|[_, y]| y + NODE_H + 60.0)
+            .fold(0.0_f64, f64::max);
+        let mut rows: BTreeMap<usize, usize> = BTreeMap::new();
+        self.wf
+            .nodes
+            .iter()
+            .map(|node| {
+                let at = node.position.map(|[x, y]| (x, y)).unwrap_or_else(|| {
+                    let d = depth.get(node.id.as_str()).copied().unwrap_or(0);
+                    let row = rows.entry(d).or_default();
+                    *row += 1;
+                    (
+                        d as f64 * (NODE_W + 80.0),
+                        top + (*row - 1) as f64 * (NODE_H + 60.0),
+                    )
+                });
+                (node.id.clone(), at)
+            })
+            .collect()
+    }
+
+    /// The world rectangle around every node (None when there are none).
+    pub fn bounds(&self) -> Option<Rect> {
+        self.positions()
+            .values()
+            .map(|&(x, y)| Rect {
+                x,
+                y,
+                w: NODE_W,
+                h: NODE_H,
+            })
+            .reduce(|a, b| a.union(&b))
+    }
+
+    pub fn reduce(&mut self, action: Action) -> Result<Change, String> {
+        match action {
+            Action::Select { id, additive } => {
+                if !self.wf.nodes.iter().any(|n| n.id == id) {
+                    return Ok(Change::None);
+                }
+                if additive {
+                    if !self.selected.remove(&id) {
+                        self.selected.insert(id);
+                    }
+                } else if self.selected.len() != 1 || !self.selected.contains(&id) {
+                    self.selected = BTreeSet::from([id]);
+                } else {
+                    return Ok(Change::None);
+                }
+                Ok(Change::View)
+            }
+            Action::SelectBox { rect, additive } => {
+                let hit: BTreeSet<String> = self
+                    .positions()
+                    .into_iter()
+                    .filter(|(_, (x, y))| {
+                        rect.intersects(&Rect {
+                            x: *x,
+                            y: *y,
+                            w: NODE_W,
+                            h: NODE_H,
+                        })
+                    })
+                    .map(|(id, _)| id)
+                    .collect();
+                if additive {
+                    self.selected.extend(hit);
+                } else {
+                    self.selected = hit;
+                }
+                Ok(Change::View)
+            }
+            Action::ClearSelection => {
+                if self.selected.is_empty() {
+                    return Ok(Change::None);
+                }
+                self.selected.clear();
+                Ok(Change::View)
+            }
+            Action::SelectAll => {
+                self.selected = self.wf.nodes.iter().map(|n| n.id.clone()).collect();
+                Ok(Change::View)
+            }
+            Action::MoveSelected { dx, dy } => {
+                if self.selected.is_empty() || (dx == 0.0 && dy == 0.0) {
+                    return Ok(Change::None);
+                }
+                let positions = self.positions();
+                for node in &mut self.wf.nodes {
+                    if self.selected.contains(&node.id) {
+                        let (x, y) = positions[&node.id];
+                        node.position = Some([x + dx, y + dy]);
+                    }
+                }
+                Ok(Change::Workflow)
+            }
+            Action::SnapSelected => {
+                let mut changed = false;
+                for node in &mut self.wf.nodes {
+                    if let (true, Some([x, y])) = (self.selected.contains(&node.id), node.position)
+                    {
+                        let snapped = [snap(x), snap(y)];
+                        if snapped != [x, y] {
+                            node.position = Some(snapped);
+                            changed = true;
+                        }
+                    }
+                }
+                Ok(if changed {
+                    Change::Workflow
+                } else {
+                    Change::None
+                })
+            }
+            Action::Connect { from, port, to } => {
+                self.can_connect(&from, &port, &to)?;
+                let from_end = if port == "out" {
+                    from
+                } else {
+                    format!("{from}:{port}")
+                };
+                self.wf.edges.push(Edge::new(from_end, to));
+                Ok(Change::Workflow)
+            }
+            Action::Disconnect { edge } => {
+                if edge >= self.wf.edges.len() {
+                    return Ok(Change::None);
+                }
+                self.wf.edges.remove(edge);
+                Ok(Change::Workflow)
+            }
+            Action::DeleteSelected => {
+                if self.selected.is_empty() {
+                    return Ok(Change::None);
+                }
+                let gone = std::mem::take(&mut self.selected);
+                self.wf.nodes.retain(|n| !gone.contains(&n.id));
+                self.wf
+                    .edges
+                    .retain(|e| !gone.contains(e.source().node) && !gone.contains(e.target().node));
+                Ok(Change::Workflow)
+            }
+            Action::DuplicateSelected => {
+                if self.selected.is_empty() {
+                    return Ok(Change::None);
+                }
+                let copied = self.copy_selected();
+                let bounds = self.selection_bounds().unwrap_or(Rect {
+                    x: 0.0,
+                    y: 0.0,
+                    w: 0.0,
+                    h: 0.0,
+                });
+                self.paste(&copied, (bounds.x + 2.0 * GRID, bounds.y + 2.0 * GRID))
+            }
+            Action::AddNode { kind, at } => {
+                let spec = kinds::spec(&kind).ok_or_else(|| format!("unknown kind `{kind}`"))?;
+                let id = self.fresh_id(short_name(spec.kind));
+                self.wf.nodes.push(Node {
+                    id: id.clone(),
+                    kind,
+                    config: default_config(&spec.config_schema()),
+                    position: Some([snap(at.0), snap(at.1)]),
+                    label: None,
+                    disabled: false,
+                    retry: None,
+                    on_error: None,
+                    timeout_ms: None,
+                    extra: Map::new(),
+                });
+                self.selected = BTreeSet::from([id]);
+                Ok(Change::Workflow)
+            }
+            Action::Paste { json, at } => self.paste(&json, at),
+        }
+    }
+
+    /// Why `from:port → to` cannot be drawn, or Ok.
+    pub fn can_connect(&self, from: &str, port: &str, to: &str) -> Result<(), String> {
+        let node = |id: &str| {
+            self.wf
+                .nodes
+                .iter()
+                .find(|n| n.id == id)
+                .ok_or_else(|| format!("there is no node `{id}`"))
+        };
+        let (source, target) = (node(from)?, node(to)?);
+        if from == to {
+            return Err("a node cannot connect to itself".into());
+        }
+        if let Some(spec) = kinds::spec(&source.kind)
+            && !spec.output_ports(&source.config).iter().any(|p| p == port)
+        {
+            return Err(format!("`{from}` has no output `{port}`"));
+        }
+        if kinds::spec(&target.kind).is_some_and(|s| s.is_trigger) {
+            return Err(format!("`{to}` is a trigger: nothing can lead into it"));
+        }
+        if self
+            .wf
+            .edges
+            .iter()
+            .any(|e| e.source().node == from && e.source().port == port && e.target().node == to)
+        {
+            return Err(format!("`{from}:{port}` already leads to `{to}`"));
+        }
+        // Anything else the model refuses (a cycle, above all).
+        let mut candidate = self.wf.clone();
+        candidate
+            .edges
+            .push(Edge::new(format!("{from}:{port}"), to));
+        let before = validate(&self.wf).len();
+        let after = validate(&candidate);
+        if after.len() > before
+            && let Some(p) = after
+                .iter()
+                .find(|p| p.field.as_deref() == Some("edges") || p.edge.is_some())
+        {
+            return Err(p.message.clone());
+        }
+        Ok(())
+    }
+
+    /// The selected nodes and the edges between them, as workflow JSON
+    /// (`{"format", "nodes", "edges"}`): the clipboard format, which pastes
+    /// into any workflow.
+    pub fn copy_selected(&self) -> String {
+        let positions = self.positions();
+        let nodes: Vec<Value> = self
+            .wf
+            .nodes
+            .iter()
+            .filter(|n| self.selected.contains(&n.id))
+            .map(|n| {
+                let mut n = n.clone();
+                let (x, y) = positions[&n.id];
+                n.position = Some([x, y]);
+                serde_json::to_value(n).unwrap_or(Value::Null)
+            })
+            .collect();
+        let edges: Vec<&Edge> = self
+            .wf
+            .edges
+            .iter()
+            .filter(|e| {
+                self.selected.contains(e.source().node) && self.selected.contains(e.target().node)
+            })
+            .collect();
+        json!({"format": sluice_model::FORMAT, "nodes": nodes, "edges": edges}).to_string()
+    }
+
+    fn selection_bounds(&self) -> Option<Rect> {
+        let positions = self.positions();
+        self.selected
+            .iter()
+            .filter_map(|id| positions.get(id))
+            .map(|&(x, y)| Rect {
+                x,
+                y,
+                w: NODE_W,
+                h: NODE_H,
+            })
+            .reduce(|a, b| a.union(&b))
+    }
+
+    fn paste(&mut self, text: &str, at: (f64, f64)) -> Result<Change, String> {
+        #[derive(serde::Deserialize)]
+        struct Clip {
+            nodes: Vec<Node>,
+            #[serde(default)]
+            edges: Vec<Edge>,
+        }
+        let clip: Clip =
+            serde_json::from_str(text).map_err(|e| format!("the clipboard is not nodes: {e}"))?;
+        if clip.nodes.is_empty() {
+            return Ok(Change::None);
+        }
+        let origin = clip
+            .nodes
+            .iter()
+            .filter_map(|n| n.position)
+            .fold((f64::INFINITY, f64::INFINITY), |(x, y), [a, b]| {
+                (x.min(a), y.min(b))
+            });
+        let origin = if origin.0.is_finite() {
+            origin
+        } else {
+            (0.0, 0.0)
+        };
+        let mut renamed: BTreeMap<String, String> = BTreeMap::new();
+        let mut added = BTreeSet::new();
+        for (i, mut node) in clip.nodes.into_iter().enumerate() {
+            let id = self.fresh_id(&node.id);
+            renamed.insert(node.id.clone(), id.clone());
+            let [x, y] = node
+                .position
+                .unwrap_or([origin.0, origin.1 + i as f64 * 100.0]);
+            node.position = Some([snap(x - origin.0 + at.0), snap(y - origin.1 + at.1)]);
+            node.id = id.clone();
+            added.insert(id);
+            self.wf.nodes.push(node);
+        }
+        for e in clip.edges {
+            let (s, t) = (e.source(), e.target());
+            if let (Some(from), Some(to)) = (renamed.get(s.node), renamed.get(t.node)) {
+                let from = if s.port == "out" {
+                    from.clone()
+                } else {
+                    format!("{from}:{}", s.port)
+                };
+                let to = if t.port == "in" {
+                    to.clone()
+                } else {
+                    format!("{to}:{}", t.port)
+                };
+                self.wf.edges.push(Edge::new(from, to));
+            }
+        }
+        self.selected = added;
+        Ok(Change::Workflow)
+    }
+
+    /// `base`, or `base_2`, `base_3`… whichever is free.
+    fn fresh_id(&self, base: &str) -> String {
+        let taken = |id: &str| self.wf.nodes.iter().any(|n| n.id == id);
+        if !taken(base) {
+            return base.to_string();
+        }
+        let stem = match base.rsplit_once('_') {
+            Some((stem, n)) if n.parse::<u32>().is_ok() => stem,
+            _ => base,
+        };
+        (2..)
+            .map(|i| format!("{stem}_{i}"))
+            .find(|id| !taken(id))
+            .unwrap_or_else(|| base.to_string())
+    }
+}
+
+/// A new node's config: each required field with the empty value of its
+/// type, so the form starts from a config that parses.
+pub fn default_config(schema: &Value) -> Value {
+    let mut config = Map::new();
+    let required = schema.get("required").and_then(Value::as_array);
+    let props = schema.get("properties").and_then(Value::as_object);
+    if let (Some(required), Some(props)) = (required, props) {
+        for name in required.iter().filter_map(Value::as_str) {
+            let ty = props.get(name).and_then(|p| p.get("type"));
+            let ty = match ty {
+                Some(Value::Array(types)) => types.iter().find(|t| *t != "null"),
+                other => other,
+            };
+            let empty = match ty.and_then(Value::as_str) {
+                Some("object") => json!({}),
+                Some("array") => json!([]),
+                Some("string") => json!(""),
+                Some("integer" | "number") => json!(0),
+                Some("boolean") => json!(false),
+                _ => continue,
+            };
+            config.insert(name.to_string(), empty);
+        }
+    }
+    Value::Object(config)
+}
+
+fn snap(v: f64) -> f64 {
+    (v / GRID).round() * GRID
+}
+
+/// `http.request` → `request`, `trigger.manual` → `manual`.
+fn short_name(kind: &str) -> &str {
+    kind.rsplit('.').next().unwrap_or(kind)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn editor() -> Editor {
+        Editor::new(
+            Workflow::from_value(json!({
+                "format": "sluice.workflow/v1", "id": "w", "nodes": [
+                    {"id": "t", "kind": "trigger.manual", "position": [0, 0]},
+                    {"id": "check", "kind": "flow.if", "config": {"condition": "{{ input.ok }}"}, "position": [280, 0]},
+                    {"id": "set", "kind": "data.set", "config": {"values": {"a": 1}}, "position": [560, 0]},
+                    {"id": "end", "kind": "output.end"}],
+                "edges": [{"from": "t", "to": "check"}, {"from": "check:true", "to": "set"}]
+            }))
+            .unwrap(),
+        )
+    }
+
+    #[test]
+    fn zooming_keeps_the_point_under_the_cursor() {
+        let mut v = Viewport::default();
+        let before = v.to_world(300.0, 200.0);
+        v.zoom_at(300.0, 200.0, 2.0);
+        assert_eq!(v.zoom, 2.0);
+        let after = v.to_world(300.0, 200.0);
+        assert!((before.0 - after.0).abs() < 1e-9 && (before.1 - after.1).abs() < 1e-9);
+        v.zoom_at(0.0, 0.0, 1000.0);
+        assert_eq!(v.zoom, MAX_ZOOM);
+        v.zoom_at(0.0, 0.0, 1e-9);
+        assert_eq!(v.zoom, MIN_ZOOM);
+        v.zoom_at(0.0, 0.0, f64::NAN);
+        assert_eq!(v.zoom, MIN_ZOOM);
+        let (sx, sy) = v.to_screen(10.0, 20.0);
+        let (wx, wy) = v.to_world(sx, sy);
+        assert!((wx - 10.0).abs() < 1e-9 && (wy - 20.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn fit_shows_everything() {
+        let e = editor();
+        let b = e.bounds().unwrap();
+        let mut v = Viewport::default();
+        v.fit(b, 800.0, 600.0);
+        let (x0, y0) = v.to_screen(b.x, b.y);
+        let (x1, y1) = v.to_screen(b.x + b.w, b.y + b.h);
+        assert!(
+            x0 >= 39.0 && y0 >= 0.0 && x1 <= 761.0 && y1 <= 600.0,
+            "{x0} {y0} {x1} {y1}"
+        );
+        assert!(v.zoom <= 1.0);
+    }
+
+    #[test]
+    fn unplaced_nodes_are_laid_out_by_depth() {
+        let mut e = editor();
+        for n in &mut e.wf.nodes {
+            n.position = None;
+        }
+        let p = e.positions();
+        assert!(p["t"].0 < p["check"].0 && p["check"].0 < p["set"].0);
+        // `end` is unconnected: depth 0, below the trigger.
+        assert_eq!(p["end"].0, p["t"].0);
+        assert!(p["end"].1 > p["t"].1);
+    }
+
+    #[test]
+    fn selecting() {
+        let mut e = editor();
+        let sel = |e: &Editor| e.selected.iter().cloned().collect::<Vec<_>>();
+        assert_eq!(
+            e.reduce(Action::Select {
+                id: "t".into(),
+                additive: false
+            }),
+            Ok(Change::View)
+        );
+        assert_eq!(
+            e.reduce(Action::Select {
+                id: "t".into(),
+                additive: false
+            }),
+            Ok(Change::None)
+        );
+        e.reduce(Action::Select {
+            id: "set".into(),
+            additive: true,
+        })
+        .unwrap();
+        assert_eq!(sel(&e), ["set", "t"]);
+        e.reduce(Action::Select {
+            id: "t".into(),
+            additive: true,
+        })
+        .unwrap();
+        assert_eq!(sel(&e), ["set"]);
+        assert_eq!(
+            e.reduce(Action::Select {
+                id: "nope".into(),
+                additive: false
+            }),
+            Ok(Change::None)
+        );
+        // A box over the first two nodes.
+        let rect = Rect::spanning((-10.0, -10.0), (300.0, 30.0));
+        e.reduce(Action::SelectBox {
+            rect,
+            additive: false,
+        })
+        .unwrap();
+        assert_eq!(sel(&e), ["check", "t"]);
+        e.reduce(Action::SelectAll).unwrap();
+        assert_eq!(e.selected.len(), 4);
+        assert_eq!(e.reduce(Action::ClearSelection), Ok(Change::View));
+        assert_eq!(e.reduce(Action::ClearSelection), Ok(Change::None));
+    }
+
+    #[test]
+    fn moving_and_snapping() {
+        let mut e = editor();
+        assert_eq!(
+            e.reduce(Action::MoveSelected { dx: 5.0, dy: 5.0 }),
+            Ok(Change::None)
+        );
+        e.reduce(Action::Select {
+            id: "set".into(),
+            additive: false,
+        })
+        .unwrap();
+        e.reduce(Action::Select {
+            id: "end".into(),
+            additive: true,
+        })
+        .unwrap();
+        let end_before = e.positions()["end"];
+        assert_eq!(
+            e.reduce(Action::MoveSelected { dx: 13.0, dy: -7.0 }),
+            Ok(Change::Workflow)
+        );
+        assert_eq!(e.wf.nodes[2].position, Some([573.0, -7.0]));
+        // An unplaced node gets its drawn position plus the move.
+        assert_eq!(
+            e.wf.nodes[3].position,
+            Some([end_before.0 + 13.0, end_before.1 - 7.0])
+        );
+        assert_eq!(e.wf.nodes[0].position, Some([0.0, 0.0]));
+        assert_eq!(e.reduce(Action::SnapSelected), Ok(Change::Workflow));
+        assert_eq!(e.wf.nodes[2].position, Some([580.0, 0.0]));
+        assert_eq!(e.reduce(Action::SnapSelected), Ok(Change::None));
+    }
+
+    #[test]
+    fn connecting_refuses_what_cannot_be() {
+        let mut e = editor();
+        let connect = |e: &mut Editor, from: &str, port: &str, to: &str| {
+            e.reduce(Action::Connect {
+                from: from.into(),
+                port: port.into(),
+                to: to.into(),
+            })
+        };
+        assert_eq!(
+            connect(&mut e, "check", "false", "end"),
+            Ok(Change::Workflow)
+        );
+        assert_eq!(e.wf.edges.last().unwrap().from, "check:false");
+        assert_eq!(connect(&mut e, "set", "out", "end"), Ok(Change::Workflow));
+        assert_eq!(e.wf.edges.last().unwrap().from, "set");
+        let err = |r: Result<Change, String>| r.unwrap_err();
+        assert!(err(connect(&mut e, "set", "out", "end")).contains("already leads"));
+        assert!(err(connect(&mut e, "set", "nope", "end")).contains("no output `nope`"));
+        assert!(err(connect(&mut e, "set", "out", "t")).contains("trigger"));
+        assert!(err(connect(&mut e, "set", "out", "set")).contains("itself"));
+        assert!(err(connect(&mut e, "set", "out", "ghost")).contains("no node `ghost`"));
+        // set → check would close a loop: check → set → check.
+        assert!(
+            err(connect(&mut e, "set", "out", "check")).contains("cycle"),
+            "{:?}",
+            connect(&mut e, "set", "out", "check")
+        );
+        let edges = e.wf.edges.len();
+        assert_eq!(
+            e.reduce(Action::Disconnect { edge: 0 }),
+            Ok(Change::Workflow)
+        );
+        assert_eq!(e.wf.edges.len(), edges - 1);
+        assert_eq!(e.reduce(Action::Disconnect { edge: 99 }), Ok(Change::None));
+    }
+
+    #[test]
+    fn deleting_takes_the_edges_along() {
+        let mut e = editor();
+        e.reduce(Action::Select {
+            id: "check".into(),
+            additive: false,
+        })
+        .unwrap();
+        assert_eq!(e.reduce(Action::DeleteSelected), Ok(Change::Workflow));
+        assert!(e.wf.nodes.iter().all(|n| n.id != "check"));
+        assert!(e.wf.edges.is_empty());
+        assert!(e.selected.is_empty());
+        assert_eq!(e.reduce(Action::DeleteSelected), Ok(Change::None));
+        assert!(validate(&e.wf).iter().all(|p| p.edge.is_none()));
+    }
+
+    #[test]
+    fn adding_duplicating_copying_and_pasting() {
+        let mut e = editor();
+        e.reduce(Action::AddNode {
+            kind: "data.set".into(),
+            at: (101.0, 309.0),
+        })
+        .unwrap();
+        let added = e.wf.nodes.last().unwrap();
+        assert_eq!(
+            (added.id.as_str(), added.position),
+            ("set_2", Some([100.0, 300.0]))
+        );
+        assert_eq!(e.selected, BTreeSet::from(["set_2".to_string()]));
+        assert!(
+            e.reduce(Action::AddNode {
+                kind: "data.sett".into(),
+                at: (0.0, 0.0)
+            })
+            .unwrap_err()
+            .contains("unknown kind")
+        );
+
+        // Duplicate check + set (and the edge between them), offset.
+        e.selected = BTreeSet::from(["check".to_string(), "set".to_string()]);
+        assert_eq!(e.reduce(Action::DuplicateSelected), Ok(Change::Workflow));
+        let ids: Vec<&str> = e.wf.nodes.iter().map(|n| n.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            ["t", "check", "set", "end", "set_2", "check_2", "set_3"]
+        );
+        assert_eq!(e.wf.nodes[5].position, Some([320.0, 40.0]));
+        assert!(
+            e.wf.edges
+                .iter()
+                .any(|x| x.from == "check_2:true" && x.to == "set_3")
+        );
+        assert_eq!(
+            e.selected,
+            BTreeSet::from(["check_2".to_string(), "set_3".to_string()])
+        );
+        assert!(validate(&e.wf).is_empty(), "{:?}", validate(&e.wf));
+
+        // Copy from one workflow, paste into another.
+        let clip = e.copy_selected();
+        let mut other = Editor::new(
+            Workflow::from_value(json!({"format": "sluice.workflow/v1", "id": "o", "nodes": [
+                {"id": "check_2", "kind": "trigger.manual"}], "edges": []}))
+            .unwrap(),
+        );
+        assert_eq!(
+            other.reduce(Action::Paste {
+                json: clip,
+                at: (1000.0, 1000.0)
+            }),
+            Ok(Change::Workflow)
+        );
+        let ids: Vec<&str> = other.wf.nodes.iter().map(|n| n.id.as_str()).collect();
+        assert_eq!(ids, ["check_2", "check_3", "set_3"]);
+        assert_eq!(other.wf.nodes[1].position, Some([1000.0, 1000.0]));
+        assert_eq!(other.wf.edges[0].from, "check_3:true");
+        assert_eq!(other.wf.edges[0].to, "set_3");
+        assert!(
+            other
+                .reduce(Action::Paste {
+                    json: "{\"nodes\": 1}".into(),
+                    at: (0.0, 0.0)
+                })
+                .unwrap_err()
+                .contains("clipboard")
+        );
+    }
+}
