@@ -14,6 +14,8 @@ pub enum Msg {
     NewName(String),
     Create,
     Created(Result<String, String>),
+    /// The URL hash changed (back/forward, a link, an edit of the URL).
+    Route,
 }
 
 pub struct App {
@@ -21,6 +23,7 @@ pub struct App {
     open: Option<String>,
     error: Option<String>,
     new_name: String,
+    _on_hash: Option<wasm_bindgen::closure::Closure<dyn FnMut()>>,
 }
 
 fn hash_route() -> Option<String> {
@@ -61,12 +64,24 @@ impl Component for App {
     type Properties = ();
 
     fn create(ctx: &Context<Self>) -> Self {
+        use wasm_bindgen::JsCast;
         App::list(ctx);
+        let on_hash = {
+            let link = ctx.link().clone();
+            wasm_bindgen::closure::Closure::<dyn FnMut()>::new(move || {
+                link.send_message(Msg::Route)
+            })
+        };
+        if let Some(w) = web_sys::window() {
+            w.add_event_listener_with_callback("hashchange", on_hash.as_ref().unchecked_ref())
+                .ok();
+        }
         App {
             workflows: Vec::new(),
             open: hash_route(),
             error: None,
             new_name: String::new(),
+            _on_hash: Some(on_hash),
         }
     }
 
@@ -119,6 +134,16 @@ impl Component for App {
                     let path = format!("/api/v1/workflows/{id}");
                     Msg::Created(net::call("PUT", &path, Some(&body)).await.map(|_| id))
                 });
+            }
+            Msg::Route => {
+                let route = hash_route();
+                if route == self.open {
+                    return false;
+                }
+                if route.is_none() {
+                    App::list(ctx);
+                }
+                self.open = route;
             }
             Msg::Created(Ok(id)) => {
                 self.new_name.clear();

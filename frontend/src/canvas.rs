@@ -227,9 +227,15 @@ fn problems(editor: &Editor) -> BTreeMap<String, Vec<String>> {
     out
 }
 
-/// What is under the pointer: a port, a node, or the background.
+/// What is under the pointer: a port, a node, or the background. By
+/// position, not the event's target: the surface captures the pointer
+/// during a drag, so every event then targets it.
 fn hit(e: &web_sys::MouseEvent) -> (Option<String>, Option<String>) {
-    let Some(target) = e.target().and_then(|t| t.dyn_into::<Element>().ok()) else {
+    let under = web_sys::window()
+        .and_then(|w| w.document())
+        .and_then(|d| d.element_from_point(e.client_x() as f32, e.client_y() as f32));
+    let Some(target) = under.or_else(|| e.target().and_then(|t| t.dyn_into::<Element>().ok()))
+    else {
         return (None, None);
     };
     let port = target

@@ -373,11 +373,12 @@ impl Editor {
             Action::AddNode { kind, at } => {
                 let spec = kinds::spec(&kind).ok_or_else(|| format!("unknown kind `{kind}`"))?;
                 let id = self.fresh_id(short_name(spec.kind));
+                let at = self.free_spot(at);
                 self.wf.nodes.push(Node {
                     id: id.clone(),
                     kind,
                     config: default_config(&spec.config_schema()),
-                    position: Some([snap(at.0), snap(at.1)]),
+                    position: Some([at.0, at.1]),
                     label: None,
                     disabled: false,
                     retry: None,
@@ -535,6 +536,34 @@ impl Editor {
         }
         self.selected = added;
         Ok(Change::Workflow)
+    }
+
+    /// `at` on the grid, moved down until no node is in the way.
+    fn free_spot(&self, at: (f64, f64)) -> (f64, f64) {
+        let taken: Vec<Rect> = self
+            .positions()
+            .values()
+            .map(|&(x, y)| Rect {
+                x: x - 10.0,
+                y: y - 10.0,
+                w: NODE_W + 20.0,
+                h: NODE_H + 20.0,
+            })
+            .collect();
+        let (x, mut y) = (snap(at.0), snap(at.1));
+        for _ in 0..1000 {
+            let here = Rect {
+                x,
+                y,
+                w: NODE_W,
+                h: NODE_H,
+            };
+            if !taken.iter().any(|r| r.intersects(&here)) {
+                break;
+            }
+            y += snap(NODE_H + 40.0);
+        }
+        (x, y)
     }
 
     /// `base`, or `base_2`, `base_3`… whichever is free.

@@ -111,6 +111,9 @@ fn test() -> Result<()> {
     ensure_apt("dbus-daemon", "dbus")?;
     ensure_apt("gnome-keyring-daemon", "gnome-keyring")?;
     ensure_apt("secret-tool", "libsecret-tools")?;
+    // The editor's end-to-end tests: Debian's Chromium through chromedriver.
+    ensure_apt("chromium", "chromium")?;
+    ensure_apt("chromedriver", "chromium-driver")?;
     step("cargo fmt --check");
     check(cargo().args(["fmt", "--all", "--check"]))?;
     step("cargo clippy --workspace --all-targets -- -D warnings");
@@ -134,6 +137,8 @@ fn test() -> Result<()> {
         "wasm32-unknown-unknown",
         "--locked",
     ]))?;
+    // The editor, built as users get it, for its end-to-end tests.
+    build_frontend()?;
     step("cargo test --workspace");
     check(cargo().args(["test", "--workspace", "--locked"]))?;
     step("all checks passed");
