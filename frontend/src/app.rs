@@ -167,7 +167,7 @@ impl Component for App {
                         <h1>{ id }</h1>
                     </header>
                     { for error }
-                    <Canvas workflow={id.clone()} />
+                    <Canvas key={id.clone()} workflow={id.clone()} />
                 </div>
             };
         }

@@ -34,6 +34,34 @@ pub enum Msg {
     Key(KeyboardEvent),
     Add(String),
     Fit,
+    /// An edit from the inspector.
+    Act(Action),
+    Undo,
+    Redo,
+    RunInput(String),
+    Run,
+    Ran(Result<Value, String>),
+    RunDetail(Result<Value, String>),
+}
+
+/// One node's part of the last run: its last attempt.
+#[derive(Clone, Debug)]
+struct StepView {
+    status: String,
+    attempt: u64,
+    duration_us: Option<u64>,
+    input: Option<Value>,
+    output: Option<Value>,
+    error: Option<Value>,
+}
+
+/// The last run started from this window.
+struct RunView {
+    id: String,
+    status: String,
+    output: Value,
+    error: Value,
+    steps: BTreeMap<String, StepView>,
 }
 
 /// What the pointer is doing.
@@ -72,6 +100,14 @@ pub struct Canvas {
     svg: NodeRef,
     next_ref: u64,
     fitted: bool,
+    /// Undo and redo of this window's own edits only (Loro's UndoManager
+    /// skips imported operations).
+    undo: loro::UndoManager,
+    /// A drag is one undo step.
+    grouping: bool,
+    run_input: String,
+    run: Option<RunView>,
+    running: bool,
 }
 
 fn random_peer() -> u64 {
@@ -134,7 +170,12 @@ impl Canvas {
             }
         }
         self.problems = problems(editor);
-        if let (Ok(update), Some(socket)) = (self.doc.updates_since(&before), &self.socket) {
+        self.send_since(ctx, &before);
+    }
+
+    /// Sends the operations made since `before` to the engine.
+    fn send_since(&mut self, ctx: &Context<Self>, before: &loro::VersionVector) {
+        if let (Ok(update), Some(socket)) = (self.doc.updates_since(before), &self.socket) {
             self.next_ref += 1;
             socket.send(&json!({
                 "type": "doc.update", "workflow": ctx.props().workflow,
@@ -192,10 +233,6 @@ impl Canvas {
                     self.status = "saved".into();
                 }
                 self.reload();
-                if !self.fitted {
-                    self.fitted = true;
-                    ctx.link().send_message(Msg::Fit);
-                }
                 true
             }
             "doc.ack" => {
@@ -258,6 +295,7 @@ impl Component for Canvas {
     fn create(ctx: &Context<Self>) -> Self {
         let doc = WorkflowDoc::new();
         doc.loro().set_peer_id(random_peer()).ok();
+        let undo = loro::UndoManager::new(doc.loro());
         let on_message = ctx.link().callback(Msg::Server);
         let on_close = ctx.link().callback(|()| Msg::Closed);
         let socket = Socket::open(move |v| on_message.emit(v), move || on_close.emit(()));
@@ -283,6 +321,19 @@ impl Component for Canvas {
             svg: NodeRef::default(),
             next_ref: 0,
             fitted: false,
+            undo,
+            grouping: false,
+            run_input: "{}".into(),
+            run: None,
+            running: false,
+        }
+    }
+
+    fn rendered(&mut self, ctx: &Context<Self>, _first: bool) {
+        // Fit once the surface exists (its size is only known then).
+        if !self.fitted && self.editor.is_some() && self.svg.get().is_some() {
+            self.fitted = true;
+            ctx.link().send_message(Msg::Fit);
         }
     }
 
@@ -327,6 +378,7 @@ impl Component for Canvas {
                             last: world,
                             moved: false,
                         };
+                        self.grouping = self.undo.group_start().is_ok();
                         true
                     }
                     (None, _) if e.shift_key() => {
@@ -379,9 +431,15 @@ impl Component for Canvas {
             }
             Msg::Up(e) => {
                 let drag = std::mem::replace(&mut self.drag, Drag::None);
+                let grouped = std::mem::take(&mut self.grouping);
                 match drag {
-                    Drag::Nodes { moved: true, .. } => {
-                        self.act(ctx, Action::SnapSelected);
+                    Drag::Nodes { moved, .. } => {
+                        if moved {
+                            self.act(ctx, Action::SnapSelected);
+                        }
+                        if grouped {
+                            self.undo.group_end();
+                        }
                         true
                     }
                     Drag::Band {
@@ -428,6 +486,19 @@ impl Component for Canvas {
                     (false, "Delete" | "Backspace") => Some(Action::DeleteSelected),
                     (false, "Escape") => Some(Action::ClearSelection),
                     (true, "a") => Some(Action::SelectAll),
+                    (true, "z" | "Z") => {
+                        ctx.link()
+                            .send_message(if e.shift_key() { Msg::Redo } else { Msg::Undo });
+                        None
+                    }
+                    (true, "y") => {
+                        ctx.link().send_message(Msg::Redo);
+                        None
+                    }
+                    (true, "Enter") => {
+                        ctx.link().send_message(Msg::Run);
+                        None
+                    }
                     (true, "d") => Some(Action::DuplicateSelected),
                     (true, "c") => {
                         if let Some(editor) = &self.editor {
@@ -466,6 +537,97 @@ impl Component for Canvas {
                 };
                 let at = editor.viewport.to_world(w / 2.0 - NODE_W / 2.0, h / 2.0);
                 self.act(ctx, Action::AddNode { kind, at })
+            }
+            Msg::Act(action) => self.act(ctx, action),
+            Msg::Undo | Msg::Redo => {
+                let before = self.doc.version();
+                let done = if matches!(msg, Msg::Undo) {
+                    self.undo.undo()
+                } else {
+                    self.undo.redo()
+                };
+                match done {
+                    Ok(true) => {
+                        self.reload();
+                        self.send_since(ctx, &before);
+                        true
+                    }
+                    Ok(false) => false,
+                    Err(e) => {
+                        self.status = format!("cannot undo: {e}");
+                        true
+                    }
+                }
+            }
+            Msg::RunInput(text) => {
+                self.run_input = text;
+                false
+            }
+            Msg::Run => {
+                let input: Value = match serde_json::from_str(&self.run_input) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        self.status = format!("the run input is not JSON: {e}");
+                        return true;
+                    }
+                };
+                self.running = true;
+                let path = format!("/api/v1/workflows/{}/runs", ctx.props().workflow);
+                ctx.link().send_future(async move {
+                    let body = json!({"input": input, "wait": true});
+                    Msg::Ran(net::call("POST", &path, Some(&body)).await)
+                });
+                true
+            }
+            Msg::Ran(result) => {
+                self.running = false;
+                match result {
+                    Ok(run) => {
+                        let id = run["id"].as_str().unwrap_or_default().to_string();
+                        self.run = Some(RunView {
+                            id: id.clone(),
+                            status: run["status"].as_str().unwrap_or("running").to_string(),
+                            output: run["output"].clone(),
+                            error: run["error"].clone(),
+                            steps: BTreeMap::new(),
+                        });
+                        ctx.link().send_future(async move {
+                            Msg::RunDetail(
+                                net::call("GET", &format!("/api/v1/runs/{id}"), None).await,
+                            )
+                        });
+                    }
+                    Err(e) => self.status = e,
+                }
+                true
+            }
+            Msg::RunDetail(result) => {
+                match (result, &mut self.run) {
+                    (Ok(detail), Some(run)) => {
+                        run.status = detail["status"].as_str().unwrap_or(&run.status).to_string();
+                        run.output = detail["output"].clone();
+                        run.error = detail["error"].clone();
+                        for step in detail["steps"].as_array().into_iter().flatten() {
+                            let Some(node) = step["node"].as_str() else {
+                                continue;
+                            };
+                            run.steps.insert(
+                                node.to_string(),
+                                StepView {
+                                    status: step["status"].as_str().unwrap_or_default().to_string(),
+                                    attempt: step["attempt"].as_u64().unwrap_or(1),
+                                    duration_us: step["duration_us"].as_u64(),
+                                    input: step.get("input").cloned(),
+                                    output: step.get("output").cloned(),
+                                    error: step.get("error").cloned(),
+                                },
+                            );
+                        }
+                    }
+                    (Err(e), _) => self.status = e,
+                    _ => {}
+                }
+                true
             }
             Msg::Fit => {
                 let (w, h) = self.size();
@@ -538,13 +700,29 @@ impl Component for Canvas {
                 </g>
             });
             let category = spec.map_or("unknown", |k| k.category);
+            let step = self.run.as_ref().and_then(|r| r.steps.get(&n.id));
+            let run_class = step.map(|st| format!("run-{}", st.status));
+            let badge = step.map(|st| {
+                let text = match (st.status.as_str(), st.duration_us) {
+                    ("succeeded", Some(d)) => format!("✓ {}", duration(d)),
+                    ("failed", _) => "✗ failed".to_string(),
+                    (other, _) => other.to_string(),
+                };
+                let text = if st.attempt > 1 { format!("{text} · try {}", st.attempt) } else { text };
+                html! { <text class="badge" x={(NODE_W - 10.0).to_string()} y="18">{ text }</text> }
+            });
+            let title = match step.and_then(|st| st.error.as_ref()) {
+                Some(err) => format!("{title}\n{}", error_text(err)),
+                None => title,
+            };
             Some(html! {
-                <g class={classes!("node", category, selected.then_some("selected"), problems.map(|_| "invalid"))}
+                <g class={classes!("node", category, selected.then_some("selected"), problems.map(|_| "invalid"), run_class)}
                     data-node={n.id.clone()} transform={format!("translate({x} {y})")}>
                     <title>{ title }</title>
                     <rect class="box" width={NODE_W.to_string()} height={NODE_H.to_string()} rx="8" />
                     <text class="label" x="14" y="26">{ n.label.clone().unwrap_or_else(|| n.id.clone()) }</text>
                     <text class="kind" x="14" y="46">{ &n.kind }</text>
+                    { for badge }
                     { for input }
                     { for outs }
                 </g>
@@ -605,8 +783,319 @@ impl Component for Canvas {
                         { &self.status }{ format!(" · {:.0}%", v.zoom * 100.0) }
                     </div>
                 </div>
+                { self.inspector(ctx, editor) }
             </div>
         }
+    }
+}
+
+impl Canvas {
+    /// The right-hand panel: running the workflow, and the selected node's
+    /// form and its part of the last run.
+    fn inspector(&self, ctx: &Context<Self>, editor: &Editor) -> Html {
+        let link = ctx.link();
+        let oninput = link.callback(|e: InputEvent| {
+            let area: web_sys::HtmlTextAreaElement = e.target_unchecked_into();
+            Msg::RunInput(area.value())
+        });
+        let run = self.run.as_ref().map(|r| {
+            let error = (!r.error.is_null()).then(|| html! {
+                <pre class="run-error" role="alert">{ error_text(&r.error) }</pre>
+            });
+            html! {
+                <div class={classes!("run", format!("run-{}", r.status))} data-run={r.id.clone()}>
+                    <p><strong class="run-status">{ &r.status }</strong>{ " · " }<code>{ &r.id }</code></p>
+                    { for error }
+                    <h3>{ "Output" }</h3>
+                    <pre class="run-output">{ pretty(&r.output) }</pre>
+                </div>
+            }
+        });
+        let selected = (editor.selected.len() == 1)
+            .then(|| editor.selected.iter().next())
+            .flatten()
+            .and_then(|id| editor.wf.nodes.iter().find(|n| &n.id == id));
+        let node = selected.map(|n| self.node_form(ctx, n));
+        html! {
+            <aside class="inspector">
+                <section class="run-panel">
+                    <h2>{ "Run" }</h2>
+                    <label for="run-input">{ "Input (JSON)" }</label>
+                    <textarea id="run-input" class="mono" rows="3" value={self.run_input.clone()} {oninput} />
+                    <button class="run-button" disabled={self.running}
+                        onclick={link.callback(|_| Msg::Run)}>
+                        { if self.running { "Running…" } else { "Run ⌃⏎" } }
+                    </button>
+                    { for run }
+                </section>
+                { for node }
+            </aside>
+        }
+    }
+
+    fn node_form(&self, ctx: &Context<Self>, n: &sluice_model::Node) -> Html {
+        let link = ctx.link();
+        let spec = kinds::spec(&n.kind);
+        let id = n.id.clone();
+        let on_label = {
+            let id = id.clone();
+            link.callback(move |e: InputEvent| {
+                let input: web_sys::HtmlInputElement = e.target_unchecked_into();
+                Msg::Act(Action::SetLabel {
+                    node: id.clone(),
+                    label: input.value(),
+                })
+            })
+        };
+        let problems = self.problems.get(&n.id).map(|ps| html! {
+            <ul class="problems" role="alert">{ for ps.iter().map(|p| html! { <li>{ p }</li> }) }</ul>
+        });
+        let schema = spec.map(|k| k.config_schema()).unwrap_or(Value::Null);
+        let required: Vec<&str> = schema["required"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        let fields = schema["properties"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(name, prop)| {
+                let prop = resolve(&schema, prop);
+                let value = n.config.get(name).cloned();
+                field(
+                    link,
+                    &id,
+                    name,
+                    &prop,
+                    value,
+                    required.contains(&name.as_str()),
+                )
+            });
+        let step = self.run.as_ref().and_then(|r| r.steps.get(&n.id)).map(|st| {
+            let error = st.error.as_ref().map(|e| html! { <pre class="step-error">{ error_text(e) }</pre> });
+            html! {
+                <div class="step">
+                    <h3>{ format!("Last run: {}", st.status) }</h3>
+                    { for error }
+                    <details open=true><summary>{ "Input" }</summary>
+                        <pre class="step-input">{ st.input.as_ref().map(pretty).unwrap_or_default() }</pre></details>
+                    <details open=true><summary>{ "Output" }</summary>
+                        <pre class="step-output">{ st.output.as_ref().map(pretty).unwrap_or_default() }</pre></details>
+                </div>
+            }
+        });
+        html! {
+            <section class="node-panel" data-node={n.id.clone()}>
+                <h2>{ &n.id }</h2>
+                <p class="summary"><code>{ &n.kind }</code>{ " · " }{ spec.map(|k| k.summary).unwrap_or("unknown kind") }</p>
+                { for problems }
+                <label for="node-label">{ "Label" }</label>
+                <input id="node-label" value={n.label.clone().unwrap_or_default()} placeholder={n.id.clone()} oninput={on_label} />
+                <form class="config" onsubmit={Callback::from(|e: SubmitEvent| e.prevent_default())}>
+                    { for fields }
+                </form>
+                { for step }
+            </section>
+        }
+    }
+}
+
+/// `$ref` to `#/$defs/…`, and `Option<T>` written as `anyOf [T, null]`.
+fn resolve(schema: &Value, prop: &Value) -> Value {
+    let deref = |p: &Value| -> Value {
+        match p.get("$ref").and_then(Value::as_str) {
+            Some(r) => r
+                .strip_prefix("#/$defs/")
+                .and_then(|name| schema["$defs"].get(name))
+                .cloned()
+                .unwrap_or(Value::Null),
+            None => p.clone(),
+        }
+    };
+    let mut out = deref(prop);
+    if let Some(any) = prop.get("anyOf").and_then(Value::as_array)
+        && let Some(inner) = any.iter().find(|a| a.get("type") != Some(&json!("null")))
+    {
+        out = deref(inner);
+    }
+    if let (Some(d), Value::Object(o)) = (prop.get("description"), &mut out) {
+        o.entry("description").or_insert(d.clone());
+    }
+    out
+}
+
+/// One config field's control, chosen by its schema.
+fn field(
+    link: &yew::html::Scope<Canvas>,
+    node: &str,
+    name: &str,
+    prop: &Value,
+    value: Option<Value>,
+    required: bool,
+) -> Html {
+    let set = {
+        let (node, name) = (node.to_string(), name.to_string());
+        move |value: Option<Value>| {
+            Msg::Act(Action::SetConfig {
+                node: node.clone(),
+                field: name.clone(),
+                value,
+            })
+        }
+    };
+    let help = prop["description"]
+        .as_str()
+        .map(|d| html! { <small>{ d }</small> });
+    let ty = match &prop["type"] {
+        Value::Array(types) => types
+            .iter()
+            .find(|t| *t != "null")
+            .cloned()
+            .unwrap_or(Value::Null),
+        t => t.clone(),
+    };
+    let options: Option<Vec<String>> = prop["enum"]
+        .as_array()
+        .map(|e| {
+            e.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .or_else(|| {
+            prop["oneOf"].as_array().map(|alts| {
+                alts.iter()
+                    .filter_map(|a| {
+                        a["const"]
+                            .as_str()
+                            .or_else(|| a["enum"].get(0).and_then(Value::as_str))
+                    })
+                    .map(str::to_string)
+                    .collect()
+            })
+        })
+        .filter(|o: &Vec<String>| !o.is_empty());
+    let input_id = format!("cfg-{name}");
+    let control = if let Some(options) = options {
+        let current = value
+            .as_ref()
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let onchange = link.callback(move |e: Event| {
+            let select: web_sys::HtmlSelectElement = e.target_unchecked_into();
+            let v = select.value();
+            set(if v.is_empty() {
+                None
+            } else {
+                Some(Value::String(v))
+            })
+        });
+        html! {
+            <select id={input_id.clone()} {onchange}>
+                if !required { <option value="" selected={current.is_empty()}>{ "(default)" }</option> }
+                { for options.iter().map(|o| html! { <option value={o.clone()} selected={*o == current}>{ o }</option> }) }
+            </select>
+        }
+    } else if ty == "boolean" {
+        let checked = value.as_ref().and_then(Value::as_bool).unwrap_or(false);
+        let onchange = link.callback(move |e: Event| {
+            let input: web_sys::HtmlInputElement = e.target_unchecked_into();
+            set(Some(Value::Bool(input.checked())))
+        });
+        html! { <input id={input_id.clone()} type="checkbox" {checked} {onchange} /> }
+    } else if ty == "integer" || ty == "number" {
+        let shown = value.as_ref().map(|v| v.to_string()).unwrap_or_default();
+        let integer = ty == "integer";
+        let oninput = link.callback(move |e: InputEvent| {
+            let input: web_sys::HtmlInputElement = e.target_unchecked_into();
+            let text = input.value();
+            let v = if text.trim().is_empty() {
+                None
+            } else if integer {
+                text.trim().parse::<i64>().ok().map(Value::from)
+            } else {
+                text.trim()
+                    .parse::<f64>()
+                    .ok()
+                    .and_then(|f| serde_json::Number::from_f64(f).map(Value::Number))
+            };
+            set(v)
+        });
+        html! { <input id={input_id.clone()} type="number" value={shown} {oninput} /> }
+    } else if ty == "string" {
+        let text = value
+            .as_ref()
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let long = matches!(
+            name,
+            "source" | "jq" | "body" | "text" | "html" | "message" | "condition"
+        );
+        let oninput = link.callback(move |e: InputEvent| {
+            let v = if long {
+                let a: web_sys::HtmlTextAreaElement = e.target_unchecked_into();
+                a.value()
+            } else {
+                let i: web_sys::HtmlInputElement = e.target_unchecked_into();
+                i.value()
+            };
+            set(Some(Value::String(v)))
+        });
+        if long {
+            html! { <textarea id={input_id.clone()} class="mono" rows="6" value={text} {oninput} /> }
+        } else {
+            html! { <input id={input_id.clone()} value={text} {oninput} /> }
+        }
+    } else {
+        // Objects, arrays, templates of any type: JSON, applied when valid.
+        let text = value.as_ref().map(pretty).unwrap_or_default();
+        let onchange = link.callback(move |e: Event| {
+            let a: web_sys::HtmlTextAreaElement = e.target_unchecked_into();
+            let text = a.value();
+            if text.trim().is_empty() {
+                return set(None);
+            }
+            match serde_json::from_str::<Value>(&text) {
+                Ok(v) => set(Some(v)),
+                Err(_) => set(Some(Value::String(text))),
+            }
+        });
+        html! { <textarea id={input_id.clone()} class="mono" rows="4" value={text} {onchange} /> }
+    };
+    html! {
+        <div class="field" data-field={name.to_string()}>
+            <label for={input_id}>{ name }{ if required { " *" } else { "" } }</label>
+            { control }
+            { for help }
+        </div>
+    }
+}
+
+fn pretty(v: &Value) -> String {
+    serde_json::to_string_pretty(v).unwrap_or_default()
+}
+
+/// A step or run error: its message (and node), else the JSON.
+fn error_text(e: &Value) -> String {
+    match (e["node"].as_str(), e["message"].as_str()) {
+        (Some(node), Some(m)) => format!("{node}: {m}"),
+        (None, Some(m)) => m.to_string(),
+        _ => e
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| e.to_string()),
+    }
+}
+
+fn duration(us: u64) -> String {
+    match us {
+        0..1_000 => format!("{us}µs"),
+        1_000..1_000_000 => format!("{:.1}ms", us as f64 / 1e3),
+        _ => format!("{:.1}s", us as f64 / 1e6),
     }
 }
 

@@ -153,6 +153,17 @@ pub enum Action {
         json: String,
         at: (f64, f64),
     },
+    /// Set (or, with `None`, remove) one field of a node's config.
+    SetConfig {
+        node: String,
+        field: String,
+        value: Option<Value>,
+    },
+    /// A node's label (empty: none, the id is shown).
+    SetLabel {
+        node: String,
+        label: String,
+    },
 }
 
 /// What a reduction changed.
@@ -390,6 +401,43 @@ impl Editor {
                 Ok(Change::Workflow)
             }
             Action::Paste { json, at } => self.paste(&json, at),
+            Action::SetConfig { node, field, value } => {
+                let n = self
+                    .wf
+                    .nodes
+                    .iter_mut()
+                    .find(|n| n.id == node)
+                    .ok_or_else(|| format!("there is no node `{node}`"))?;
+                if !n.config.is_object() {
+                    n.config = Value::Object(Map::new());
+                }
+                let Some(config) = n.config.as_object_mut() else {
+                    return Ok(Change::None);
+                };
+                let before = config.get(&field).cloned();
+                if before == value {
+                    return Ok(Change::None);
+                }
+                match value {
+                    Some(v) => config.insert(field, v),
+                    None => config.remove(&field),
+                };
+                Ok(Change::Workflow)
+            }
+            Action::SetLabel { node, label } => {
+                let n = self
+                    .wf
+                    .nodes
+                    .iter_mut()
+                    .find(|n| n.id == node)
+                    .ok_or_else(|| format!("there is no node `{node}`"))?;
+                let label = Some(label.trim().to_string()).filter(|l| !l.is_empty());
+                if n.label == label {
+                    return Ok(Change::None);
+                }
+                n.label = label;
+                Ok(Change::Workflow)
+            }
         }
     }
 
@@ -805,6 +853,55 @@ mod tests {
         );
         assert_eq!(e.wf.edges.len(), edges - 1);
         assert_eq!(e.reduce(Action::Disconnect { edge: 99 }), Ok(Change::None));
+    }
+
+    #[test]
+    fn editing_config_and_labels() {
+        let mut e = editor();
+        let set = |e: &mut Editor, field: &str, value: Option<Value>| {
+            e.reduce(Action::SetConfig {
+                node: "set".into(),
+                field: field.into(),
+                value,
+            })
+        };
+        assert_eq!(
+            set(&mut e, "values", Some(json!({"a": 2}))),
+            Ok(Change::Workflow)
+        );
+        assert_eq!(e.wf.nodes[2].config, json!({"values": {"a": 2}}));
+        assert_eq!(
+            set(&mut e, "values", Some(json!({"a": 2}))),
+            Ok(Change::None)
+        );
+        assert_eq!(set(&mut e, "values", None), Ok(Change::Workflow));
+        assert_eq!(e.wf.nodes[2].config, json!({}));
+        // The model sees the missing field.
+        assert!(
+            validate(&e.wf)
+                .iter()
+                .any(|p| p.node.as_deref() == Some("set"))
+        );
+        assert!(set(&mut e, "x", None).is_ok());
+        let err = e
+            .reduce(Action::SetConfig {
+                node: "ghost".into(),
+                field: "x".into(),
+                value: None,
+            })
+            .unwrap_err();
+        assert!(err.contains("ghost"));
+        let label = |e: &mut Editor, l: &str| {
+            e.reduce(Action::SetLabel {
+                node: "set".into(),
+                label: l.into(),
+            })
+        };
+        assert_eq!(label(&mut e, " Tag the order "), Ok(Change::Workflow));
+        assert_eq!(e.wf.nodes[2].label.as_deref(), Some("Tag the order"));
+        assert_eq!(label(&mut e, "Tag the order"), Ok(Change::None));
+        assert_eq!(label(&mut e, ""), Ok(Change::Workflow));
+        assert_eq!(e.wf.nodes[2].label, None);
     }
 
     #[test]

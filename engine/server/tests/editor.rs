@@ -377,3 +377,237 @@ async fn edits_on_the_canvas_reach_the_engine_and_other_windows() {
     a.close().await.ok();
     b.close().await.ok();
 }
+
+async fn class_of(c: &Client, css: &str) -> String {
+    c.find(Locator::Css(css))
+        .await
+        .unwrap()
+        .attr("class")
+        .await
+        .unwrap()
+        .unwrap_or_default()
+}
+
+async fn key_chord(c: &Client, modifier: &str, key: &str) {
+    use fantoccini::actions::{KeyAction, KeyActions};
+    let actions = KeyActions::new("keys".into())
+        .then(KeyAction::Down {
+            value: modifier.chars().next().unwrap(),
+        })
+        .then(KeyAction::Down {
+            value: key.chars().next().unwrap(),
+        })
+        .then(KeyAction::Up {
+            value: key.chars().next().unwrap(),
+        })
+        .then(KeyAction::Up {
+            value: modifier.chars().next().unwrap(),
+        });
+    c.perform_actions(actions).await.unwrap();
+}
+
+/// WebDriver's Control key.
+const CONTROL: &str = "\u{E009}";
+
+#[tokio::test]
+async fn configure_run_read_undo_and_see_a_failure() {
+    let codes = Arc::new(sluice_server::Codes::default());
+    let ui = ui_dir();
+    let s = {
+        let codes = codes.clone();
+        common::server_with(move |o| {
+            o.codes = codes;
+            o.ui_dir = Some(ui);
+        })
+        .await
+    };
+    s.put_workflow(json!({
+        "format": "sluice.workflow/v1", "id": "flow", "nodes": [
+            {"id": "start", "kind": "trigger.manual", "position": [0, 0]},
+            {"id": "set", "kind": "data.set", "config": {"values": {"ok": true}}, "position": [320, 0]},
+            {"id": "end", "kind": "output.end", "position": [640, 0]}],
+        "edges": [{"from": "start", "to": "set"}, {"from": "set", "to": "end"}]
+    }))
+    .await;
+    s.put_workflow(json!({
+        "format": "sluice.workflow/v1", "id": "boom", "nodes": [
+            {"id": "start", "kind": "trigger.manual", "position": [0, 0]},
+            {"id": "explode", "kind": "data.transform", "config": {"jq": "error(\"nope\")"}, "position": [320, 0]},
+            {"id": "end", "kind": "output.end", "position": [640, 0]}],
+        "edges": [{"from": "start", "to": "explode"}, {"from": "explode", "to": "end"}]
+    }))
+    .await;
+    let driver = driver().await;
+    let a = browser(&driver).await;
+    let b = browser(&driver).await;
+    open(&a, &s, &codes, "flow").await;
+    open(&b, &s, &codes, "flow").await;
+
+    // Configure `set` through its form: the JSON of `values`.
+    a.find(Locator::Css("g.node[data-node='set'] rect.box"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let values = a
+        .wait()
+        .at_most(Duration::from_secs(5))
+        .for_element(Locator::Css(".node-panel[data-node='set'] #cfg-values"))
+        .await
+        .unwrap();
+    // Select all and type over it (a clear would first remove the field).
+    values.click().await.unwrap();
+    key_chord(&a, CONTROL, "a").await;
+    values.send_keys(r#"{"ok": true, "n": 2}"#).await.unwrap();
+    a.find(Locator::Css("#node-label"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(5), "the new config stored", || async {
+        stored(&s, "flow").await["nodes"][1]["config"]["values"]["n"] == 2
+    })
+    .await;
+
+    // Run it and read the output, in the run panel and on the node.
+    a.find(Locator::Css(".run-button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(10), "the run to finish", || async {
+        a.find(Locator::Css(".run-status")).await.is_ok()
+    })
+    .await;
+    let status = a
+        .find(Locator::Css(".run-status"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(status, "succeeded");
+    let output = a
+        .find(Locator::Css(".run-output"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let output: Value = serde_json::from_str(&output).unwrap();
+    assert_eq!(output, json!({"end": {"ok": true, "n": 2}}));
+    eventually(
+        Duration::from_secs(5),
+        "the step statuses on the canvas",
+        || async {
+            class_of(&a, "g.node[data-node='set']")
+                .await
+                .contains("run-succeeded")
+        },
+    )
+    .await;
+    let step_output = a
+        .find(Locator::Css(".step-output"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(step_output.contains("\"n\": 2"), "{step_output}");
+    screenshot(&a, "run").await;
+
+    // Undo in one window undoes only its own edit.
+    let position = |wf: &Value, id: &str| {
+        wf["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["id"] == id)
+            .unwrap()["position"]
+            .clone()
+    };
+    drag_by(&a, "g.node[data-node='end'] rect.box", 0.0, 160.0).await;
+    eventually(Duration::from_secs(5), "a's move stored", || async {
+        position(&stored(&s, "flow").await, "end") != json!([640.0, 0.0])
+    })
+    .await;
+    drag_by(&b, "g.node[data-node='start'] rect.box", 0.0, 200.0).await;
+    eventually(Duration::from_secs(5), "b's move stored", || async {
+        position(&stored(&s, "flow").await, "start") != json!([0.0, 0.0])
+    })
+    .await;
+    let b_moved = position(&stored(&s, "flow").await, "start");
+    // Focus a's canvas (a click on the background), then Ctrl+Z.
+    a.find(Locator::Css("svg.surface"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    key_chord(&a, CONTROL, "z").await;
+    eventually(Duration::from_secs(5), "the undo stored", || async {
+        position(&stored(&s, "flow").await, "end") == json!([640.0, 0.0])
+    })
+    .await;
+    assert_eq!(
+        position(&stored(&s, "flow").await, "start"),
+        b_moved,
+        "b's edit must stay"
+    );
+    // The config edit before the move is still there, and redo brings the move back.
+    assert_eq!(
+        stored(&s, "flow").await["nodes"][1]["config"]["values"]["n"],
+        2
+    );
+    key_chord(&a, CONTROL, "y").await;
+    eventually(Duration::from_secs(5), "the redo stored", || async {
+        position(&stored(&s, "flow").await, "end") != json!([640.0, 0.0])
+    })
+    .await;
+
+    // A failing run shows the failing node in red, with its error.
+    a.goto(&format!("{}/#/w/boom", s.base)).await.unwrap();
+    a.wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css("g.node[data-node='explode']"))
+        .await
+        .unwrap();
+    a.find(Locator::Css(".run-button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(10), "the failed run", || async {
+        class_of(&a, "g.node[data-node='explode']")
+            .await
+            .contains("run-failed")
+    })
+    .await;
+    let error = a
+        .find(Locator::Css(".run-error"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        error.contains("explode") && error.contains("nope"),
+        "{error}"
+    );
+    assert_eq!(
+        a.find(Locator::Css(".run-status"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap(),
+        "failed"
+    );
+    screenshot(&a, "failed").await;
+    a.close().await.ok();
+    b.close().await.ok();
+}
