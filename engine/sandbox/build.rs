@@ -38,18 +38,44 @@ fn main() {
         .args(["--target", "wasm32-unknown-unknown", "--target-dir"])
         .arg(&target_dir);
     // This build's settings are not the guest's: its flags, wrappers
-    // (clippy) and target would leak into a build for another target.
-    for var in [
-        "RUSTFLAGS",
-        "CARGO_ENCODED_RUSTFLAGS",
-        "CARGO_BUILD_RUSTFLAGS",
-        "RUSTC_WRAPPER",
-        "RUSTC_WORKSPACE_WRAPPER",
-        "CARGO_BUILD_TARGET",
-        "CARGO_TARGET_DIR",
-        "CARGO_PROFILE_RELEASE_DEBUG",
-    ] {
-        cmd.env_remove(var);
+    // (clippy), sanitizers (cargo fuzz), C flags and target would leak into
+    // a build for another target. Only what finds the tools and the
+    // registry is passed on (and the jobserver, to share the cores).
+    cmd.env_clear();
+    for (key, value) in std::env::vars_os() {
+        let Some(k) = key.to_str() else { continue };
+        let keep = matches!(
+            k,
+            "PATH"
+                | "HOME"
+                | "USER"
+                | "TMPDIR"
+                | "TMP"
+                | "TEMP"
+                | "LANG"
+                | "CARGO_HOME"
+                | "RUSTUP_HOME"
+                | "RUSTUP_TOOLCHAIN"
+                | "CARGO_MAKEFLAGS"
+                | "HTTP_PROXY"
+                | "HTTPS_PROXY"
+                | "NO_PROXY"
+                | "http_proxy"
+                | "https_proxy"
+                | "no_proxy"
+        ) || [
+            "CARGO_NET_",
+            "CARGO_HTTP_",
+            "CARGO_REGISTRIES_",
+            "CARGO_REGISTRY_",
+            "SSL_CERT_",
+            "LC_",
+        ]
+        .iter()
+        .any(|p| k.starts_with(p));
+        if keep {
+            cmd.env(&key, &value);
+        }
     }
     let status = cmd.status();
     match status {
