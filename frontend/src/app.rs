@@ -16,6 +16,17 @@ pub enum Msg {
     Created(Result<String, String>),
     /// The URL hash changed (back/forward, a link, an edit of the URL).
     Route,
+    /// Start renaming a workflow (inline).
+    Rename(String),
+    RenameText(String),
+    RenameDone(bool),
+    Duplicate(String),
+    Delete(String),
+    Export(String),
+    /// A workflow file chosen for import.
+    Import(web_sys::File),
+    /// A list operation finished: refresh the list (or show the error).
+    Done(Result<String, String>),
 }
 
 pub struct App {
@@ -23,6 +34,11 @@ pub struct App {
     open: Option<String>,
     error: Option<String>,
     new_name: String,
+    /// The workflow being renamed, and the name typed so far.
+    renaming: Option<(String, String)>,
+    rename_box: NodeRef,
+    /// What the last list operation did.
+    notice: Option<String>,
     _on_hash: Option<wasm_bindgen::closure::Closure<dyn FnMut()>>,
 }
 
@@ -31,6 +47,50 @@ fn hash_route() -> Option<String> {
     hash.strip_prefix("#/w/")
         .filter(|id| !id.is_empty())
         .map(str::to_string)
+}
+
+/// An id not among `taken`: `base`, else `base-2`, `base-3`…
+fn free_id(base: &str, taken: &[(String, String)]) -> String {
+    let used = |id: &str| taken.iter().any(|(t, _)| t == id);
+    if !used(base) {
+        return base.to_string();
+    }
+    (2..)
+        .map(|n| format!("{base}-{n}"))
+        .find(|id| !used(id))
+        .unwrap_or_default()
+}
+
+/// GETs workflow `id`, lets `change` edit its JSON, PUTs it as `to`.
+async fn rewrite(id: &str, to: &str, change: impl FnOnce(&mut Value)) -> Result<(), String> {
+    let mut wf = net::call("GET", &format!("/api/v1/workflows/{id}"), None).await?;
+    change(&mut wf);
+    wf["id"] = json!(to);
+    net::call("PUT", &format!("/api/v1/workflows/{to}"), Some(&wf))
+        .await
+        .map(|_| ())
+}
+
+/// Offers `text` as a file download named `name`.
+fn download(name: &str, text: &str) -> Result<(), String> {
+    use wasm_bindgen::JsCast;
+    let parts = js_sys::Array::of1(&wasm_bindgen::JsValue::from_str(text));
+    let options = web_sys::BlobPropertyBag::new();
+    options.set_type("application/json");
+    let blob = web_sys::Blob::new_with_str_sequence_and_options(&parts, &options)
+        .map_err(|_| "cannot make the file")?;
+    let url = web_sys::Url::create_object_url_with_blob(&blob).map_err(|_| "cannot make the file")?;
+    let document = web_sys::window().and_then(|w| w.document()).ok_or("no document")?;
+    let a: web_sys::HtmlAnchorElement = document
+        .create_element("a")
+        .map_err(|_| "no anchor")?
+        .dyn_into()
+        .map_err(|_| "no anchor")?;
+    a.set_href(&url);
+    a.set_download(name);
+    a.click();
+    web_sys::Url::revoke_object_url(&url).ok();
+    Ok(())
 }
 
 fn set_hash(hash: &str) {
@@ -81,6 +141,9 @@ impl Component for App {
             open: hash_route(),
             error: None,
             new_name: String::new(),
+            renaming: None,
+            rename_box: NodeRef::default(),
+            notice: None,
             _on_hash: Some(on_hash),
         }
     }
@@ -145,12 +208,134 @@ impl Component for App {
                 }
                 self.open = route;
             }
+            Msg::Rename(id) => {
+                let name = self
+                    .workflows
+                    .iter()
+                    .find(|(w, _)| *w == id)
+                    .map(|(_, n)| n.clone())
+                    .unwrap_or_default();
+                self.renaming = Some((id, name));
+            }
+            Msg::RenameText(text) => {
+                if let Some((_, name)) = &mut self.renaming {
+                    *name = text;
+                }
+                return false;
+            }
+            Msg::RenameDone(save) => {
+                let Some((id, name)) = self.renaming.take() else {
+                    return false;
+                };
+                let name = name.trim().to_string();
+                if save && !name.is_empty() {
+                    ctx.link().send_future(async move {
+                        let done = rewrite(&id, &id, |wf| wf["name"] = json!(name)).await;
+                        Msg::Done(done.map(|_| format!("renamed {id}")))
+                    });
+                }
+            }
+            Msg::Duplicate(id) => {
+                let copy = free_id(&format!("{id}-copy"), &self.workflows);
+                let name = self
+                    .workflows
+                    .iter()
+                    .find(|(w, _)| *w == id)
+                    .map(|(_, n)| format!("{n} (copy)"))
+                    .unwrap_or_else(|| copy.clone());
+                ctx.link().send_future(async move {
+                    let done = rewrite(&id, &copy, |wf| wf["name"] = json!(name)).await;
+                    Msg::Done(done.map(|_| format!("duplicated {id} as {copy}")))
+                });
+            }
+            Msg::Delete(id) => {
+                let sure = web_sys::window()
+                    .and_then(|w| {
+                        w.confirm_with_message(&format!(
+                            "Delete workflow {id}? Its runs are kept."
+                        ))
+                        .ok()
+                    })
+                    .unwrap_or(false);
+                if sure {
+                    ctx.link().send_future(async move {
+                        let done = net::call("DELETE", &format!("/api/v1/workflows/{id}"), None).await;
+                        Msg::Done(done.map(|_| format!("deleted {id}")))
+                    });
+                }
+            }
+            Msg::Export(id) => {
+                ctx.link().send_future(async move {
+                    let done = match net::call("GET", &format!("/api/v1/workflows/{id}"), None).await {
+                        Ok(wf) => {
+                            let text = serde_json::to_string_pretty(&wf).unwrap_or_default() + "\n";
+                            download(&format!("{id}.flow.json"), &text)
+                                .map(|_| format!("exported {id}.flow.json"))
+                        }
+                        Err(e) => Err(e),
+                    };
+                    Msg::Done(done)
+                });
+            }
+            Msg::Import(file) => {
+                let taken = self.workflows.clone();
+                let file_name = file.name();
+                ctx.link().send_future(async move {
+                    let text = wasm_bindgen_futures::JsFuture::from(file.text())
+                        .await
+                        .ok()
+                        .and_then(|t| t.as_string())
+                        .unwrap_or_default();
+                    let done = async {
+                        let mut wf: Value = serde_json::from_str(&text)
+                            .map_err(|e| format!("{file_name} is not JSON: {e}"))?;
+                        let base = wf["id"]
+                            .as_str()
+                            .map(slug)
+                            .filter(|s| !s.is_empty())
+                            .ok_or(format!("{file_name} has no workflow id"))?;
+                        // Never overwrite: an id in use gets a suffix.
+                        let id = free_id(&base, &taken);
+                        wf["id"] = json!(id);
+                        net::call("PUT", &format!("/api/v1/workflows/{id}"), Some(&wf))
+                            .await
+                            .map_err(|e| format!("{file_name}: {e}"))?;
+                        Ok(format!("imported {file_name} as {id}"))
+                    }
+                    .await;
+                    Msg::Done(done)
+                });
+            }
+            Msg::Done(result) => match result {
+                Ok(notice) => {
+                    self.notice = Some(notice);
+                    self.error = None;
+                    App::list(ctx);
+                }
+                Err(e) => {
+                    self.notice = None;
+                    self.error = Some(e);
+                }
+            },
             Msg::Created(Ok(id)) => {
                 self.new_name.clear();
                 ctx.link().send_message(Msg::Open(id));
             }
         }
         true
+    }
+
+    fn rendered(&mut self, _ctx: &Context<Self>, _first: bool) {
+        if let Some(input) = self.rename_box.cast::<web_sys::HtmlInputElement>() {
+            let focused = web_sys::window()
+                .and_then(|w| w.document())
+                .and_then(|d| d.active_element())
+                .is_some_and(|el| el == **input);
+            if !focused {
+                input.focus().ok();
+                input.select();
+            }
+        }
     }
 
     fn view(&self, ctx: &Context<Self>) -> Html {
@@ -172,15 +357,53 @@ impl Component for App {
             };
         }
         let rows = self.workflows.iter().map(|(id, name)| {
-            let open = {
+            let on = |make: fn(String) -> Msg| {
                 let id = id.clone();
-                link.callback(move |_| Msg::Open(id.clone()))
+                link.callback(move |_| make(id.clone()))
+            };
+            let main = match &self.renaming {
+                Some((r, text)) if r == id => html! {
+                    <input class="rename" aria-label="New name" value={text.clone()}
+                        oninput={link.callback(|e: InputEvent| { let i: web_sys::HtmlInputElement = e.target_unchecked_into(); Msg::RenameText(i.value()) })}
+                        ref={self.rename_box.clone()}
+                        onkeydown={link.batch_callback(|e: KeyboardEvent| match e.key().as_str() {
+                            "Enter" => Some(Msg::RenameDone(true)),
+                            "Escape" => Some(Msg::RenameDone(false)),
+                            _ => None,
+                        })}
+                        onblur={link.callback(|_| Msg::RenameDone(true))} />
+                },
+                _ => html! {
+                    <button class="workflow" data-id={id.clone()} onclick={on(Msg::Open)}>
+                        <span class="name">{ name }</span><span class="id">{ id }</span>
+                    </button>
+                },
             };
             html! {
-                <li><button class="workflow" data-id={id.clone()} onclick={open}>
-                    <span class="name">{ name }</span><span class="id">{ id }</span>
-                </button></li>
+                <li key={id.clone()} class="workflow-row" data-id={id.clone()}>
+                    { main }
+                    <span class="actions">
+                        <button class="rename-button" title="Rename" onclick={on(Msg::Rename)}>{ "Rename" }</button>
+                        <button class="duplicate" title="Duplicate" onclick={on(Msg::Duplicate)}>{ "Duplicate" }</button>
+                        <button class="export" title="Export as a JSON file" onclick={on(Msg::Export)}>{ "Export" }</button>
+                        <button class="delete" title="Delete" onclick={on(Msg::Delete)}>{ "Delete" }</button>
+                    </span>
+                </li>
             }
+        });
+        let notice = self
+            .notice
+            .as_ref()
+            .map(|n| html! { <p class="notice" role="status">{ n }</p> });
+        let onimport = link.batch_callback(|e: Event| {
+            let input: web_sys::HtmlInputElement = e.target_unchecked_into();
+            let files = input.files();
+            let picked: Vec<Msg> = (0..files.as_ref().map_or(0, |f| f.length()))
+                .filter_map(|i| files.as_ref()?.get(i))
+                .map(Msg::Import)
+                .collect();
+            input.set_value("");
+            picked
         });
         let oninput = link.callback(|e: InputEvent| {
             let input: web_sys::HtmlInputElement = e.target_unchecked_into();
@@ -199,6 +422,10 @@ impl Component for App {
                         <input id="new-name" placeholder="New workflow name" value={self.new_name.clone()} {oninput} />
                         <button type="submit">{ "Create" }</button>
                     </form>
+                    <label class="import">{ "Import JSON…" }
+                        <input id="import" type="file" accept=".json,application/json" multiple=true onchange={onimport} />
+                    </label>
+                    { for notice }
                     <ul class="workflows">{ for rows }</ul>
                 </main>
             </div>

@@ -4,7 +4,8 @@
 //! show at once and merge with other windows.
 //!
 //! - [`state`]: the editor's state and reducers, pure and tested natively.
-//! - `app`, `canvas`, `net`: the browser side (wasm32 only).
+//! - `app`, `canvas`, `scene`, `inspector`, `net`: the browser side
+//!   (wasm32 only).
 
 pub mod state;
 
@@ -13,7 +14,11 @@ mod app;
 #[cfg(target_arch = "wasm32")]
 mod canvas;
 #[cfg(target_arch = "wasm32")]
+mod inspector;
+#[cfg(target_arch = "wasm32")]
 mod net;
+#[cfg(target_arch = "wasm32")]
+mod scene;
 
 /// Starts the app in the page's `<body>`.
 #[cfg(target_arch = "wasm32")]

@@ -81,8 +81,10 @@ pub struct Socket {
 }
 
 impl Socket {
-    /// Connects to `/api/v1/ws` (document sync only: `events=none`).
+    /// Connects to `/api/v1/ws?{query}` (`events=none` for document sync
+    /// only, `workflow=ID` for that workflow's run events too).
     pub fn open(
+        query: &str,
         on_message: impl Fn(Value) + 'static,
         on_close: impl Fn() + 'static,
     ) -> Result<Socket, String> {
@@ -94,7 +96,7 @@ impl Socket {
         };
         let host = location.host().map_err(js_err)?;
         let ws =
-            WebSocket::new(&format!("{scheme}://{host}/api/v1/ws?events=none")).map_err(js_err)?;
+            WebSocket::new(&format!("{scheme}://{host}/api/v1/ws?{query}")).map_err(js_err)?;
         let queue: Rc<RefCell<Vec<String>>> = Rc::default();
         let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |e: MessageEvent| {
             if let Some(text) = e.data().as_string()

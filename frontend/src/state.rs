@@ -4,7 +4,7 @@
 //! changed (then the app turns the new workflow into Loro operations with
 //! `WorkflowDoc::apply` and sends them) or only the view did.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use serde_json::{Map, Value, json};
 use sluice_model::{Edge, Node, Workflow, kinds, validate};
@@ -175,6 +175,9 @@ pub enum Change {
     View,
     /// The workflow: save it (as document operations).
     Workflow,
+    /// Only the positions of the selected nodes (a drag): saved field by
+    /// field, without comparing the whole workflow; validity is unchanged.
+    Positions,
 }
 
 /// An editor on one workflow.
@@ -197,29 +200,12 @@ impl Editor {
     /// Where a node is drawn: its stored position, else a layered layout
     /// by depth from the triggers (not stored until the node is moved).
     pub fn positions(&self) -> BTreeMap<String, (f64, f64)> {
-        let mut depth: BTreeMap<&str, usize> = BTreeMap::new();
-        // Longest path from a source, bounded by the node count (cycles are
-        // reported by validation; they must not hang the layout).
-        let n = self.wf.nodes.len();
-        for node in &self.wf.nodes {
-            depth.insert(&node.id, 0);
-        }
-        for _ in 0..n {
-            let mut changed = false;
-            for e in &self.wf.edges {
-                let (s, t) = (e.source().node, e.target().node);
-                if let (Some(&ds), Some(&dt)) = (depth.get(s), depth.get(t))
-                    && ds + 1 > dt
-                    && ds < n
-                {
-                    depth.insert(t, ds + 1);
-                    changed = true;
-                }
-            }
-            if !changed {
-                break;
-            }
-        }
+        let unplaced = self.wf.nodes.iter().any(|n| n.position.is_none());
+        let depth = if unplaced {
+            self.depths()
+        } else {
+            HashMap::new()
+        };
         // Unplaced nodes go in their depth's column, below every placed one.
         let top = self
             .wf
@@ -244,6 +230,42 @@ impl Editor {
                 });
                 (node.id.clone(), at)
             })
+            .collect()
+    }
+
+    /// Each node's depth: the longest path to it from a node without
+    /// inputs, in one topological pass (O(nodes + edges)). Nodes on a cycle
+    /// (which validation reports) keep the depth reached before it.
+    fn depths(&self) -> HashMap<&str, usize> {
+        let nodes = &self.wf.nodes;
+        let index: HashMap<&str, usize> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.id.as_str(), i))
+            .collect();
+        let mut inputs = vec![0usize; nodes.len()];
+        let mut next: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
+        for e in &self.wf.edges {
+            if let (Some(&s), Some(&t)) = (index.get(e.source().node), index.get(e.target().node)) {
+                next[s].push(t);
+                inputs[t] += 1;
+            }
+        }
+        let mut depth = vec![0usize; nodes.len()];
+        let mut ready: VecDeque<usize> = (0..nodes.len()).filter(|&i| inputs[i] == 0).collect();
+        while let Some(i) = ready.pop_front() {
+            for &t in &next[i] {
+                depth[t] = depth[t].max(depth[i] + 1);
+                inputs[t] -= 1;
+                if inputs[t] == 0 {
+                    ready.push_back(t);
+                }
+            }
+        }
+        nodes
+            .iter()
+            .zip(depth)
+            .map(|(n, d)| (n.id.as_str(), d))
             .collect()
     }
 
@@ -320,7 +342,7 @@ impl Editor {
                         node.position = Some([x + dx, y + dy]);
                     }
                 }
-                Ok(Change::Workflow)
+                Ok(Change::Positions)
             }
             Action::SnapSelected => {
                 let mut changed = false;
@@ -335,7 +357,7 @@ impl Editor {
                     }
                 }
                 Ok(if changed {
-                    Change::Workflow
+                    Change::Positions
                 } else {
                     Change::None
                 })
@@ -667,6 +689,31 @@ fn short_name(kind: &str) -> &str {
     kind.rsplit('.').next().unwrap_or(kind)
 }
 
+/// Maps a caret at `pos` (UTF-16 units, as the DOM counts) in `old` to the
+/// same place in `new`: unchanged before the edit, shifted after it.
+pub fn carry_caret(old: &str, new: &str, pos: u32) -> u32 {
+    let old: Vec<u16> = old.encode_utf16().collect();
+    let new: Vec<u16> = new.encode_utf16().collect();
+    let prefix = old.iter().zip(&new).take_while(|(a, b)| a == b).count();
+    let max_suffix = old.len().min(new.len()) - prefix;
+    let suffix = old
+        .iter()
+        .rev()
+        .zip(new.iter().rev())
+        .take(max_suffix)
+        .take_while(|(a, b)| a == b)
+        .count();
+    let pos = pos as usize;
+    if pos <= prefix {
+        pos as u32
+    } else if pos >= old.len() - suffix {
+        (pos + new.len() - old.len()) as u32
+    } else {
+        // Inside the replaced part: the end of what replaced it.
+        (new.len() - suffix) as u32
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -730,6 +777,32 @@ mod tests {
         // `end` is unconnected: depth 0, below the trigger.
         assert_eq!(p["end"].0, p["t"].0);
         assert!(p["end"].1 > p["t"].1);
+    }
+
+    #[test]
+    fn a_long_chain_with_a_fork_is_laid_out_by_longest_path() {
+        // n0 → n1 → … → n999, and a shortcut n0 → n999: the longest path
+        // decides the column, and a cycle elsewhere must not hang it.
+        let mut nodes = vec![json!({"id": "n0", "kind": "trigger.manual"})];
+        let mut edges = vec![json!({"from": "n0", "to": "n999"})];
+        for i in 1..1000 {
+            nodes.push(json!({"id": format!("n{i}"), "kind": "data.set", "config": {"values": {}}}));
+            edges.push(json!({"from": format!("n{}", i - 1), "to": format!("n{i}")}));
+        }
+        nodes.push(json!({"id": "a", "kind": "data.set", "config": {"values": {}}}));
+        nodes.push(json!({"id": "b", "kind": "data.set", "config": {"values": {}}}));
+        edges.push(json!({"from": "a", "to": "b"}));
+        edges.push(json!({"from": "b", "to": "a"}));
+        let wf: Workflow = serde_json::from_value(json!({
+            "format": "sluice.workflow/v1", "id": "big", "nodes": nodes, "edges": edges
+        }))
+        .unwrap();
+        let e = Editor::new(wf);
+        let p = e.positions();
+        assert_eq!(p.len(), 1002);
+        assert_eq!(p["n999"].0, 999.0 * (NODE_W + 80.0));
+        assert_eq!(p["n500"].0, 500.0 * (NODE_W + 80.0));
+        assert_eq!(p["a"].0, 0.0);
     }
 
     #[test]
@@ -803,7 +876,7 @@ mod tests {
         let end_before = e.positions()["end"];
         assert_eq!(
             e.reduce(Action::MoveSelected { dx: 13.0, dy: -7.0 }),
-            Ok(Change::Workflow)
+            Ok(Change::Positions)
         );
         assert_eq!(e.wf.nodes[2].position, Some([573.0, -7.0]));
         // An unplaced node gets its drawn position plus the move.
@@ -812,7 +885,7 @@ mod tests {
             Some([end_before.0 + 13.0, end_before.1 - 7.0])
         );
         assert_eq!(e.wf.nodes[0].position, Some([0.0, 0.0]));
-        assert_eq!(e.reduce(Action::SnapSelected), Ok(Change::Workflow));
+        assert_eq!(e.reduce(Action::SnapSelected), Ok(Change::Positions));
         assert_eq!(e.wf.nodes[2].position, Some([580.0, 0.0]));
         assert_eq!(e.reduce(Action::SnapSelected), Ok(Change::None));
     }
@@ -991,5 +1064,18 @@ mod tests {
                 .unwrap_err()
                 .contains("clipboard")
         );
+    }
+
+    #[test]
+    fn the_caret_follows_other_peoples_edits() {
+        // An insertion before the caret moves it; after, it stays.
+        assert_eq!(carry_caret("let a = 1;", "// x\nlet a = 1;", 4), 9);
+        assert_eq!(carry_caret("let a = 1;", "let a = 1; // x", 4), 4);
+        // A deletion before it pulls it back.
+        assert_eq!(carry_caret("abcdef", "def", 5), 2);
+        // Astral characters count as two units, as in the DOM.
+        assert_eq!(carry_caret("x", "😀x", 1), 3);
+        // The caret inside a replaced range lands after the replacement.
+        assert_eq!(carry_caret("abcdef", "abXYZef", 3), 5);
     }
 }

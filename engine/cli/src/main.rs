@@ -492,6 +492,11 @@ fn lock_data_dir(dir: &Path) -> Result<std::fs::File, Exit> {
     }
 }
 
+/// The editor's files built into the binary (see `build.rs`).
+mod embedded {
+    include!(concat!(env!("OUT_DIR"), "/ui_files.rs"));
+}
+
 /// The editor's files: `ui` next to the binary (an installed app), else
 /// this build's `target/frontend/dist` (a checkout).
 fn default_ui_dir() -> Option<PathBuf> {
@@ -548,13 +553,22 @@ async fn serve(
         dir.join("api-token").display()
     );
     let mut options = sluice_server::Options::new(local);
-    options.ui_dir = ui.or_else(default_ui_dir);
-    match &options.ui_dir {
-        Some(_) => println!(
+    // `--ui` first, then the editor built into this binary, then one on
+    // disk beside it or in the checkout.
+    options.ui_embedded = embedded::UI_FILES;
+    options.ui_dir = ui.or_else(|| {
+        if embedded::UI_FILES.is_empty() {
+            default_ui_dir()
+        } else {
+            None
+        }
+    });
+    match (&options.ui_dir, options.ui_embedded.is_empty()) {
+        (None, true) => println!("editor not built (cargo xtask run builds it)"),
+        _ => println!(
             "editor http://{shown}/ui/login?code={} (signs this browser in; the link works once)",
             options.codes.issue()
         ),
-        None => println!("editor not built (cargo xtask run builds it)"),
     }
     // The workflows folder: files in, files out (started below).
     let folder = workflows.unwrap_or_else(|| dir.join("workflows"));

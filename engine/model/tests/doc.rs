@@ -94,6 +94,31 @@ fn applying_is_minimal() {
 }
 
 #[test]
+fn one_field_set_alone_equals_applying_the_whole_workflow() {
+    let a = WorkflowDoc::from_workflow(&base(), 1).unwrap();
+    let b = copy_of(&a, 2);
+    let pos = json!([128.0, -64.5]);
+    assert!(a.set_node_field("shape", "position", &pos).unwrap());
+    // Unchanged: no operation, no new version.
+    let v = a.version();
+    assert!(!a.set_node_field("shape", "position", &pos).unwrap());
+    assert_eq!(a.version(), v);
+    // The same as the slow path, and it syncs like any edit.
+    let mut w = base();
+    w.nodes[1].position = Some([128.0, -64.5]);
+    assert_eq!(a.to_workflow().unwrap(), w);
+    assert!(!a.apply(&w).unwrap(), "apply sees nothing left to do");
+    sync(&a, &b);
+    assert_eq!(b.to_workflow().unwrap(), w);
+    // Wrong node or a field that is not plain: an error naming it, no change.
+    let e = a.set_node_field("nope", "position", &pos).unwrap_err();
+    assert!(e.to_string().contains("`nope`"), "{e}");
+    let e = a.set_node_field("shape", "config", &json!({})).unwrap_err();
+    assert!(e.to_string().contains("`config`"), "{e}");
+    assert_eq!(a.to_workflow().unwrap(), w);
+}
+
+#[test]
 fn concurrent_edits_to_different_nodes_and_fields_all_survive() {
     let a = WorkflowDoc::from_workflow(&base(), 1).unwrap();
     let b = copy_of(&a, 2);

@@ -43,6 +43,9 @@ pub struct Options {
     pub webhook_timeout: Duration,
     /// The editor's built files (`index.html`, `pkg/`), served at `/`.
     pub ui_dir: Option<std::path::PathBuf>,
+    /// The editor built into the binary (path → bytes), served when there
+    /// is no `ui_dir` (release builds embed it: `cargo xtask run`).
+    pub ui_embedded: &'static [(&'static str, &'static [u8])],
     /// One-time sign-in codes for the editor (`/ui/login?code=…`).
     pub codes: Arc<Codes>,
 }
@@ -54,6 +57,7 @@ impl Options {
             body_limit: 16 * 1024 * 1024,
             webhook_timeout: Duration::from_secs(30),
             ui_dir: None,
+            ui_embedded: &[],
             codes: Arc::new(Codes::default()),
         }
     }

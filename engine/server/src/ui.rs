@@ -13,6 +13,7 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use axum::body::Bytes;
 use axum::extract::{Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Redirect, Response};
@@ -139,38 +140,43 @@ pub(crate) async fn static_file(State(s): State<AppState>, req: Request) -> Resp
     if let Err(e) = crate::security::check_host_header(req.headers(), &s) {
         return e.into_response();
     }
-    let Some(dir) = &s.options.ui_dir else {
-        return (
-            StatusCode::NOT_FOUND,
-            Html(page(
-                "The editor is not built. <code>cargo xtask run</code> builds it and starts \
-                 <code>sluice serve</code> with it.",
-            )),
-        )
-            .into_response();
-    };
     let path = req.uri().path().trim_start_matches('/');
     let path = if path.is_empty() { "index.html" } else { path };
-    let Some(file) = inside(dir, path) else {
+    let bytes: Option<Bytes> = match (&s.options.ui_dir, s.options.ui_embedded) {
+        (Some(dir), _) => match inside(dir, path) {
+            Some(file) => tokio::fs::read(&file).await.ok().map(Bytes::from),
+            None => None,
+        },
+        (None, files) if !files.is_empty() => files
+            .iter()
+            .find(|(name, _)| *name == path)
+            .map(|(_, b)| Bytes::from_static(b)),
+        (None, _) => {
+            return (
+                StatusCode::NOT_FOUND,
+                Html(page(
+                    "The editor is not built. <code>cargo xtask run</code> builds it and starts \
+                     <code>sluice serve</code> with it.",
+                )),
+            )
+                .into_response();
+        }
+    };
+    let Some(bytes) = bytes else {
         return StatusCode::NOT_FOUND.into_response();
     };
-    match tokio::fs::read(&file).await {
-        Ok(bytes) => {
-            let mut resp = bytes.into_response();
-            let headers = resp.headers_mut();
-            headers.insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static(content_type(&file)),
-            );
-            headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-            headers.insert(
-                header::HeaderName::from_static("x-content-type-options"),
-                HeaderValue::from_static("nosniff"),
-            );
-            resp
-        }
-        Err(_) => StatusCode::NOT_FOUND.into_response(),
-    }
+    let mut resp = bytes.into_response();
+    let headers = resp.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(content_type(Path::new(path))),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert(
+        header::HeaderName::from_static("x-content-type-options"),
+        HeaderValue::from_static("nosniff"),
+    );
+    resp
 }
 
 /// `path` under `dir`, refusing anything that could leave it.

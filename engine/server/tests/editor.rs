@@ -4,111 +4,15 @@
 //! which `cargo xtask test` runs first). Screenshots go to `artifacts/`.
 
 mod common;
+mod browser;
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fantoccini::actions::{InputSource, MOUSE_BUTTON_LEFT, MouseActions, PointerAction};
-use fantoccini::{Client, ClientBuilder, Locator};
+use browser::{artifacts, browser, driver, ui_dir};
+use fantoccini::{Client, Locator};
 use serde_json::{Value, json};
-
-fn ui_dir() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"));
-    let dist = target.join("frontend/dist");
-    assert!(
-        dist.join("pkg/sluice_bg.wasm").is_file(),
-        "the editor is not built in {}: run `cargo xtask frontend` (cargo xtask test does)",
-        dist.display()
-    );
-    dist
-}
-
-fn artifacts() -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../artifacts");
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-/// chromedriver on a free port, killed on drop.
-struct Driver {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Driver {
-    fn drop(&mut self) {
-        self.child.kill().ok();
-        self.child.wait().ok();
-    }
-}
-
-async fn driver() -> Driver {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new("chromedriver")
-        .arg(format!("--port={port}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("chromedriver (Debian package chromium-driver; cargo xtask test installs it)");
-    let url = format!("http://127.0.0.1:{port}");
-    let started = Instant::now();
-    while tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .is_err()
-    {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "chromedriver did not start"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    Driver { child, url }
-}
-
-async fn browser(driver: &Driver) -> Client {
-    let chromium = ["chromium", "chromium-browser"]
-        .into_iter()
-        .find(|b| {
-            Command::new("sh")
-                .args(["-c", &format!("command -v {b}")])
-                .output()
-                .is_ok_and(|o| o.status.success())
-        })
-        .unwrap_or("chromium");
-    let binary = String::from_utf8(
-        Command::new("sh")
-            .args(["-c", &format!("command -v {chromium}")])
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap();
-    let mut caps = serde_json::Map::new();
-    caps.insert(
-        "goog:chromeOptions".into(),
-        json!({
-            "binary": binary.trim(),
-            "args": ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                     "--no-first-run", "--disable-background-networking",
-                     "--disable-component-update", "--disable-sync",
-                     "--disable-dev-shm-usage", "--window-size=1400,900"]
-        }),
-    );
-    let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-    ClientBuilder::new(connector)
-        .capabilities(caps)
-        .connect(&driver.url)
-        .await
-        .expect("a Chromium session")
-}
 
 /// Signs the browser in with a fresh one-time code and opens a workflow.
 async fn open(c: &Client, s: &common::Server, codes: &sluice_server::Codes, workflow: &str) {
@@ -479,7 +383,10 @@ async fn configure_run_read_undo_and_see_a_failure() {
         .await
         .unwrap();
     eventually(Duration::from_secs(10), "the run to finish", || async {
-        a.find(Locator::Css(".run-status")).await.is_ok()
+        match a.find(Locator::Css(".run-status")).await {
+            Ok(el) => el.text().await.unwrap() != "running",
+            Err(_) => false,
+        }
     })
     .await;
     let status = a
@@ -516,7 +423,7 @@ async fn configure_run_read_undo_and_see_a_failure() {
         .text()
         .await
         .unwrap();
-    assert!(step_output.contains("\"n\": 2"), "{step_output}");
+    assert!(step_output.contains("n: 2"), "{step_output}");
     screenshot(&a, "run").await;
 
     // Undo in one window undoes only its own edit.
@@ -585,6 +492,7 @@ async fn configure_run_read_undo_and_see_a_failure() {
         class_of(&a, "g.node[data-node='explode']")
             .await
             .contains("run-failed")
+            && a.find(Locator::Css(".run-error")).await.is_ok()
     })
     .await;
     let error = a
@@ -610,4 +518,367 @@ async fn configure_run_read_undo_and_see_a_failure() {
     screenshot(&a, "failed").await;
     a.close().await.ok();
     b.close().await.ok();
+}
+
+async fn value_of(c: &Client, css: &str) -> String {
+    c.find(Locator::Css(css))
+        .await
+        .unwrap()
+        .prop("value")
+        .await
+        .unwrap()
+        .unwrap_or_default()
+}
+
+async fn count(c: &Client, css: &str) -> usize {
+    c.find_all(Locator::Css(css)).await.unwrap().len()
+}
+
+/// Clicks `css`, finding it again if a render replaced it meanwhile.
+async fn click(c: &Client, css: &str) {
+    for _ in 0..10 {
+        let found = c.find(Locator::Css(css)).await;
+        match found {
+            Ok(el) => match el.click().await {
+                Ok(_) => return,
+                Err(fantoccini::error::CmdError::Standard(e))
+                    if e.error == fantoccini::error::ErrorStatus::StaleElementReference => {}
+                Err(e) => panic!("clicking {css}: {e}"),
+            },
+            Err(_) => {}
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("could not click {css}");
+}
+
+/// Node ids of a kind in the stored workflow.
+async fn nodes_of_kind(s: &common::Server, id: &str, kind: &str) -> Vec<String> {
+    stored(s, id).await["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["kind"] == kind)
+        .map(|n| n["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// One key pressed and released, sent to whatever has the focus.
+async fn press(c: &Client, key: &str) {
+    use fantoccini::actions::{KeyAction, KeyActions};
+    let k = key.chars().next().unwrap();
+    let actions = KeyActions::new("keys".into())
+        .then(KeyAction::Down { value: k })
+        .then(KeyAction::Up { value: k });
+    c.perform_actions(actions).await.unwrap();
+}
+
+const END: &str = "\u{E010}";
+const HOME: &str = "\u{E011}";
+
+#[tokio::test]
+async fn typing_together_presence_runs_list_run_view_and_adding_nodes() {
+    let codes = Arc::new(sluice_server::Codes::default());
+    let ui = ui_dir();
+    let s = {
+        let codes = codes.clone();
+        common::server_with(move |o| {
+            o.codes = codes;
+            o.ui_dir = Some(ui);
+        })
+        .await
+    };
+    s.put_workflow(json!({
+        "format": "sluice.workflow/v1", "id": "code", "nodes": [
+            {"id": "start", "kind": "trigger.manual", "position": [0, 0]},
+            {"id": "js", "kind": "code.js", "config": {"source": "return {n: input.n * 2};"}, "position": [320, 0]},
+            {"id": "end", "kind": "output.end", "position": [640, 0]}],
+        "edges": [{"from": "start", "to": "js"}, {"from": "js", "to": "end"}]
+    }))
+    .await;
+    let driver = driver().await;
+    let a = browser(&driver).await;
+    let b = browser(&driver).await;
+    open(&a, &s, &codes, "code").await;
+    open(&b, &s, &codes, "code").await;
+
+    // Presence: a's pointer and a's selection show in b.
+    click(&a, "g.node[data-node='js'] rect.box").await;
+    let surface = a.find(Locator::Css("svg.surface")).await.unwrap();
+    a.perform_actions(MouseActions::new("mouse".into()).then(PointerAction::MoveToElement {
+        element: surface,
+        duration: Some(Duration::from_millis(200)),
+        x: 40.0,
+        y: 120.0,
+    }))
+    .await
+    .unwrap();
+    eventually(Duration::from_secs(1), "a's cursor in b", || async {
+        count(&b, "g.cursor").await == 1
+    })
+    .await;
+    eventually(Duration::from_secs(1), "a's selection in b", || async {
+        count(&b, "g.node[data-node='js'] rect.seen").await == 1
+    })
+    .await;
+    screenshot(&b, "presence").await;
+
+    // Two people typing in the same code: each sees the other within a second.
+    click(&b, "g.node[data-node='js'] rect.box").await;
+    let code_a = a.wait().at_most(Duration::from_secs(5)).for_element(Locator::Css("#cfg-source")).await.unwrap();
+    code_a.click().await.unwrap();
+    key_chord(&a, CONTROL, END).await;
+    code_a.send_keys("\n// from a").await.unwrap();
+    let typed = Instant::now();
+    eventually(Duration::from_secs(1), "a's typing in b", || async {
+        value_of(&b, "#cfg-source").await.contains("// from a")
+    })
+    .await;
+    eprintln!("b showed a's typing after {:?}", typed.elapsed());
+    let code_b = b.find(Locator::Css("#cfg-source")).await.unwrap();
+    code_b.click().await.unwrap();
+    key_chord(&b, CONTROL, HOME).await;
+    code_b.send_keys("// from b\n").await.unwrap();
+    eventually(Duration::from_secs(1), "b's typing in a", || async {
+        let v = value_of(&a, "#cfg-source").await;
+        v.starts_with("// from b\n") && v.ends_with("// from a")
+    })
+    .await;
+    // Tab indents (it does not leave the editor), and Enter keeps the indentation.
+    code_a.send_keys("\n\u{E004}x\ny").await.unwrap();
+    eventually(Duration::from_secs(5), "the code stored", || async {
+        let wf = stored(&s, "code").await;
+        wf["nodes"][1]["config"]["source"]
+            == "// from b\nreturn {n: input.n * 2};\n// from a\n  x\n  y"
+    })
+    .await;
+    assert_eq!(
+        value_of(&b, "#cfg-source").await,
+        "// from b\nreturn {n: input.n * 2};\n// from a\n  x\n  y"
+    );
+    assert_eq!(count(&a, ".code .gutter div").await, 5, "a line number per line");
+    screenshot(&a, "code").await;
+
+    // A run started in a shows up live in b's runs list.
+    let input = a.find(Locator::Css("#run-input")).await.unwrap();
+    input.click().await.unwrap();
+    key_chord(&a, CONTROL, "a").await;
+    input.send_keys(r#"{"n": 21}"#).await.unwrap();
+    click(&a, ".run-button").await;
+    eventually(Duration::from_secs(5), "the run in b's list", || async {
+        b.find(Locator::Css("button.run-row.run-succeeded")).await.is_ok()
+    })
+    .await;
+    // b opens it: the run view shows the pinned workflow, statuses, output.
+    click(&b, "button.run-row").await;
+    let banner = b.wait().at_most(Duration::from_secs(5)).for_element(Locator::Css(".run-banner")).await.unwrap();
+    assert!(banner.text().await.unwrap().contains("succeeded"));
+    eventually(Duration::from_secs(5), "statuses in the run view", || async {
+        class_of(&b, "g.node[data-node='js']").await.contains("run-succeeded")
+    })
+    .await;
+    click(&b, "g.node[data-node='js'] rect.box").await;
+    eventually(Duration::from_secs(5), "the step's output", || async {
+        match b.find(Locator::Css(".step-output")).await {
+            Ok(el) => el.text().await.unwrap().contains("n: 42"),
+            Err(_) => false,
+        }
+    })
+    .await;
+    // Read-only: the form is disabled in a past run.
+    assert!(
+        b.find(Locator::Css(".node-panel fieldset")).await.unwrap().attr("disabled").await.unwrap().is_some(),
+        "the form of a past run is read-only"
+    );
+    screenshot(&b, "run-view").await;
+    // Retry from the start: a new run, in both lists.
+    click(&b, ".run-banner .retry-start").await;
+    eventually(Duration::from_secs(5), "the retry in both lists", || async {
+        count(&a, "button.run-row").await == 2 && count(&b, "button.run-row").await == 2
+    })
+    .await;
+    // Esc goes back to editing.
+    press(&b, "\u{E00C}").await;
+    eventually(Duration::from_secs(2), "the run view closed", || async {
+        count(&b, ".run-banner").await == 0
+    })
+    .await;
+
+    // Quick add: double click on the background, type, Enter.
+    let surface = a.find(Locator::Css("svg.surface")).await.unwrap();
+    let (_, _, w, h) = surface.rectangle().await.unwrap();
+    a.perform_actions(
+        MouseActions::new("mouse".into())
+            .then(PointerAction::MoveToElement { element: surface, duration: None, x: -w / 2.0 + 60.0, y: h / 2.0 - 60.0 })
+            .then(PointerAction::Down { button: MOUSE_BUTTON_LEFT })
+            .then(PointerAction::Up { button: MOUSE_BUTTON_LEFT })
+            .then(PointerAction::Down { button: MOUSE_BUTTON_LEFT })
+            .then(PointerAction::Up { button: MOUSE_BUTTON_LEFT }),
+    )
+    .await
+    .unwrap();
+    let quick = a.wait().at_most(Duration::from_secs(5)).for_element(Locator::Css(".quick-add input")).await.unwrap();
+    quick.send_keys("log\u{E007}").await.unwrap();
+    eventually(Duration::from_secs(5), "the quick-added node stored", || async {
+        nodes_of_kind(&s, "code", "util.log").await.len() == 1
+    })
+    .await;
+
+    // Drag from the palette onto the canvas.
+    drag(&a, "button.kind[data-kind='data.set']", "svg.surface").await;
+    eventually(Duration::from_secs(5), "the dragged-in node stored", || async {
+        nodes_of_kind(&s, "code", "data.set").await.len() == 1
+    })
+    .await;
+    // `/` searches the palette.
+    press(&a, "/").await;
+    let active = a.active_element().await.unwrap();
+    assert_eq!(active.attr("class").await.unwrap().as_deref(), Some("palette-search"));
+    active.send_keys("transform").await.unwrap();
+    eventually(Duration::from_secs(2), "the palette filtered", || async {
+        count(&a, ".palette button.kind[data-kind='data.transform']").await == 1
+            && count(&a, ".palette button.kind[data-kind='util.log']").await == 0
+    })
+    .await;
+    screenshot(&a, "added").await;
+
+    // Version history: view the first version, then restore it.
+    click(&a, ".history-toggle").await;
+    eventually(Duration::from_secs(5), "the versions listed", || async {
+        count(&a, ".versions li").await >= 2
+    })
+    .await;
+    let versions = a.find_all(Locator::Css(".versions .view-version")).await.unwrap();
+    versions.last().unwrap().click().await.unwrap();
+    a.wait().at_most(Duration::from_secs(5)).for_element(Locator::Css(".version-banner")).await.unwrap();
+    eventually(Duration::from_secs(5), "the first version on the canvas", || async {
+        count(&a, "g.node").await == 3
+    })
+    .await;
+    screenshot(&a, "version").await;
+    click(&a, ".version-banner .restore").await;
+    eventually(Duration::from_secs(5), "the restore stored", || async {
+        let wf = stored(&s, "code").await;
+        wf["nodes"].as_array().unwrap().len() == 3
+            && wf["nodes"][1]["config"]["source"] == "return {n: input.n * 2};"
+    })
+    .await;
+    eventually(Duration::from_secs(2), "the restore in both windows", || async {
+        count(&a, ".version-banner").await == 0
+            && count(&a, "g.node").await == 3
+            && count(&b, "g.node").await == 3
+    })
+    .await;
+    a.close().await.ok();
+    b.close().await.ok();
+}
+
+#[tokio::test]
+async fn the_list_renames_duplicates_deletes_exports_and_imports() {
+    let codes = Arc::new(sluice_server::Codes::default());
+    let ui = ui_dir();
+    let s = {
+        let codes = codes.clone();
+        common::server_with(move |o| {
+            o.codes = codes;
+            o.ui_dir = Some(ui);
+        })
+        .await
+    };
+    s.put_workflow(json!({
+        "format": "sluice.workflow/v1", "id": "alpha", "name": "Alpha", "nodes": [
+            {"id": "start", "kind": "trigger.manual", "position": [0, 0]}], "edges": []
+    }))
+    .await;
+    let driver = driver().await;
+    let a = browser(&driver).await;
+    a.goto(&format!("{}/ui/login?code={}", s.base, codes.issue()))
+        .await
+        .unwrap();
+    a.wait()
+        .at_most(Duration::from_secs(20))
+        .for_element(Locator::Css("li[data-id='alpha']"))
+        .await
+        .unwrap();
+    let status_of = |id: &'static str| {
+        let s = &s;
+        async move {
+            s.api(reqwest::Method::GET, &format!("/workflows/{id}"))
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+
+    // Rename in place: Enter keeps it.
+    click(&a, "li[data-id='alpha'] .rename-button").await;
+    let input = a.wait().at_most(Duration::from_secs(5)).for_element(Locator::Css("input.rename")).await.unwrap();
+    key_chord(&a, CONTROL, "a").await;
+    input.send_keys("Alpha Two\u{E007}").await.unwrap();
+    eventually(Duration::from_secs(5), "the new name stored", || async {
+        stored(&s, "alpha").await["name"] == "Alpha Two"
+    })
+    .await;
+    eventually(Duration::from_secs(2), "the new name listed", || async {
+        match a.find(Locator::Css("button.workflow[data-id='alpha'] .name")).await {
+            Ok(el) => el.text().await.unwrap() == "Alpha Two",
+            Err(_) => false,
+        }
+    })
+    .await;
+
+    // Duplicate: a new id, the same graph.
+    click(&a, "li[data-id='alpha'] .duplicate").await;
+    eventually(Duration::from_secs(5), "the copy stored", || async {
+        status_of("alpha-copy").await == 200
+    })
+    .await;
+    let copy = stored(&s, "alpha-copy").await;
+    assert_eq!(copy["name"], "Alpha Two (copy)");
+    assert_eq!(copy["nodes"], stored(&s, "alpha").await["nodes"]);
+
+    // Delete asks first.
+    a.wait().at_most(Duration::from_secs(5)).for_element(Locator::Css("li[data-id='alpha-copy'] .delete")).await.unwrap();
+    click(&a, "li[data-id='alpha-copy'] .delete").await;
+    a.accept_alert().await.unwrap();
+    eventually(Duration::from_secs(5), "the copy deleted", || async {
+        status_of("alpha-copy").await == 404
+    })
+    .await;
+
+    // Export offers the file.
+    click(&a, "li[data-id='alpha'] .export").await;
+    eventually(Duration::from_secs(5), "the export", || async {
+        match a.find(Locator::Css(".notice")).await {
+            Ok(el) => el.text().await.unwrap() == "exported alpha.flow.json",
+            Err(_) => false,
+        }
+    })
+    .await;
+
+    // Import never overwrites: the taken id gets a suffix. A bad file says why.
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("alpha.flow.json");
+    std::fs::write(&good, serde_json::to_string(&json!({
+        "format": "sluice.workflow/v1", "id": "alpha", "name": "Imported", "nodes": [
+            {"id": "start", "kind": "trigger.manual"}, {"id": "end", "kind": "output.end"}],
+        "edges": [{"from": "start", "to": "end"}]
+    })).unwrap()).unwrap();
+    a.find(Locator::Css("#import")).await.unwrap().send_keys(good.to_str().unwrap()).await.unwrap();
+    eventually(Duration::from_secs(5), "the import stored", || async {
+        status_of("alpha-2").await == 200
+    })
+    .await;
+    assert_eq!(stored(&s, "alpha-2").await["name"], "Imported");
+    assert_eq!(stored(&s, "alpha").await["name"], "Alpha Two", "the original stays");
+    let bad = dir.path().join("broken.json");
+    std::fs::write(&bad, "{ not json").unwrap();
+    a.find(Locator::Css("#import")).await.unwrap().send_keys(bad.to_str().unwrap()).await.unwrap();
+    let error = a.wait().at_most(Duration::from_secs(5)).for_element(Locator::Css(".error")).await.unwrap();
+    let text = error.text().await.unwrap();
+    assert!(text.contains("broken.json is not JSON"), "{text}");
+    screenshot(&a, "list").await;
+    a.close().await.ok();
 }

@@ -163,3 +163,44 @@ async fn without_a_built_editor_the_page_says_how_to_build_it() {
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
     assert!(r.text().await.unwrap().contains("cargo xtask run"));
 }
+
+#[tokio::test]
+async fn an_editor_built_into_the_binary_is_served() {
+    static FILES: &[(&str, &[u8])] = &[
+        ("index.html", b"<!doctype html><title>embedded</title>"),
+        ("pkg/sluice_bg.wasm", b"\0asm\x01\0\0\0"),
+    ];
+    let s = common::server_with(|o| o.ui_embedded = FILES).await;
+    let r = s.client.get(format!("{}/", s.base)).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(r.headers()["content-type"], "text/html; charset=utf-8");
+    assert!(r.text().await.unwrap().contains("embedded"));
+    let r = s
+        .client
+        .get(format!("{}/pkg/sluice_bg.wasm", s.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.headers()["content-type"], "application/wasm");
+    assert_eq!(&r.bytes().await.unwrap()[..], b"\0asm\x01\0\0\0");
+    for missing in ["/nope.js", "/pkg", "/pkg/other.wasm"] {
+        let r = s
+            .client
+            .get(format!("{}{missing}", s.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::NOT_FOUND, "{missing}");
+    }
+    // A directory on disk, when given, wins over the embedded build.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("index.html"), "from disk").unwrap();
+    let ui = dir.path().to_path_buf();
+    let s = common::server_with(move |o| {
+        o.ui_embedded = FILES;
+        o.ui_dir = Some(ui);
+    })
+    .await;
+    let r = s.client.get(format!("{}/", s.base)).send().await.unwrap();
+    assert_eq!(r.text().await.unwrap(), "from disk");
+}

@@ -1,0 +1,108 @@
+//! Real headless Chromium for the editor's tests and benchmark: Debian's
+//! `chromium` and `chromedriver`, driven over WebDriver with fantoccini.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder};
+use serde_json::json;
+
+/// The built editor (`cargo xtask frontend`).
+pub fn ui_dir() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+    let dist = target.join("frontend/dist");
+    assert!(
+        dist.join("pkg/sluice_bg.wasm").is_file(),
+        "the editor is not built in {}: run `cargo xtask frontend` (cargo xtask test does)",
+        dist.display()
+    );
+    dist
+}
+
+pub fn artifacts() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../artifacts");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// chromedriver on a free port, killed on drop.
+pub struct Driver {
+    child: Child,
+    pub url: String,
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        self.child.kill().ok();
+        self.child.wait().ok();
+    }
+}
+
+pub async fn driver() -> Driver {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new("chromedriver")
+        .arg(format!("--port={port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("chromedriver (Debian package chromium-driver; cargo xtask test installs it)");
+    let url = format!("http://127.0.0.1:{port}");
+    let started = Instant::now();
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "chromedriver did not start"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Driver { child, url }
+}
+
+pub async fn browser(driver: &Driver) -> Client {
+    let chromium = ["chromium", "chromium-browser"]
+        .into_iter()
+        .find(|b| {
+            Command::new("sh")
+                .args(["-c", &format!("command -v {b}")])
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+        .unwrap_or("chromium");
+    let binary = String::from_utf8(
+        Command::new("sh")
+            .args(["-c", &format!("command -v {chromium}")])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        json!({
+            "binary": binary.trim(),
+            "args": ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                     "--no-first-run", "--disable-background-networking",
+                     "--disable-component-update", "--disable-sync",
+                     "--disable-dev-shm-usage", "--window-size=1400,900"]
+        }),
+    );
+    let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+    ClientBuilder::new(connector)
+        .capabilities(caps)
+        .connect(&driver.url)
+        .await
+        .expect("a Chromium session")
+}
+

@@ -1,0 +1,262 @@
+//! What the canvas draws, and drawing it fast.
+//!
+//! A [`Scene`] is plain data: every node's box, label, ports and run
+//! status, and every edge's curve. The canvas rebuilds it only when the
+//! workflow, the selection, the problems or a run change; panning and
+//! zooming only move the `<g>` around it, so the scene component is not
+//! rendered again at all ([`SceneProps`] compares by pointer). When it is
+//! rendered (a node dragged), each node is its own component with props
+//! compared by value, so only the nodes that changed are diffed further.
+
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+
+use serde_json::Value;
+use sluice_model::kinds;
+use yew::prelude::*;
+
+use crate::state::{Editor, NODE_H, NODE_W};
+
+/// One node as drawn.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeItem {
+    pub id: String,
+    pub x: f64,
+    pub y: f64,
+    pub label: String,
+    pub kind: String,
+    pub category: &'static str,
+    pub ports: Vec<String>,
+    pub has_input: bool,
+    pub selected: bool,
+    pub invalid: bool,
+    /// The status of its part of the run shown (`run-succeeded`…).
+    pub run: Option<String>,
+    pub badge: Option<String>,
+    /// Hover text: problems, the step's error.
+    pub title: String,
+    /// Other viewers who selected it (their colors).
+    pub seen_by: Vec<String>,
+}
+
+/// One edge as drawn.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EdgeItem {
+    pub index: usize,
+    pub d: String,
+    pub error: bool,
+}
+
+#[derive(Debug, Default, PartialEq)]
+pub struct Scene {
+    pub nodes: Vec<Rc<NodeItem>>,
+    pub edges: Vec<EdgeItem>,
+    /// Every node's box as one path, for the minimap.
+    pub mini: String,
+}
+
+/// A node's part of a run, as the canvas shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepMark {
+    pub status: String,
+    pub attempt: u64,
+    pub duration_us: Option<u64>,
+    pub error: Option<String>,
+}
+
+/// Builds the scene of `editor`'s workflow in O(nodes + edges).
+pub fn build(
+    editor: &Editor,
+    problems: &BTreeMap<String, Vec<String>>,
+    steps: Option<&BTreeMap<String, StepMark>>,
+    seen_by: &HashMap<String, Vec<String>>,
+) -> Scene {
+    let positions = editor.positions();
+    let mut ports_of: HashMap<&str, Vec<String>> = HashMap::with_capacity(editor.wf.nodes.len());
+    let mut nodes = Vec::with_capacity(editor.wf.nodes.len());
+    for n in &editor.wf.nodes {
+        let Some(&(x, y)) = positions.get(&n.id) else {
+            continue;
+        };
+        let spec = kinds::spec(&n.kind);
+        let ports = spec
+            .map(|k| k.output_ports(&n.config))
+            .unwrap_or_default();
+        let step = steps.and_then(|s| s.get(&n.id));
+        let mut title = problems.get(&n.id).map(|p| p.join("\n")).unwrap_or_default();
+        if let Some(err) = step.and_then(|st| st.error.as_ref()) {
+            if !title.is_empty() {
+                title.push('\n');
+            }
+            title.push_str(err);
+        }
+        let badge = step.map(|st| {
+            let text = match (st.status.as_str(), st.duration_us) {
+                ("succeeded", Some(d)) => format!("✓ {}", duration(d)),
+                ("failed", _) => "✗ failed".to_string(),
+                ("running", _) => "● running".to_string(),
+                (other, _) => other.to_string(),
+            };
+            if st.attempt > 1 {
+                format!("{text} · try {}", st.attempt)
+            } else {
+                text
+            }
+        });
+        nodes.push(Rc::new(NodeItem {
+            id: n.id.clone(),
+            x,
+            y,
+            label: n.label.clone().unwrap_or_else(|| n.id.clone()),
+            kind: n.kind.clone(),
+            category: spec.map_or("unknown", |k| k.category),
+            ports: ports.clone(),
+            has_input: spec.is_some_and(|k| k.has_input()),
+            selected: editor.selected.contains(&n.id),
+            invalid: problems.contains_key(&n.id),
+            run: step.map(|st| format!("run-{}", st.status)),
+            badge,
+            title,
+            seen_by: seen_by.get(&n.id).cloned().unwrap_or_default(),
+        }));
+        ports_of.insert(n.id.as_str(), ports);
+    }
+    let edges = editor
+        .wf
+        .edges
+        .iter()
+        .enumerate()
+        .filter_map(|(index, e)| {
+            let (s, t) = (e.source(), e.target());
+            let from = positions.get(s.node)?;
+            let to = positions.get(t.node)?;
+            let (x1, y1) = port_at(*from, ports_of.get(s.node)?, s.port);
+            Some(EdgeItem {
+                index,
+                d: curve(x1, y1, to.0, to.1 + NODE_H / 2.0),
+                error: s.port == "error",
+            })
+        })
+        .collect();
+    let mut mini = String::with_capacity(nodes.len() * 28);
+    for n in &nodes {
+        mini.push_str(&format!("M{} {}h{NODE_W}v{NODE_H}h-{NODE_W}z", n.x, n.y));
+    }
+    Scene { nodes, edges, mini }
+}
+
+#[derive(Properties)]
+pub struct SceneProps {
+    pub scene: Rc<Scene>,
+}
+
+impl PartialEq for SceneProps {
+    fn eq(&self, other: &Self) -> bool {
+        Rc::ptr_eq(&self.scene, &other.scene)
+    }
+}
+
+#[component]
+pub fn SceneView(props: &SceneProps) -> Html {
+    let scene = &props.scene;
+    html! {
+        <>
+            <g class="edges">
+                { for scene.edges.iter().map(|e| html! {
+                    <path key={e.index} class={classes!("edge", e.error.then_some("error"))}
+                        data-edge={e.index.to_string()} d={e.d.clone()} />
+                }) }
+            </g>
+            <g class="nodes">
+                { for scene.nodes.iter().map(|n| html! { <NodeView key={n.id.clone()} item={n.clone()} /> }) }
+            </g>
+        </>
+    }
+}
+
+#[derive(Properties, PartialEq)]
+pub struct NodeProps {
+    pub item: Rc<NodeItem>,
+}
+
+#[component]
+pub fn NodeView(props: &NodeProps) -> Html {
+    let n = &*props.item;
+    let outs = n.ports.iter().map(|p| {
+        let (px, py) = port_at((0.0, 0.0), &n.ports, p);
+        html! {
+            <g class="port out" data-port={p.clone()}>
+                <circle cx={px.to_string()} cy={py.to_string()} r="7" />
+                if n.ports.len() > 1 {
+                    <text x={(px - 10.0).to_string()} y={(py + 4.0).to_string()} class="port-label">{ p }</text>
+                }
+            </g>
+        }
+    });
+    let seen = n.seen_by.iter().enumerate().map(|(i, color)| {
+        html! {
+            <rect class="seen" x={(-4.0 - 3.0 * i as f64).to_string()} y={(-4.0 - 3.0 * i as f64).to_string()}
+                width={(NODE_W + 8.0 + 6.0 * i as f64).to_string()} height={(NODE_H + 8.0 + 6.0 * i as f64).to_string()}
+                rx="11" style={format!("stroke: {color}")} />
+        }
+    });
+    html! {
+        <g class={classes!("node", n.category, n.selected.then_some("selected"), n.invalid.then_some("invalid"), n.run.clone())}
+            data-node={n.id.clone()} transform={format!("translate({} {})", n.x, n.y)}>
+            <title>{ &n.title }</title>
+            { for seen }
+            <rect class="box" width={NODE_W.to_string()} height={NODE_H.to_string()} rx="8" />
+            <text class="label" x="14" y="26">{ &n.label }</text>
+            <text class="kind" x="14" y="46">{ &n.kind }</text>
+            if let Some(badge) = &n.badge {
+                <text class="badge" x={(NODE_W - 10.0).to_string()} y="18">{ badge }</text>
+            }
+            if n.has_input {
+                <g class="port in" data-port="in">
+                    <circle cx="0" cy={(NODE_H / 2.0).to_string()} r="7" />
+                </g>
+            }
+            { for outs }
+        </g>
+    }
+}
+
+/// Where output `port` sits on a node at `at`: spread along the right side.
+pub fn port_at(at: (f64, f64), ports: &[String], port: &str) -> (f64, f64) {
+    let i = ports.iter().position(|p| p == port).unwrap_or(0);
+    let n = ports.len().max(1);
+    (
+        at.0 + NODE_W,
+        at.1 + NODE_H * (i as f64 + 1.0) / (n as f64 + 1.0),
+    )
+}
+
+/// A horizontal S-curve between two points.
+pub fn curve(x1: f64, y1: f64, x2: f64, y2: f64) -> String {
+    let bend = ((x2 - x1).abs() / 2.0).max(40.0);
+    format!(
+        "M {x1} {y1} C {} {y1}, {} {y2}, {x2} {y2}",
+        x1 + bend,
+        x2 - bend
+    )
+}
+
+pub fn duration(us: u64) -> String {
+    match us {
+        0..1_000 => format!("{us}µs"),
+        1_000..1_000_000 => format!("{:.1}ms", us as f64 / 1e3),
+        _ => format!("{:.1}s", us as f64 / 1e6),
+    }
+}
+
+/// A step or run error: its message (and node), else the JSON.
+pub fn error_text(e: &Value) -> String {
+    match (e["node"].as_str(), e["message"].as_str()) {
+        (Some(node), Some(m)) => format!("{node}: {m}"),
+        (None, Some(m)) => m.to_string(),
+        _ => e
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| e.to_string()),
+    }
+}
