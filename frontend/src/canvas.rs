@@ -41,6 +41,7 @@ pub enum Msg {
     Up(PointerEvent),
     Wheel(WheelEvent),
     Key(KeyboardEvent),
+    KeyUp(KeyboardEvent),
     /// A palette entry clicked (added at the middle of the view).
     Add(String),
     /// A palette entry pressed: it may be dragged onto the canvas.
@@ -82,6 +83,11 @@ pub enum Msg {
     Restored(Result<Value, String>),
     /// Refresh this viewer's presence before it expires.
     Heartbeat,
+    /// Send the pointer position held back by the rate limit.
+    FlushCursor,
+    /// The page is going away (or into the back-forward cache): close the
+    /// socket now, so the others stop seeing this viewer at once.
+    Leave,
 }
 
 /// One node's part of the shown run: its last attempt.
@@ -264,11 +270,19 @@ pub struct Canvas {
     me: String,
     others: BTreeMap<String, Viewer>,
     last_cursor_ms: f64,
+    /// The latest pointer position not yet sent (rate limit), and whether
+    /// a flush is scheduled.
+    pending_cursor: Option<(f64, f64)>,
+    flush_scheduled: bool,
     _heartbeat: Option<(i32, Closure<dyn FnMut()>)>,
     /// Keys anywhere on the page (not only with focus inside the editor:
     /// a click on a button that then disappears leaves the focus on the
     /// body).
     _keys: Option<Closure<dyn FnMut(KeyboardEvent)>>,
+    _keys_up: Option<Closure<dyn FnMut(KeyboardEvent)>>,
+    /// Space is held: a drag anywhere pans.
+    space: bool,
+    _page: Vec<(&'static str, Closure<dyn FnMut(web_sys::Event)>)>,
     /// Bumped whenever what the scene shows changes.
     generation: u64,
     scene: RefCell<(u64, Rc<Scene>)>,
@@ -495,6 +509,19 @@ impl Canvas {
             .and_then(|v| v.get("cursor").cloned())
             .unwrap_or(Value::Null);
         self.publish(json!({"selected": selected, "cursor": cursor}));
+    }
+
+    fn send_cursor(&mut self) {
+        let Some((x, y)) = self.pending_cursor.take() else {
+            return;
+        };
+        self.last_cursor_ms = now_ms();
+        let selected: Vec<String> = self
+            .editor
+            .as_ref()
+            .map(|e| e.selected.iter().cloned().collect())
+            .unwrap_or_default();
+        self.publish(json!({"cursor": [x, y], "selected": selected}));
     }
 
     fn publish(&mut self, mut state: Value) {
@@ -872,19 +899,45 @@ impl Component for Canvas {
                 })
                 .map(|id| (id, tick))
         };
-        let keys = {
+        let listen = |event: &str, make: fn(KeyboardEvent) -> Msg| {
             let link = ctx.link().clone();
             let on_key = Closure::<dyn FnMut(KeyboardEvent)>::new(move |e: KeyboardEvent| {
-                link.send_message(Msg::Key(e))
+                link.send_message(make(e))
             });
             web_sys::window()
                 .and_then(|w| w.document())
                 .and_then(|d| {
-                    d.add_event_listener_with_callback("keydown", on_key.as_ref().unchecked_ref())
+                    d.add_event_listener_with_callback(event, on_key.as_ref().unchecked_ref())
                         .ok()
                 })
                 .map(|()| on_key)
         };
+        let keys = listen("keydown", Msg::Key);
+        let mut page: Vec<(&'static str, Closure<dyn FnMut(web_sys::Event)>)> = Vec::new();
+        if let Some(w) = web_sys::window() {
+            let link = ctx.link().clone();
+            let hide = Closure::<dyn FnMut(web_sys::Event)>::new(move |_| link.send_message(Msg::Leave));
+            // Back from the back-forward cache: the socket is gone; start
+            // over rather than show a stale workflow.
+            let show = Closure::<dyn FnMut(web_sys::Event)>::new(|e: web_sys::Event| {
+                let persisted = js_sys::Reflect::get(&e, &"persisted".into())
+                    .ok()
+                    .and_then(|v| v.as_bool())
+                    .unwrap_or(false);
+                if persisted && let Some(w) = web_sys::window() {
+                    w.location().reload().ok();
+                }
+            });
+            for (event, listener) in [("pagehide", hide), ("pageshow", show)] {
+                if w
+                    .add_event_listener_with_callback(event, listener.as_ref().unchecked_ref())
+                    .is_ok()
+                {
+                    page.push((event, listener));
+                }
+            }
+        }
+        let keys_up = listen("keyup", Msg::KeyUp);
         Canvas {
             doc,
             editor: None,
@@ -918,20 +971,32 @@ impl Component for Canvas {
             me: format!("{peer:016x}"),
             others: BTreeMap::new(),
             last_cursor_ms: 0.0,
+            pending_cursor: None,
+            flush_scheduled: false,
             _heartbeat: heartbeat,
             _keys: keys,
+            _keys_up: keys_up,
+            space: false,
+            _page: page,
             generation: 1,
             scene: RefCell::new((0, Rc::default())),
         }
     }
 
     fn destroy(&mut self, _ctx: &Context<Self>) {
-        if let (Some(on_key), Some(d)) = (
-            &self._keys,
-            web_sys::window().and_then(|w| w.document()),
-        ) {
-            d.remove_event_listener_with_callback("keydown", on_key.as_ref().unchecked_ref())
-                .ok();
+        if let Some(w) = web_sys::window() {
+            for (event, listener) in &self._page {
+                w.remove_event_listener_with_callback(event, listener.as_ref().unchecked_ref())
+                    .ok();
+            }
+        }
+        if let Some(d) = web_sys::window().and_then(|w| w.document()) {
+            for (event, listener) in [("keydown", &self._keys), ("keyup", &self._keys_up)] {
+                if let Some(on_key) = listener {
+                    d.remove_event_listener_with_callback(event, on_key.as_ref().unchecked_ref())
+                        .ok();
+                }
+            }
         }
         if let (Some((id, _)), Some(w)) = (&self._heartbeat, web_sys::window()) {
             w.clear_interval_with_handle(*id);
@@ -958,6 +1023,24 @@ impl Component for Canvas {
                 self.socket = None;
                 true
             }
+            Msg::Leave => {
+                if self.socket.is_some() {
+                    let update = self.presence.remove(std::slice::from_ref(&self.me));
+                    if let Some(socket) = &self.socket {
+                        socket.send(&json!({
+                            "type": "presence", "workflow": self.workflow,
+                            "update": net::b64(&update)
+                        }));
+                    }
+                    self.socket = None;
+                }
+                false
+            }
+            Msg::FlushCursor => {
+                self.flush_scheduled = false;
+                self.send_cursor();
+                false
+            }
             Msg::Heartbeat => {
                 if self.socket.is_some() && self.editor.is_some() {
                     self.announce();
@@ -978,6 +1061,10 @@ impl Component for Canvas {
                 };
                 let world = editor.viewport.to_world(at.0, at.1);
                 let selected = editor.selected.clone();
+                if self.space {
+                    self.drag = Drag::Pan { last: at };
+                    return true;
+                }
                 match hit(&e) {
                     (Some(node), Some(port)) if port != "in" && !viewing => {
                         self.drag = Drag::Wire {
@@ -1075,15 +1162,24 @@ impl Component for Canvas {
                     }
                 };
                 self.drag = drag;
-                // The cursor for the others, at most 20 times a second.
-                if !self.viewing() && now_ms() - self.last_cursor_ms > 50.0 {
-                    self.last_cursor_ms = now_ms();
-                    let selected: Vec<String> = self
-                        .editor
-                        .as_ref()
-                        .map(|e| e.selected.iter().cloned().collect())
-                        .unwrap_or_default();
-                    self.publish(json!({"cursor": [world.0, world.1], "selected": selected}));
+                // The cursor for the others, at most 20 times a second;
+                // the last position is always sent (a trailing flush).
+                if !self.viewing() {
+                    self.pending_cursor = Some(world);
+                    if now_ms() - self.last_cursor_ms > 50.0 {
+                        self.send_cursor();
+                    } else if !self.flush_scheduled {
+                        self.flush_scheduled = true;
+                        let link = ctx.link().clone();
+                        let flush = Closure::once_into_js(move || link.send_message(Msg::FlushCursor));
+                        if let Some(w) = web_sys::window() {
+                            w.set_timeout_with_callback_and_timeout_and_arguments_0(
+                                flush.unchecked_ref(),
+                                60,
+                            )
+                            .ok();
+                        }
+                    }
                 }
                 changed
             }
@@ -1161,6 +1257,11 @@ impl Component for Canvas {
                     return false;
                 }
                 let action = match (command, key.as_str()) {
+                    (false, " ") => {
+                        self.space = true;
+                        e.prevent_default();
+                        return false;
+                    }
                     (false, "Delete" | "Backspace") => Some(Action::DeleteSelected),
                     (false, "Escape") if self.version_view.is_some() => {
                         self.version_view = None;
@@ -1220,6 +1321,12 @@ impl Component for Canvas {
                     Some(a) => self.act(ctx, a),
                     None => false,
                 }
+            }
+            Msg::KeyUp(e) => {
+                if e.key() == " " {
+                    self.space = false;
+                }
+                false
             }
             Msg::Add(kind) => {
                 if now_ms() < self.swallow_click_until {

@@ -200,9 +200,10 @@ pub fn field(
 /// Whether a field takes `{{ … }}` templates (its description says so, or
 /// it is free text).
 fn templated(prop: &Value) -> bool {
-    prop["description"]
-        .as_str()
-        .is_some_and(|d| d.contains("template") || d.contains("{{"))
+    prop["description"].as_str().is_some_and(|d| {
+        let d = d.to_lowercase();
+        (d.contains("template") || d.contains("{{")) && !d.contains("not a template")
+    })
 }
 
 pub fn pretty(v: &Value) -> String {

@@ -209,7 +209,7 @@ pub fn NodeView(props: &NodeProps) -> Html {
             <text class="label" x="14" y="26">{ &n.label }</text>
             <text class="kind" x="14" y="46">{ &n.kind }</text>
             if let Some(badge) = &n.badge {
-                <text class="badge" x={(NODE_W - 10.0).to_string()} y="18">{ badge }</text>
+                <text class="badge" x={(NODE_W - 4.0).to_string()} y="-6">{ badge }</text>
             }
             if n.has_input {
                 <g class="port in" data-port="in">

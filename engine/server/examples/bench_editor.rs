@@ -81,10 +81,25 @@ const GESTURE: &str = r#"
 const [selector, sx, sy, dx, dy, frames, done] = arguments;
 const svg = document.querySelector('svg.surface');
 let x = sx, y = sy;
-if (selector) {
-  const r = document.querySelector(selector).getBoundingClientRect();
+let node = null;
+if (selector === '@nearest-node') {
+  // The node whose box is nearest the middle of the canvas.
+  const c = svg.getBoundingClientRect();
+  const [cx, cy] = [c.left + c.width / 2, c.top + c.height / 2];
+  let best = Infinity;
+  for (const g of document.querySelectorAll('g.node')) {
+    const r = g.querySelector('rect.box').getBoundingClientRect();
+    const d = Math.hypot(r.left + r.width / 2 - cx, r.top + r.height / 2 - cy);
+    if (d < best) { best = d; node = g; }
+  }
+} else if (selector) {
+  node = document.querySelector(selector).closest('g.node');
+}
+if (node) {
+  const r = node.querySelector('rect.box').getBoundingClientRect();
   x = r.left + r.width / 2; y = r.top + r.height / 2;
 }
+const before = node && node.getAttribute('transform');
 const hit = document.elementFromPoint(x, y);
 const target = hit || svg;
 const ev = (type) => new PointerEvent(type, {clientX: x, clientY: y, bubbles: true, cancelable: true,
@@ -107,7 +122,10 @@ function frame(ts) {
     if (++i < frames) requestAnimationFrame(frame);
     else {
       svg.dispatchEvent(ev('pointerup'));
-      done({work, intervals, hit: hit ? (hit.closest('[data-node]') || hit).getAttribute('data-node') || hit.tagName : null});
+      const on = hit && hit.closest('[data-node]');
+      done({work, intervals, hit: on ? on.getAttribute('data-node') : (hit ? hit.tagName : null),
+            moved: node ? node.getAttribute('transform') !== before : null,
+            at: [x, y], node: node && node.getAttribute('data-node')});
     }
   });
 }
@@ -143,7 +161,7 @@ async fn gesture(c: &Client, name: &str, selector: Option<&str>, from: (f64, f64
     let work = numbers(&out["work"]);
     let intervals = numbers(&out["intervals"]);
     println!(
-        "{name:<34} work p50 {:>6.2} ms  p95 {:>6.2} ms  max {:>6.2} ms | frame interval p50 {:>5.1} ms  p95 {:>5.1} ms  ({} frames, started on {})",
+        "{name:<34} work p50 {:>6.2} ms  p95 {:>6.2} ms  max {:>6.2} ms | frame interval p50 {:>5.1} ms  p95 {:>5.1} ms  ({} frames, started on {}{})",
         percentile(&work, 0.5),
         percentile(&work, 0.95),
         percentile(&work, 1.0),
@@ -151,7 +169,15 @@ async fn gesture(c: &Client, name: &str, selector: Option<&str>, from: (f64, f64
         percentile(&intervals, 0.95),
         work.len(),
         out["hit"].as_str().unwrap_or("?"),
+        match out["moved"].as_bool() {
+            Some(true) => ", which moved",
+            Some(false) => ", WHICH DID NOT MOVE",
+            None => "",
+        },
     );
+    if selector.is_some() {
+        assert_eq!(out["moved"], json!(true), "{name}: the node did not move: {out}");
+    }
 }
 
 async fn zoom(c: &Client) -> f64 {
@@ -250,33 +276,36 @@ async fn main() {
     println!("fitted: zoom {:.0}%", z * 100.0);
     gesture(&c, "pan, fitted (1,000 nodes visible)", None, (r[0] + 4.0, r[1] + 4.0), (3.0, 2.0)).await;
     gesture(&c, "drag a node, fitted", Some("g.node[data-node='n500'] rect.box"), (0.0, 0.0), (2.0, 1.0)).await;
-    // Zoom to 100% around the middle of the canvas.
+    // Zoom to 100% around a node in the middle of the graph (one the drag
+    // above did not touch), which then stays under the pointer.
+    let anchor = numbers(
+        &c.execute(
+            "const r = document.querySelector(\"g.node[data-node='n520'] rect.box\").getBoundingClientRect(); return [r.left, r.top, r.width, r.height];",
+            vec![],
+        )
+        .await
+        .unwrap(),
+    );
     let delta = (1.0 / z).ln() / 0.0015;
     c.execute(
         "const [x, y, d] = arguments; document.querySelector('svg.surface').dispatchEvent(new WheelEvent('wheel', {clientX: x, clientY: y, deltaY: -d, bubbles: true, cancelable: true}));",
-        vec![json!(r[0] + r[2] / 2.0), json!(r[1] + r[3] / 2.0), json!(delta)],
+        vec![json!(anchor[0] + anchor[2] / 2.0), json!(anchor[1] + anchor[3] / 2.0), json!(delta)],
     )
     .await
     .unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     println!("zoomed: {:.0}%", zoom(&c).await * 100.0);
-    gesture(&c, "pan at 100%", None, (r[0] + r[2] / 2.0 + 150.0, r[1] + 70.0), (-3.0, -2.0)).await;
-    let center = c
-        .execute(
-            "const [x, y] = arguments; const el = document.elementFromPoint(x, y); const n = el && el.closest('g.node'); return n ? n.getAttribute('data-node') : null;",
-            vec![json!(r[0] + r[2] / 2.0), json!(r[1] + r[3] / 2.0)],
+    // Pan from the gap left of that node (background), over the graph.
+    let at = numbers(
+        &c.execute(
+            "const r = document.querySelector(\"g.node[data-node='n520'] rect.box\").getBoundingClientRect(); return [r.left, r.top, r.width, r.height];",
+            vec![],
         )
         .await
-        .unwrap();
-    let node = center.as_str().unwrap_or("n500").to_string();
-    gesture(
-        &c,
-        "drag a node at 100%",
-        Some(&format!("g.node[data-node='{node}'] rect.box")),
-        (0.0, 0.0),
-        (2.0, 1.0),
-    )
-    .await;
+        .unwrap(),
+    );
+    gesture(&c, "pan at 100%", None, (at[0] - 40.0, at[1] + at[3] / 2.0), (-3.0, -2.0)).await;
+    gesture(&c, "drag a node at 100%", Some("@nearest-node"), (0.0, 0.0), (2.0, 1.0)).await;
     let png = c.screenshot().await.unwrap();
     let shot = browser::artifacts().join("editor-bench-1000.png");
     std::fs::write(&shot, png).unwrap();

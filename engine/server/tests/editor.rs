@@ -605,6 +605,7 @@ async fn typing_together_presence_runs_list_run_view_and_adding_nodes() {
     // Presence: a's pointer and a's selection show in b.
     click(&a, "g.node[data-node='js'] rect.box").await;
     let surface = a.find(Locator::Css("svg.surface")).await.unwrap();
+    let (sx, sy, sw, sh) = surface.rectangle().await.unwrap();
     a.perform_actions(MouseActions::new("mouse".into()).then(PointerAction::MoveToElement {
         element: surface,
         duration: Some(Duration::from_millis(200)),
@@ -613,8 +614,17 @@ async fn typing_together_presence_runs_list_run_view_and_adding_nodes() {
     }))
     .await
     .unwrap();
-    eventually(Duration::from_secs(1), "a's cursor in b", || async {
-        count(&b, "g.cursor").await == 1
+    // Both windows show the same view, so a's pointer (the last position,
+    // not one held back by the rate limit) lands on the same spot in b.
+    let pointer = (sx + sw / 2.0 + 40.0, sy + sh / 2.0 + 120.0);
+    eventually(Duration::from_secs(1), "a's cursor in b, where a's pointer is", || async {
+        match b.find(Locator::Css("g.cursor path")).await {
+            Ok(el) => {
+                let (x, y, _, _) = el.rectangle().await.unwrap();
+                (x - pointer.0).abs() < 3.0 && (y - pointer.1).abs() < 3.0
+            }
+            Err(_) => false,
+        }
     })
     .await;
     eventually(Duration::from_secs(1), "a's selection in b", || async {
@@ -767,6 +777,21 @@ async fn typing_together_presence_runs_list_run_view_and_adding_nodes() {
         count(&a, ".version-banner").await == 0
             && count(&a, "g.node").await == 3
             && count(&b, "g.node").await == 3
+    })
+    .await;
+    // A window that goes away leaves no ghost behind.
+    assert_eq!(count(&a, "g.cursor").await, 1, "b's pointer is shown");
+    b.goto("about:blank").await.unwrap();
+    eventually(Duration::from_secs(2), "b gone from a", || async {
+        count(&a, "g.cursor").await == 0
+            && !a
+                .find(Locator::Css(".status"))
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap()
+                .contains("more here")
     })
     .await;
     a.close().await.ok();
