@@ -79,8 +79,11 @@ fn download(name: &str, text: &str) -> Result<(), String> {
     options.set_type("application/json");
     let blob = web_sys::Blob::new_with_str_sequence_and_options(&parts, &options)
         .map_err(|_| "cannot make the file")?;
-    let url = web_sys::Url::create_object_url_with_blob(&blob).map_err(|_| "cannot make the file")?;
-    let document = web_sys::window().and_then(|w| w.document()).ok_or("no document")?;
+    let url =
+        web_sys::Url::create_object_url_with_blob(&blob).map_err(|_| "cannot make the file")?;
+    let document = web_sys::window()
+        .and_then(|w| w.document())
+        .ok_or("no document")?;
     let a: web_sys::HtmlAnchorElement = document
         .create_element("a")
         .map_err(|_| "no anchor")?
@@ -251,22 +254,23 @@ impl Component for App {
             Msg::Delete(id) => {
                 let sure = web_sys::window()
                     .and_then(|w| {
-                        w.confirm_with_message(&format!(
-                            "Delete workflow {id}? Its runs are kept."
-                        ))
-                        .ok()
+                        w.confirm_with_message(&format!("Delete workflow {id}? Its runs are kept."))
+                            .ok()
                     })
                     .unwrap_or(false);
                 if sure {
                     ctx.link().send_future(async move {
-                        let done = net::call("DELETE", &format!("/api/v1/workflows/{id}"), None).await;
+                        let done =
+                            net::call("DELETE", &format!("/api/v1/workflows/{id}"), None).await;
                         Msg::Done(done.map(|_| format!("deleted {id}")))
                     });
                 }
             }
             Msg::Export(id) => {
                 ctx.link().send_future(async move {
-                    let done = match net::call("GET", &format!("/api/v1/workflows/{id}"), None).await {
+                    let done = match net::call("GET", &format!("/api/v1/workflows/{id}"), None)
+                        .await
+                    {
                         Ok(wf) => {
                             let text = serde_json::to_string_pretty(&wf).unwrap_or_default() + "\n";
                             download(&format!("{id}.flow.json"), &text)

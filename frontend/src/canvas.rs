@@ -220,6 +220,9 @@ struct Viewer {
     selected: Vec<String>,
 }
 
+/// A listener on the window (event name, callback), removed on destroy.
+type PageListener = (&'static str, Closure<dyn FnMut(web_sys::Event)>);
+
 /// The quick-add box (double click on the background).
 struct QuickAdd {
     screen: (f64, f64),
@@ -282,7 +285,7 @@ pub struct Canvas {
     _keys_up: Option<Closure<dyn FnMut(KeyboardEvent)>>,
     /// Space is held: a drag anywhere pans.
     space: bool,
-    _page: Vec<(&'static str, Closure<dyn FnMut(web_sys::Event)>)>,
+    _page: Vec<PageListener>,
     /// Bumped whenever what the scene shows changes.
     generation: u64,
     scene: RefCell<(u64, Rc<Scene>)>,
@@ -356,7 +359,10 @@ impl Canvas {
     }
 
     fn fetch_versions(ctx: &Context<Self>) {
-        let path = format!("/api/v1/workflows/{}/versions?limit=30", ctx.props().workflow);
+        let path = format!(
+            "/api/v1/workflows/{}/versions?limit=30",
+            ctx.props().workflow
+        );
         ctx.link()
             .send_future(async move { Msg::Versions(net::call("GET", &path, None).await) });
     }
@@ -440,7 +446,12 @@ impl Canvas {
         };
         let before = self.doc.version();
         let mut changed = false;
-        for node in editor.wf.nodes.iter().filter(|n| editor.selected.contains(&n.id)) {
+        for node in editor
+            .wf
+            .nodes
+            .iter()
+            .filter(|n| editor.selected.contains(&n.id))
+        {
             let value = serde_json::to_value(node.position).unwrap_or(Value::Null);
             match self.doc.set_node_field(&node.id, "position", &value) {
                 Ok(c) => changed |= c,
@@ -536,7 +547,6 @@ impl Canvas {
             }));
         }
     }
-
 
     /// Others' presence, as viewers; true when the scene must change
     /// (someone's selection did).
@@ -643,19 +653,17 @@ impl Canvas {
         let run = e["run"].as_str().unwrap_or_default().to_string();
         let ty = e["type"].as_str().unwrap_or_default();
         match ty {
-            "run_started" => {
-                if !self.runs.iter().any(|r| r.id == run) {
-                    self.runs.insert(
-                        0,
-                        RunRow {
-                            id: run.clone(),
-                            status: "running".into(),
-                            trigger: e["trigger"].as_str().unwrap_or_default().to_string(),
-                            created_at_us: e["at_us"].as_u64().unwrap_or(0),
-                        },
-                    );
-                    self.runs.truncate(50);
-                }
+            "run_started" if !self.runs.iter().any(|r| r.id == run) => {
+                self.runs.insert(
+                    0,
+                    RunRow {
+                        id: run.clone(),
+                        status: "running".into(),
+                        trigger: e["trigger"].as_str().unwrap_or_default().to_string(),
+                        created_at_us: e["at_us"].as_u64().unwrap_or(0),
+                    },
+                );
+                self.runs.truncate(50);
             }
             "run_finished" => {
                 if let Some(r) = self.runs.iter_mut().find(|r| r.id == run) {
@@ -869,8 +877,15 @@ impl Component for Canvas {
         let undo = loro::UndoManager::new(doc.loro());
         let on_message = ctx.link().callback(Msg::Server);
         let on_close = ctx.link().callback(|()| Msg::Closed);
-        let query = format!("workflow={}", js_sys::encode_uri_component(&ctx.props().workflow));
-        let socket = Socket::open(&query, move |v| on_message.emit(v), move || on_close.emit(()));
+        let query = format!(
+            "workflow={}",
+            js_sys::encode_uri_component(&ctx.props().workflow)
+        );
+        let socket = Socket::open(
+            &query,
+            move |v| on_message.emit(v),
+            move || on_close.emit(()),
+        );
         let (socket, status) = match socket {
             Ok(s) => {
                 s.send(&json!({
@@ -913,10 +928,11 @@ impl Component for Canvas {
                 .map(|()| on_key)
         };
         let keys = listen("keydown", Msg::Key);
-        let mut page: Vec<(&'static str, Closure<dyn FnMut(web_sys::Event)>)> = Vec::new();
+        let mut page: Vec<PageListener> = Vec::new();
         if let Some(w) = web_sys::window() {
             let link = ctx.link().clone();
-            let hide = Closure::<dyn FnMut(web_sys::Event)>::new(move |_| link.send_message(Msg::Leave));
+            let hide =
+                Closure::<dyn FnMut(web_sys::Event)>::new(move |_| link.send_message(Msg::Leave));
             // Back from the back-forward cache: the socket is gone; start
             // over rather than show a stale workflow.
             let show = Closure::<dyn FnMut(web_sys::Event)>::new(|e: web_sys::Event| {
@@ -929,8 +945,7 @@ impl Component for Canvas {
                 }
             });
             for (event, listener) in [("pagehide", hide), ("pageshow", show)] {
-                if w
-                    .add_event_listener_with_callback(event, listener.as_ref().unchecked_ref())
+                if w.add_event_listener_with_callback(event, listener.as_ref().unchecked_ref())
                     .is_ok()
                 {
                     page.push((event, listener));
@@ -1171,7 +1186,8 @@ impl Component for Canvas {
                     } else if !self.flush_scheduled {
                         self.flush_scheduled = true;
                         let link = ctx.link().clone();
-                        let flush = Closure::once_into_js(move || link.send_message(Msg::FlushCursor));
+                        let flush =
+                            Closure::once_into_js(move || link.send_message(Msg::FlushCursor));
                         if let Some(w) = web_sys::window() {
                             w.set_timeout_with_callback_and_timeout_and_arguments_0(
                                 flush.unchecked_ref(),
@@ -1379,7 +1395,9 @@ impl Component for Canvas {
                 "Enter" => {
                     e.prevent_default();
                     let first = self.quick.as_ref().and_then(|q| {
-                        self.palette_matches(&q.query).first().map(|k| k.kind.to_string())
+                        self.palette_matches(&q.query)
+                            .first()
+                            .map(|k| k.kind.to_string())
                     });
                     match first {
                         Some(kind) => Component::update(self, ctx, Msg::QuickPick(kind)),
@@ -1518,9 +1536,8 @@ impl Component for Canvas {
                 false
             }
             Msg::Pinned(id, result) => {
-                let wf = result.and_then(|v| {
-                    sluice_model::Workflow::from_value(v).map_err(|e| e.to_string())
-                });
+                let wf = result
+                    .and_then(|v| sluice_model::Workflow::from_value(v).map_err(|e| e.to_string()));
                 match wf {
                     Ok(wf) => {
                         let mut pinned = Editor::new(wf);
@@ -1602,9 +1619,8 @@ impl Component for Canvas {
                 false
             }
             Msg::VersionLoaded(version, result) => {
-                let wf = result.and_then(|v| {
-                    sluice_model::Workflow::from_value(v).map_err(|e| e.to_string())
-                });
+                let wf = result
+                    .and_then(|v| sluice_model::Workflow::from_value(v).map_err(|e| e.to_string()));
                 match wf {
                     Ok(wf) => {
                         let mut editor = Editor::new(wf);

@@ -311,13 +311,8 @@ impl Component for CodeEditor {
                 match e.key().as_str() {
                     "Tab" if !e.shift_key() => {
                         e.prevent_default();
-                        area.set_range_text_with_start_and_end_and_mode(
-                            INDENT,
-                            start,
-                            end,
-                            "end",
-                        )
-                        .ok();
+                        area.set_range_text_with_start_and_end_and_mode(INDENT, start, end, "end")
+                            .ok();
                     }
                     "Tab" => {
                         e.prevent_default();
@@ -330,24 +325,19 @@ impl Component for CodeEditor {
                         if spaces == 0 {
                             return false;
                         }
-                        area.set_range_text_with_start_and_end(
-                            "",
-                            line_start,
-                            line_start + spaces,
-                        )
-                        .ok();
+                        area.set_range_text_with_start_and_end("", line_start, line_start + spaces)
+                            .ok();
                         let s = start.saturating_sub(spaces).max(line_start);
                         area.set_selection_range(s, end.saturating_sub(spaces).max(s))
                             .ok();
                     }
                     "Enter" if !(e.ctrl_key() || e.meta_key()) => {
                         e.prevent_default();
-                        let indent: String = String::from_utf16_lossy(
-                            &units[line_start as usize..start as usize],
-                        )
-                        .chars()
-                        .take_while(|c| *c == ' ' || *c == '\t')
-                        .collect();
+                        let indent: String =
+                            String::from_utf16_lossy(&units[line_start as usize..start as usize])
+                                .chars()
+                                .take_while(|c| *c == ' ' || *c == '\t')
+                                .collect();
                         area.set_range_text_with_start_and_end_and_mode(
                             &format!("\n{indent}"),
                             start,

@@ -95,8 +95,7 @@ impl Socket {
             "ws"
         };
         let host = location.host().map_err(js_err)?;
-        let ws =
-            WebSocket::new(&format!("{scheme}://{host}/api/v1/ws?{query}")).map_err(js_err)?;
+        let ws = WebSocket::new(&format!("{scheme}://{host}/api/v1/ws?{query}")).map_err(js_err)?;
         let queue: Rc<RefCell<Vec<String>>> = Rc::default();
         let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |e: MessageEvent| {
             if let Some(text) = e.data().as_string()

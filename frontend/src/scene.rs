@@ -79,11 +79,12 @@ pub fn build(
             continue;
         };
         let spec = kinds::spec(&n.kind);
-        let ports = spec
-            .map(|k| k.output_ports(&n.config))
-            .unwrap_or_default();
+        let ports = spec.map(|k| k.output_ports(&n.config)).unwrap_or_default();
         let step = steps.and_then(|s| s.get(&n.id));
-        let mut title = problems.get(&n.id).map(|p| p.join("\n")).unwrap_or_default();
+        let mut title = problems
+            .get(&n.id)
+            .map(|p| p.join("\n"))
+            .unwrap_or_default();
         if let Some(err) = step.and_then(|st| st.error.as_ref()) {
             if !title.is_empty() {
                 title.push('\n');

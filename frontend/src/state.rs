@@ -786,7 +786,8 @@ mod tests {
         let mut nodes = vec![json!({"id": "n0", "kind": "trigger.manual"})];
         let mut edges = vec![json!({"from": "n0", "to": "n999"})];
         for i in 1..1000 {
-            nodes.push(json!({"id": format!("n{i}"), "kind": "data.set", "config": {"values": {}}}));
+            nodes
+                .push(json!({"id": format!("n{i}"), "kind": "data.set", "config": {"values": {}}}));
             edges.push(json!({"from": format!("n{}", i - 1), "to": format!("n{i}")}));
         }
         nodes.push(json!({"id": "a", "kind": "data.set", "config": {"values": {}}}));

@@ -16,10 +16,10 @@
 //! Needs the built editor (`cargo xtask frontend`), `chromium` and
 //! `chromedriver`; `cargo xtask bench editor` sees to all three.
 
-#[path = "../tests/common/mod.rs"]
-mod common;
 #[path = "../tests/browser/mod.rs"]
 mod browser;
+#[path = "../tests/common/mod.rs"]
+mod common;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -150,11 +150,24 @@ fn numbers(v: &Value) -> Vec<f64> {
         .collect()
 }
 
-async fn gesture(c: &Client, name: &str, selector: Option<&str>, from: (f64, f64), step: (f64, f64)) {
+async fn gesture(
+    c: &Client,
+    name: &str,
+    selector: Option<&str>,
+    from: (f64, f64),
+    step: (f64, f64),
+) {
     let out = c
         .execute_async(
             GESTURE,
-            vec![json!(selector), json!(from.0), json!(from.1), json!(step.0), json!(step.1), json!(FRAMES)],
+            vec![
+                json!(selector),
+                json!(from.0),
+                json!(from.1),
+                json!(step.0),
+                json!(step.1),
+                json!(FRAMES),
+            ],
         )
         .await
         .expect("the gesture script");
@@ -176,7 +189,11 @@ async fn gesture(c: &Client, name: &str, selector: Option<&str>, from: (f64, f64
         },
     );
     if selector.is_some() {
-        assert_eq!(out["moved"], json!(true), "{name}: the node did not move: {out}");
+        assert_eq!(
+            out["moved"],
+            json!(true),
+            "{name}: the node did not move: {out}"
+        );
     }
 }
 
@@ -274,8 +291,22 @@ async fn main() {
         .unwrap();
     let r = numbers(&rect);
     println!("fitted: zoom {:.0}%", z * 100.0);
-    gesture(&c, "pan, fitted (1,000 nodes visible)", None, (r[0] + 4.0, r[1] + 4.0), (3.0, 2.0)).await;
-    gesture(&c, "drag a node, fitted", Some("g.node[data-node='n500'] rect.box"), (0.0, 0.0), (2.0, 1.0)).await;
+    gesture(
+        &c,
+        "pan, fitted (1,000 nodes visible)",
+        None,
+        (r[0] + 4.0, r[1] + 4.0),
+        (3.0, 2.0),
+    )
+    .await;
+    gesture(
+        &c,
+        "drag a node, fitted",
+        Some("g.node[data-node='n500'] rect.box"),
+        (0.0, 0.0),
+        (2.0, 1.0),
+    )
+    .await;
     // Zoom to 100% around a node in the middle of the graph (one the drag
     // above did not touch), which then stays under the pointer.
     let anchor = numbers(
@@ -304,8 +335,22 @@ async fn main() {
         .await
         .unwrap(),
     );
-    gesture(&c, "pan at 100%", None, (at[0] - 40.0, at[1] + at[3] / 2.0), (-3.0, -2.0)).await;
-    gesture(&c, "drag a node at 100%", Some("@nearest-node"), (0.0, 0.0), (2.0, 1.0)).await;
+    gesture(
+        &c,
+        "pan at 100%",
+        None,
+        (at[0] - 40.0, at[1] + at[3] / 2.0),
+        (-3.0, -2.0),
+    )
+    .await;
+    gesture(
+        &c,
+        "drag a node at 100%",
+        Some("@nearest-node"),
+        (0.0, 0.0),
+        (2.0, 1.0),
+    )
+    .await;
     let png = c.screenshot().await.unwrap();
     let shot = browser::artifacts().join("editor-bench-1000.png");
     std::fs::write(&shot, png).unwrap();

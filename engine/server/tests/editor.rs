@@ -3,14 +3,14 @@
 //! real trigger port serving the built editor (`cargo xtask frontend`,
 //! which `cargo xtask test` runs first). Screenshots go to `artifacts/`.
 
-mod common;
 mod browser;
+mod common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fantoccini::actions::{InputSource, MOUSE_BUTTON_LEFT, MouseActions, PointerAction};
 use browser::{artifacts, browser, driver, ui_dir};
+use fantoccini::actions::{InputSource, MOUSE_BUTTON_LEFT, MouseActions, PointerAction};
 use fantoccini::{Client, Locator};
 use serde_json::{Value, json};
 
@@ -606,26 +606,32 @@ async fn typing_together_presence_runs_list_run_view_and_adding_nodes() {
     click(&a, "g.node[data-node='js'] rect.box").await;
     let surface = a.find(Locator::Css("svg.surface")).await.unwrap();
     let (sx, sy, sw, sh) = surface.rectangle().await.unwrap();
-    a.perform_actions(MouseActions::new("mouse".into()).then(PointerAction::MoveToElement {
-        element: surface,
-        duration: Some(Duration::from_millis(200)),
-        x: 40.0,
-        y: 120.0,
-    }))
+    a.perform_actions(
+        MouseActions::new("mouse".into()).then(PointerAction::MoveToElement {
+            element: surface,
+            duration: Some(Duration::from_millis(200)),
+            x: 40.0,
+            y: 120.0,
+        }),
+    )
     .await
     .unwrap();
     // Both windows show the same view, so a's pointer (the last position,
     // not one held back by the rate limit) lands on the same spot in b.
     let pointer = (sx + sw / 2.0 + 40.0, sy + sh / 2.0 + 120.0);
-    eventually(Duration::from_secs(1), "a's cursor in b, where a's pointer is", || async {
-        match b.find(Locator::Css("g.cursor path")).await {
-            Ok(el) => {
-                let (x, y, _, _) = el.rectangle().await.unwrap();
-                (x - pointer.0).abs() < 3.0 && (y - pointer.1).abs() < 3.0
+    eventually(
+        Duration::from_secs(1),
+        "a's cursor in b, where a's pointer is",
+        || async {
+            match b.find(Locator::Css("g.cursor path")).await {
+                Ok(el) => {
+                    let (x, y, _, _) = el.rectangle().await.unwrap();
+                    (x - pointer.0).abs() < 3.0 && (y - pointer.1).abs() < 3.0
+                }
+                Err(_) => false,
             }
-            Err(_) => false,
-        }
-    })
+        },
+    )
     .await;
     eventually(Duration::from_secs(1), "a's selection in b", || async {
         count(&b, "g.node[data-node='js'] rect.seen").await == 1
@@ -635,7 +641,12 @@ async fn typing_together_presence_runs_list_run_view_and_adding_nodes() {
 
     // Two people typing in the same code: each sees the other within a second.
     click(&b, "g.node[data-node='js'] rect.box").await;
-    let code_a = a.wait().at_most(Duration::from_secs(5)).for_element(Locator::Css("#cfg-source")).await.unwrap();
+    let code_a = a
+        .wait()
+        .at_most(Duration::from_secs(5))
+        .for_element(Locator::Css("#cfg-source"))
+        .await
+        .unwrap();
     code_a.click().await.unwrap();
     key_chord(&a, CONTROL, END).await;
     code_a.send_keys("\n// from a").await.unwrap();
@@ -666,7 +677,11 @@ async fn typing_together_presence_runs_list_run_view_and_adding_nodes() {
         value_of(&b, "#cfg-source").await,
         "// from b\nreturn {n: input.n * 2};\n// from a\n  x\n  y"
     );
-    assert_eq!(count(&a, ".code .gutter div").await, 5, "a line number per line");
+    assert_eq!(
+        count(&a, ".code .gutter div").await,
+        5,
+        "a line number per line"
+    );
     screenshot(&a, "code").await;
 
     // A run started in a shows up live in b's runs list.
@@ -676,16 +691,29 @@ async fn typing_together_presence_runs_list_run_view_and_adding_nodes() {
     input.send_keys(r#"{"n": 21}"#).await.unwrap();
     click(&a, ".run-button").await;
     eventually(Duration::from_secs(5), "the run in b's list", || async {
-        b.find(Locator::Css("button.run-row.run-succeeded")).await.is_ok()
+        b.find(Locator::Css("button.run-row.run-succeeded"))
+            .await
+            .is_ok()
     })
     .await;
     // b opens it: the run view shows the pinned workflow, statuses, output.
     click(&b, "button.run-row").await;
-    let banner = b.wait().at_most(Duration::from_secs(5)).for_element(Locator::Css(".run-banner")).await.unwrap();
+    let banner = b
+        .wait()
+        .at_most(Duration::from_secs(5))
+        .for_element(Locator::Css(".run-banner"))
+        .await
+        .unwrap();
     assert!(banner.text().await.unwrap().contains("succeeded"));
-    eventually(Duration::from_secs(5), "statuses in the run view", || async {
-        class_of(&b, "g.node[data-node='js']").await.contains("run-succeeded")
-    })
+    eventually(
+        Duration::from_secs(5),
+        "statuses in the run view",
+        || async {
+            class_of(&b, "g.node[data-node='js']")
+                .await
+                .contains("run-succeeded")
+        },
+    )
     .await;
     click(&b, "g.node[data-node='js'] rect.box").await;
     eventually(Duration::from_secs(5), "the step's output", || async {
@@ -697,15 +725,25 @@ async fn typing_together_presence_runs_list_run_view_and_adding_nodes() {
     .await;
     // Read-only: the form is disabled in a past run.
     assert!(
-        b.find(Locator::Css(".node-panel fieldset")).await.unwrap().attr("disabled").await.unwrap().is_some(),
+        b.find(Locator::Css(".node-panel fieldset"))
+            .await
+            .unwrap()
+            .attr("disabled")
+            .await
+            .unwrap()
+            .is_some(),
         "the form of a past run is read-only"
     );
     screenshot(&b, "run-view").await;
     // Retry from the start: a new run, in both lists.
     click(&b, ".run-banner .retry-start").await;
-    eventually(Duration::from_secs(5), "the retry in both lists", || async {
-        count(&a, "button.run-row").await == 2 && count(&b, "button.run-row").await == 2
-    })
+    eventually(
+        Duration::from_secs(5),
+        "the retry in both lists",
+        || async {
+            count(&a, "button.run-row").await == 2 && count(&b, "button.run-row").await == 2
+        },
+    )
     .await;
     // Esc goes back to editing.
     press(&b, "\u{E00C}").await;
@@ -719,31 +757,56 @@ async fn typing_together_presence_runs_list_run_view_and_adding_nodes() {
     let (_, _, w, h) = surface.rectangle().await.unwrap();
     a.perform_actions(
         MouseActions::new("mouse".into())
-            .then(PointerAction::MoveToElement { element: surface, duration: None, x: -w / 2.0 + 60.0, y: h / 2.0 - 60.0 })
-            .then(PointerAction::Down { button: MOUSE_BUTTON_LEFT })
-            .then(PointerAction::Up { button: MOUSE_BUTTON_LEFT })
-            .then(PointerAction::Down { button: MOUSE_BUTTON_LEFT })
-            .then(PointerAction::Up { button: MOUSE_BUTTON_LEFT }),
+            .then(PointerAction::MoveToElement {
+                element: surface,
+                duration: None,
+                x: -w / 2.0 + 60.0,
+                y: h / 2.0 - 60.0,
+            })
+            .then(PointerAction::Down {
+                button: MOUSE_BUTTON_LEFT,
+            })
+            .then(PointerAction::Up {
+                button: MOUSE_BUTTON_LEFT,
+            })
+            .then(PointerAction::Down {
+                button: MOUSE_BUTTON_LEFT,
+            })
+            .then(PointerAction::Up {
+                button: MOUSE_BUTTON_LEFT,
+            }),
     )
     .await
     .unwrap();
-    let quick = a.wait().at_most(Duration::from_secs(5)).for_element(Locator::Css(".quick-add input")).await.unwrap();
+    let quick = a
+        .wait()
+        .at_most(Duration::from_secs(5))
+        .for_element(Locator::Css(".quick-add input"))
+        .await
+        .unwrap();
     quick.send_keys("log\u{E007}").await.unwrap();
-    eventually(Duration::from_secs(5), "the quick-added node stored", || async {
-        nodes_of_kind(&s, "code", "util.log").await.len() == 1
-    })
+    eventually(
+        Duration::from_secs(5),
+        "the quick-added node stored",
+        || async { nodes_of_kind(&s, "code", "util.log").await.len() == 1 },
+    )
     .await;
 
     // Drag from the palette onto the canvas.
     drag(&a, "button.kind[data-kind='data.set']", "svg.surface").await;
-    eventually(Duration::from_secs(5), "the dragged-in node stored", || async {
-        nodes_of_kind(&s, "code", "data.set").await.len() == 1
-    })
+    eventually(
+        Duration::from_secs(5),
+        "the dragged-in node stored",
+        || async { nodes_of_kind(&s, "code", "data.set").await.len() == 1 },
+    )
     .await;
     // `/` searches the palette.
     press(&a, "/").await;
     let active = a.active_element().await.unwrap();
-    assert_eq!(active.attr("class").await.unwrap().as_deref(), Some("palette-search"));
+    assert_eq!(
+        active.attr("class").await.unwrap().as_deref(),
+        Some("palette-search")
+    );
     active.send_keys("transform").await.unwrap();
     eventually(Duration::from_secs(2), "the palette filtered", || async {
         count(&a, ".palette button.kind[data-kind='data.transform']").await == 1
@@ -758,12 +821,21 @@ async fn typing_together_presence_runs_list_run_view_and_adding_nodes() {
         count(&a, ".versions li").await >= 2
     })
     .await;
-    let versions = a.find_all(Locator::Css(".versions .view-version")).await.unwrap();
+    let versions = a
+        .find_all(Locator::Css(".versions .view-version"))
+        .await
+        .unwrap();
     versions.last().unwrap().click().await.unwrap();
-    a.wait().at_most(Duration::from_secs(5)).for_element(Locator::Css(".version-banner")).await.unwrap();
-    eventually(Duration::from_secs(5), "the first version on the canvas", || async {
-        count(&a, "g.node").await == 3
-    })
+    a.wait()
+        .at_most(Duration::from_secs(5))
+        .for_element(Locator::Css(".version-banner"))
+        .await
+        .unwrap();
+    eventually(
+        Duration::from_secs(5),
+        "the first version on the canvas",
+        || async { count(&a, "g.node").await == 3 },
+    )
     .await;
     screenshot(&a, "version").await;
     click(&a, ".version-banner .restore").await;
@@ -773,11 +845,15 @@ async fn typing_together_presence_runs_list_run_view_and_adding_nodes() {
             && wf["nodes"][1]["config"]["source"] == "return {n: input.n * 2};"
     })
     .await;
-    eventually(Duration::from_secs(2), "the restore in both windows", || async {
-        count(&a, ".version-banner").await == 0
-            && count(&a, "g.node").await == 3
-            && count(&b, "g.node").await == 3
-    })
+    eventually(
+        Duration::from_secs(2),
+        "the restore in both windows",
+        || async {
+            count(&a, ".version-banner").await == 0
+                && count(&a, "g.node").await == 3
+                && count(&b, "g.node").await == 3
+        },
+    )
     .await;
     // A window that goes away leaves no ghost behind.
     assert_eq!(count(&a, "g.cursor").await, 1, "b's pointer is shown");
@@ -839,7 +915,12 @@ async fn the_list_renames_duplicates_deletes_exports_and_imports() {
 
     // Rename in place: Enter keeps it.
     click(&a, "li[data-id='alpha'] .rename-button").await;
-    let input = a.wait().at_most(Duration::from_secs(5)).for_element(Locator::Css("input.rename")).await.unwrap();
+    let input = a
+        .wait()
+        .at_most(Duration::from_secs(5))
+        .for_element(Locator::Css("input.rename"))
+        .await
+        .unwrap();
     key_chord(&a, CONTROL, "a").await;
     input.send_keys("Alpha Two\u{E007}").await.unwrap();
     eventually(Duration::from_secs(5), "the new name stored", || async {
@@ -847,7 +928,10 @@ async fn the_list_renames_duplicates_deletes_exports_and_imports() {
     })
     .await;
     eventually(Duration::from_secs(2), "the new name listed", || async {
-        match a.find(Locator::Css("button.workflow[data-id='alpha'] .name")).await {
+        match a
+            .find(Locator::Css("button.workflow[data-id='alpha'] .name"))
+            .await
+        {
             Ok(el) => el.text().await.unwrap() == "Alpha Two",
             Err(_) => false,
         }
@@ -865,7 +949,11 @@ async fn the_list_renames_duplicates_deletes_exports_and_imports() {
     assert_eq!(copy["nodes"], stored(&s, "alpha").await["nodes"]);
 
     // Delete asks first.
-    a.wait().at_most(Duration::from_secs(5)).for_element(Locator::Css("li[data-id='alpha-copy'] .delete")).await.unwrap();
+    a.wait()
+        .at_most(Duration::from_secs(5))
+        .for_element(Locator::Css("li[data-id='alpha-copy'] .delete"))
+        .await
+        .unwrap();
     click(&a, "li[data-id='alpha-copy'] .delete").await;
     a.accept_alert().await.unwrap();
     eventually(Duration::from_secs(5), "the copy deleted", || async {
@@ -886,22 +974,46 @@ async fn the_list_renames_duplicates_deletes_exports_and_imports() {
     // Import never overwrites: the taken id gets a suffix. A bad file says why.
     let dir = tempfile::tempdir().unwrap();
     let good = dir.path().join("alpha.flow.json");
-    std::fs::write(&good, serde_json::to_string(&json!({
-        "format": "sluice.workflow/v1", "id": "alpha", "name": "Imported", "nodes": [
-            {"id": "start", "kind": "trigger.manual"}, {"id": "end", "kind": "output.end"}],
-        "edges": [{"from": "start", "to": "end"}]
-    })).unwrap()).unwrap();
-    a.find(Locator::Css("#import")).await.unwrap().send_keys(good.to_str().unwrap()).await.unwrap();
+    std::fs::write(
+        &good,
+        serde_json::to_string(&json!({
+            "format": "sluice.workflow/v1", "id": "alpha", "name": "Imported", "nodes": [
+                {"id": "start", "kind": "trigger.manual"}, {"id": "end", "kind": "output.end"}],
+            "edges": [{"from": "start", "to": "end"}]
+        }))
+        .unwrap(),
+    )
+    .unwrap();
+    a.find(Locator::Css("#import"))
+        .await
+        .unwrap()
+        .send_keys(good.to_str().unwrap())
+        .await
+        .unwrap();
     eventually(Duration::from_secs(5), "the import stored", || async {
         status_of("alpha-2").await == 200
     })
     .await;
     assert_eq!(stored(&s, "alpha-2").await["name"], "Imported");
-    assert_eq!(stored(&s, "alpha").await["name"], "Alpha Two", "the original stays");
+    assert_eq!(
+        stored(&s, "alpha").await["name"],
+        "Alpha Two",
+        "the original stays"
+    );
     let bad = dir.path().join("broken.json");
     std::fs::write(&bad, "{ not json").unwrap();
-    a.find(Locator::Css("#import")).await.unwrap().send_keys(bad.to_str().unwrap()).await.unwrap();
-    let error = a.wait().at_most(Duration::from_secs(5)).for_element(Locator::Css(".error")).await.unwrap();
+    a.find(Locator::Css("#import"))
+        .await
+        .unwrap()
+        .send_keys(bad.to_str().unwrap())
+        .await
+        .unwrap();
+    let error = a
+        .wait()
+        .at_most(Duration::from_secs(5))
+        .for_element(Locator::Css(".error"))
+        .await
+        .unwrap();
     let text = error.text().await.unwrap();
     assert!(text.contains("broken.json is not JSON"), "{text}");
     screenshot(&a, "list").await;

@@ -105,4 +105,3 @@ pub async fn browser(driver: &Driver) -> Client {
         .await
         .expect("a Chromium session")
 }
-
