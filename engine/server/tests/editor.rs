@@ -282,14 +282,12 @@ async fn edits_on_the_canvas_reach_the_engine_and_other_windows() {
     b.close().await.ok();
 }
 
+/// The class of `css` ("" while it is missing or being re-rendered).
 async fn class_of(c: &Client, css: &str) -> String {
-    c.find(Locator::Css(css))
-        .await
-        .unwrap()
-        .attr("class")
-        .await
-        .unwrap()
-        .unwrap_or_default()
+    match c.find(Locator::Css(css)).await {
+        Ok(el) => el.attr("class").await.ok().flatten().unwrap_or_default(),
+        Err(_) => String::new(),
+    }
 }
 
 async fn key_chord(c: &Client, modifier: &str, key: &str) {
@@ -383,27 +381,14 @@ async fn configure_run_read_undo_and_see_a_failure() {
         .await
         .unwrap();
     eventually(Duration::from_secs(10), "the run to finish", || async {
-        match a.find(Locator::Css(".run-status")).await {
-            Ok(el) => el.text().await.unwrap() != "running",
-            Err(_) => false,
-        }
+        text_of(&a, ".run-status")
+            .await
+            .is_some_and(|t| t != "running")
     })
     .await;
-    let status = a
-        .find(Locator::Css(".run-status"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let status = text(&a, ".run-status").await;
     assert_eq!(status, "succeeded");
-    let output = a
-        .find(Locator::Css(".run-output"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let output = text(&a, ".run-output").await;
     let output: Value = serde_json::from_str(&output).unwrap();
     assert_eq!(output, json!({"end": {"ok": true, "n": 2}}));
     eventually(
@@ -416,13 +401,7 @@ async fn configure_run_read_undo_and_see_a_failure() {
         },
     )
     .await;
-    let step_output = a
-        .find(Locator::Css(".step-output"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let step_output = text(&a, ".step-output").await;
     assert!(step_output.contains("n: 2"), "{step_output}");
     screenshot(&a, "run").await;
 
@@ -495,27 +474,53 @@ async fn configure_run_read_undo_and_see_a_failure() {
             && a.find(Locator::Css(".run-error")).await.is_ok()
     })
     .await;
-    let error = a
-        .find(Locator::Css(".run-error"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let error = text(&a, ".run-error").await;
     assert!(
         error.contains("explode") && error.contains("nope"),
         "{error}"
     );
-    assert_eq!(
-        a.find(Locator::Css(".run-status"))
+    assert_eq!(text(&a, ".run-status").await, "failed");
+    screenshot(&a, "failed").await;
+    // Retry from the failed step: a new run of the same pinned version
+    // that reuses `start` (journaled, not run again) and fails again.
+    click(&a, ".run .retry-failed").await;
+    eventually(Duration::from_secs(10), "the retry, failed too", || async {
+        a.find_all(Locator::Css("button.run-row.run-failed"))
             .await
             .unwrap()
-            .text()
-            .await
-            .unwrap(),
-        "failed"
-    );
-    screenshot(&a, "failed").await;
+            .len()
+            == 2
+    })
+    .await;
+    let runs: Value = s
+        .api(reqwest::Method::GET, "/runs?workflow=boom")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let retry = &runs.as_array().unwrap()[0];
+    let detail: Value = s
+        .api(
+            reqwest::Method::GET,
+            &format!("/runs/{}", retry["id"].as_str().unwrap()),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(runs.as_array().unwrap().len(), 2);
+    assert_eq!(detail["status"], "failed");
+    let explode = detail["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|st| st["node"] == "explode")
+        .unwrap();
+    assert_eq!(explode["status"], "failed", "{detail}");
     a.close().await.ok();
     b.close().await.ok();
 }
@@ -530,6 +535,22 @@ async fn value_of(c: &Client, css: &str) -> String {
         .unwrap_or_default()
 }
 
+/// The text of `css`, found again if a render replaced it meanwhile.
+async fn text(c: &Client, css: &str) -> String {
+    for _ in 0..40 {
+        if let Some(t) = text_of(c, css).await {
+            return t;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("no text at {css}");
+}
+
+/// The text of `css`, or None when it is missing or was just re-rendered.
+async fn text_of(c: &Client, css: &str) -> Option<String> {
+    c.find(Locator::Css(css)).await.ok()?.text().await.ok()
+}
+
 async fn count(c: &Client, css: &str) -> usize {
     c.find_all(Locator::Css(css)).await.unwrap().len()
 }
@@ -537,15 +558,13 @@ async fn count(c: &Client, css: &str) -> usize {
 /// Clicks `css`, finding it again if a render replaced it meanwhile.
 async fn click(c: &Client, css: &str) {
     for _ in 0..10 {
-        let found = c.find(Locator::Css(css)).await;
-        match found {
-            Ok(el) => match el.click().await {
+        if let Ok(el) = c.find(Locator::Css(css)).await {
+            match el.click().await {
                 Ok(_) => return,
                 Err(fantoccini::error::CmdError::Standard(e))
                     if e.error == fantoccini::error::ErrorStatus::StaleElementReference => {}
                 Err(e) => panic!("clicking {css}: {e}"),
-            },
-            Err(_) => {}
+            }
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -667,12 +686,20 @@ async fn typing_together_presence_runs_list_run_view_and_adding_nodes() {
     .await;
     // Tab indents (it does not leave the editor), and Enter keeps the indentation.
     code_a.send_keys("\n\u{E004}x\ny").await.unwrap();
-    eventually(Duration::from_secs(5), "the code stored", || async {
-        let wf = stored(&s, "code").await;
-        wf["nodes"][1]["config"]["source"]
-            == "// from b\nreturn {n: input.n * 2};\n// from a\n  x\n  y"
-    })
-    .await;
+    let want = "// from b\nreturn {n: input.n * 2};\n// from a\n  x\n  y";
+    let started = Instant::now();
+    loop {
+        let source = stored(&s, "code").await["nodes"][1]["config"]["source"].clone();
+        if source == want {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the code stored is {source}, a shows {:?}",
+            value_of(&a, "#cfg-source").await
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
     assert_eq!(
         value_of(&b, "#cfg-source").await,
         "// from b\nreturn {n: input.n * 2};\n// from a\n  x\n  y"
@@ -717,10 +744,9 @@ async fn typing_together_presence_runs_list_run_view_and_adding_nodes() {
     .await;
     click(&b, "g.node[data-node='js'] rect.box").await;
     eventually(Duration::from_secs(5), "the step's output", || async {
-        match b.find(Locator::Css(".step-output")).await {
-            Ok(el) => el.text().await.unwrap().contains("n: 42"),
-            Err(_) => false,
-        }
+        text_of(&b, ".step-output")
+            .await
+            .is_some_and(|t| t.contains("n: 42"))
     })
     .await;
     // Read-only: the form is disabled in a past run.
@@ -859,15 +885,7 @@ async fn typing_together_presence_runs_list_run_view_and_adding_nodes() {
     assert_eq!(count(&a, "g.cursor").await, 1, "b's pointer is shown");
     b.goto("about:blank").await.unwrap();
     eventually(Duration::from_secs(2), "b gone from a", || async {
-        count(&a, "g.cursor").await == 0
-            && !a
-                .find(Locator::Css(".status"))
-                .await
-                .unwrap()
-                .text()
-                .await
-                .unwrap()
-                .contains("more here")
+        count(&a, "g.cursor").await == 0 && !text(&a, ".status").await.contains("more here")
     })
     .await;
     a.close().await.ok();
@@ -928,13 +946,9 @@ async fn the_list_renames_duplicates_deletes_exports_and_imports() {
     })
     .await;
     eventually(Duration::from_secs(2), "the new name listed", || async {
-        match a
-            .find(Locator::Css("button.workflow[data-id='alpha'] .name"))
+        text_of(&a, "button.workflow[data-id='alpha'] .name")
             .await
-        {
-            Ok(el) => el.text().await.unwrap() == "Alpha Two",
-            Err(_) => false,
-        }
+            .is_some_and(|t| t == "Alpha Two")
     })
     .await;
 
@@ -964,10 +978,9 @@ async fn the_list_renames_duplicates_deletes_exports_and_imports() {
     // Export offers the file.
     click(&a, "li[data-id='alpha'] .export").await;
     eventually(Duration::from_secs(5), "the export", || async {
-        match a.find(Locator::Css(".notice")).await {
-            Ok(el) => el.text().await.unwrap() == "exported alpha.flow.json",
-            Err(_) => false,
-        }
+        text_of(&a, ".notice")
+            .await
+            .is_some_and(|t| t == "exported alpha.flow.json")
     })
     .await;
 
