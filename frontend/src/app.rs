@@ -32,6 +32,8 @@ pub enum Msg {
 pub struct App {
     workflows: Vec<(String, String)>,
     open: Option<String>,
+    /// A run to show on the open workflow.
+    open_run: Option<String>,
     error: Option<String>,
     new_name: String,
     /// The workflow being renamed, and the name typed so far.
@@ -42,11 +44,21 @@ pub struct App {
     _on_hash: Option<wasm_bindgen::closure::Closure<dyn FnMut()>>,
 }
 
-fn hash_route() -> Option<String> {
+/// `#/w/<workflow>` or `#/w/<workflow>/r/<run>` (a run shown as it ran:
+/// what the desktop app's notifications and `sluice://run/...` open).
+fn hash_route() -> Option<(String, Option<String>)> {
     let hash = web_sys::window()?.location().hash().ok()?;
-    hash.strip_prefix("#/w/")
-        .filter(|id| !id.is_empty())
-        .map(str::to_string)
+    let rest = hash.strip_prefix("#/w/").filter(|r| !r.is_empty())?;
+    let decode = |s: &str| {
+        js_sys::decode_uri_component(s)
+            .ok()
+            .and_then(|v| v.as_string())
+            .unwrap_or_else(|| s.to_string())
+    };
+    Some(match rest.split_once("/r/") {
+        Some((wf, run)) if !run.is_empty() => (decode(wf), Some(decode(run))),
+        _ => (decode(rest.trim_end_matches('/')), None),
+    })
 }
 
 /// An id not among `taken`: `base`, else `base-2`, `base-3`…
@@ -141,7 +153,8 @@ impl Component for App {
         }
         App {
             workflows: Vec::new(),
-            open: hash_route(),
+            open: hash_route().map(|r| r.0),
+            open_run: hash_route().and_then(|r| r.1),
             error: None,
             new_name: String::new(),
             renaming: None,
@@ -174,6 +187,7 @@ impl Component for App {
             Msg::Open(id) => {
                 set_hash(&format!("/w/{id}"));
                 self.open = Some(id);
+                self.open_run = None;
             }
             Msg::Back => {
                 set_hash("/");
@@ -203,13 +217,18 @@ impl Component for App {
             }
             Msg::Route => {
                 let route = hash_route();
-                if route == self.open {
+                let (open, run) = match route {
+                    Some((wf, run)) => (Some(wf), run),
+                    None => (None, None),
+                };
+                if open == self.open && run == self.open_run {
                     return false;
                 }
-                if route.is_none() {
+                if open.is_none() {
                     App::list(ctx);
                 }
-                self.open = route;
+                self.open = open;
+                self.open_run = run;
             }
             Msg::Rename(id) => {
                 let name = self
@@ -356,7 +375,7 @@ impl Component for App {
                         <h1>{ id }</h1>
                     </header>
                     { for error }
-                    <Canvas key={id.clone()} workflow={id.clone()} />
+                    <Canvas key={id.clone()} workflow={id.clone()} run={self.open_run.clone()} />
                 </div>
             };
         }

@@ -31,6 +31,9 @@ use crate::state::{Action, Change, Editor, NODE_H, NODE_W, Rect};
 #[derive(Properties, PartialEq)]
 pub struct Props {
     pub workflow: String,
+    /// A run to show as it ran (`#/w/<workflow>/r/<run>`).
+    #[prop_or_default]
+    pub run: Option<String>,
 }
 
 pub enum Msg {
@@ -897,6 +900,9 @@ impl Component for Canvas {
             Err(e) => (None, format!("cannot connect: {e}")),
         };
         Canvas::fetch_runs(ctx);
+        if let Some(run) = &ctx.props().run {
+            ctx.link().send_message(Msg::OpenRun(run.clone()));
+        }
         ctx.link().send_future(async {
             Msg::Credentials(net::call("GET", "/api/v1/credentials", None).await)
         });
@@ -996,6 +1002,15 @@ impl Component for Canvas {
             generation: 1,
             scene: RefCell::new((0, Rc::default())),
         }
+    }
+
+    fn changed(&mut self, ctx: &Context<Self>, old: &Props) -> bool {
+        if ctx.props().run != old.run
+            && let Some(run) = &ctx.props().run
+        {
+            ctx.link().send_message(Msg::OpenRun(run.clone()));
+        }
+        true
     }
 
     fn destroy(&mut self, _ctx: &Context<Self>) {

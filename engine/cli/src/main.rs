@@ -471,25 +471,10 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
 /// time (`serve`, `runs resume`): two would run their steps twice. Held
 /// until the process exits; the OS releases it even after a SIGKILL.
 fn lock_data_dir(dir: &Path) -> Result<std::fs::File, Exit> {
-    std::fs::create_dir_all(dir)
-        .map_err(|e| internal(format!("cannot create {}: {e}", dir.display())))?;
-    let path = dir.join("lock");
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(|e| internal(format!("cannot open {}: {e}", path.display())))?;
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => Err(usage(format!(
-            "the data dir {} is in use by another `sluice serve` or `sluice runs resume`",
-            dir.display()
-        ))),
-        Err(std::fs::TryLockError::Error(e)) => {
-            Err(internal(format!("cannot lock {}: {e}", path.display())))
-        }
-    }
+    sluice_host::lock_data_dir(dir).map_err(|e| match e {
+        sluice_host::HostError::Usage(m) => usage(m),
+        sluice_host::HostError::Internal(m) => internal(m),
+    })
 }
 
 /// The editor's files built into the binary (see `build.rs`).
@@ -517,42 +502,11 @@ async fn serve(
     ui: Option<PathBuf>,
 ) -> Result<u8, Exit> {
     let dir = data_dir(data_dir_flag)?;
-    let _lock = lock_data_dir(&dir)?;
-    let engine = open(Some(dir.clone())).await?;
-    engine.check_settings().map_err(usage)?;
-    let token = sluice_server::ensure_token(&dir).map_err(|e| {
-        internal(format!(
-            "cannot write {}: {e}",
-            dir.join("api-token").display()
-        ))
-    })?;
-    let addr = listen.unwrap_or_else(|| {
-        std::net::SocketAddr::from(([127, 0, 0, 1], sluice_server::DEFAULT_PORT))
-    });
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| usage(format!("cannot listen on {addr}: {e}")))?;
-    let local = listener.local_addr().map_err(internal)?;
-    if sluice_server::is_exposed(&local) {
-        eprintln!(
-            "sluice: warning: {local} is reachable from other machines; webhooks need no token, \
-             the API does (keep {} secret)",
-            dir.join("api-token").display()
-        );
+    let mut options = sluice_host::HostOptions::new(dir.clone());
+    if let Some(listen) = listen {
+        options.listen = listen;
     }
-    // 0.0.0.0 / [::] accept every interface; the API answers loopback names.
-    let shown = if local.ip().is_unspecified() {
-        std::net::SocketAddr::from(([127, 0, 0, 1], local.port()))
-    } else {
-        local
-    };
-    println!("listening on http://{shown}");
-    println!("data dir {}", dir.display());
-    println!(
-        "API token {token} (also in {})",
-        dir.join("api-token").display()
-    );
-    let mut options = sluice_server::Options::new(local);
+    options.workflows = workflows;
     // `--ui` first, then the editor built into this binary, then one on
     // disk beside it or in the checkout.
     options.ui_embedded = embedded::UI_FILES;
@@ -563,40 +517,39 @@ async fn serve(
             None
         }
     });
-    match (&options.ui_dir, options.ui_embedded.is_empty()) {
-        (None, true) => println!("editor not built (cargo xtask run builds it)"),
-        _ => println!(
-            "editor http://{shown}/ui/login?code={} (signs this browser in; the link works once)",
-            options.codes.issue()
-        ),
+    let host = sluice_host::Host::start(options)
+        .await
+        .map_err(|e| match e {
+            sluice_host::HostError::Usage(m) => usage(m),
+            sluice_host::HostError::Internal(m) => internal(m),
+        })?;
+    if sluice_server::is_exposed(&host.bound) {
+        eprintln!(
+            "sluice: warning: {} is reachable from other machines; webhooks need no token, \
+             the API does (keep {} secret)",
+            host.bound,
+            dir.join("api-token").display()
+        );
     }
-    // The workflows folder: files in, files out (started below).
-    let folder = workflows.unwrap_or_else(|| dir.join("workflows"));
-    let mirror = sluice_triggers::Mirror::new(engine.clone(), &folder).map_err(usage)?;
-    println!("workflows folder {}", folder.display());
-    let resumed = engine.resume_all().await.map_err(internal)?;
-    if !resumed.is_empty() {
-        println!("resuming {} unfinished run(s)", resumed.len());
+    println!("listening on {}", host.base_url());
+    println!("data dir {}", dir.display());
+    println!(
+        "API token {} (also in {})",
+        host.token,
+        dir.join("api-token").display()
+    );
+    if host.has_ui {
+        println!(
+            "editor {} (signs this browser in; the link works once)",
+            host.login_url("/")
+        );
+    } else {
+        println!("editor not built (cargo xtask run builds it)");
     }
-    for h in resumed {
-        tokio::spawn(h.wait());
+    println!("workflows folder {}", host.workflows.display());
+    if host.resumed > 0 {
+        println!("resuming {} unfinished run(s)", host.resumed);
     }
-    // The JavaScript runtime, ready before the first code.js step needs it.
-    {
-        let engine = engine.clone();
-        tokio::spawn(async move {
-            if let Err(e) = engine.prepare_code().await {
-                eprintln!("sluice: code.js: {e}");
-            }
-        });
-    }
-    // Schedules and file watches, re-armed as workflows change through the API.
-    let triggers = tokio::spawn(sluice_triggers::Triggers::new(engine.clone()).run());
-    let mirror = tokio::spawn(async move {
-        if let Err(e) = mirror.run().await {
-            eprintln!("sluice: workflows folder: {e}");
-        }
-    });
     let shutdown = async {
         let ctrl_c = tokio::signal::ctrl_c();
         #[cfg(unix)]
@@ -614,13 +567,12 @@ async fn serve(
         #[cfg(not(unix))]
         drop(ctrl_c.await);
     };
-    sluice_server::serve(listener, engine.clone(), &token, options, shutdown)
-        .await
-        .map_err(internal)?;
-    triggers.abort();
-    mirror.abort();
+    tokio::select! {
+        () = shutdown => {}
+        () = host.serving() => {}
+    }
     // Whatever steps recorded is committed; unfinished runs resume at the next start.
-    engine.store().journal().flush().await.map_err(internal)?;
+    host.stop().await.map_err(|e| internal(e.to_string()))?;
     eprintln!("sluice: stopped");
     Ok(0)
 }

@@ -99,6 +99,24 @@ pub(crate) fn has_session(headers: &HeaderMap, token: &str) -> bool {
 #[derive(serde::Deserialize)]
 pub(crate) struct Login {
     code: String,
+    /// Where to land after signing in: a path on this server (`/#/w/ID`).
+    then: Option<String>,
+}
+
+/// `then` when it is a path on this server (never another origin: no
+/// `//host`, no scheme, no backslashes browsers read as slashes).
+fn local_path(then: Option<&str>) -> &str {
+    match then {
+        Some(t)
+            if t.starts_with('/')
+                && !t.starts_with("//")
+                && !t.contains('\\')
+                && !t.chars().any(char::is_control) =>
+        {
+            t
+        }
+        _ => "/",
+    }
 }
 
 /// `GET /ui/login?code=…`: the code for a session cookie, then the editor.
@@ -118,7 +136,7 @@ pub(crate) async fn login(State(s): State<AppState>, Query(q): Query<Login>) -> 
         new_session(&s.token),
         SESSION_DAYS * 24 * 3600
     );
-    let mut resp = Redirect::to("/").into_response();
+    let mut resp = Redirect::to(local_path(q.then.as_deref())).into_response();
     if let Ok(v) = HeaderValue::from_str(&cookie) {
         resp.headers_mut().insert(header::SET_COOKIE, v);
     }
@@ -229,6 +247,21 @@ mod tests {
         assert!(codes.redeem(&code));
         assert!(!codes.redeem(&code));
         assert!(!codes.redeem("made-up"));
+    }
+
+    #[test]
+    fn sign_in_lands_only_on_this_server() {
+        assert_eq!(local_path(Some("/#/w/orders")), "/#/w/orders");
+        assert_eq!(local_path(None), "/");
+        for bad in [
+            "//evil.example/",
+            "https://evil.example",
+            "/\\evil.example",
+            "evil",
+            "/\nx",
+        ] {
+            assert_eq!(local_path(Some(bad)), "/", "{bad:?}");
+        }
     }
 
     #[test]

@@ -777,6 +777,39 @@ async fn typing_together_presence_runs_list_run_view_and_adding_nodes() {
         count(&b, ".run-banner").await == 0
     })
     .await;
+    // A link to a run (`#/w/<workflow>/r/<run>`, what the desktop app's
+    // notifications open) shows that run.
+    let first = a
+        .find(Locator::Css(
+            "button.run-row:last-child, li:last-child > button.run-row",
+        ))
+        .await
+        .unwrap()
+        .attr("data-run")
+        .await
+        .unwrap()
+        .unwrap();
+    b.goto(&format!("{}/#/w/code/r/{first}", s.base))
+        .await
+        .unwrap();
+    let started = Instant::now();
+    while !text_of(&b, ".run-banner")
+        .await
+        .is_some_and(|t| t.contains(&first) && t.contains("succeeded"))
+    {
+        if started.elapsed() >= Duration::from_secs(5) {
+            screenshot(&b, "linked-run").await;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the linked run {first} is not shown: at {}, banner {:?}, status {:?}",
+            b.current_url().await.unwrap(),
+            text_of(&b, ".run-banner").await,
+            text_of(&b, ".status").await
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    press(&b, "\u{E00C}").await;
 
     // Quick add: double click on the background, type, Enter.
     let surface = a.find(Locator::Css("svg.surface")).await.unwrap();

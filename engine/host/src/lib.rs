@@ -1,0 +1,298 @@
+//! The engine as a long-running service: what `sluice serve` runs, and what
+//! the desktop app runs in-process.
+//!
+//! [`Host::start`] locks the data dir (one process per data dir), opens the
+//! engine, binds the trigger port, resumes unfinished runs, arms schedules
+//! and file watches, mirrors the workflows folder and serves the API, the
+//! webhooks and the editor. [`Host::stop`] stops accepting, lets the steps
+//! in flight finish or journals them, and flushes the journal: unfinished
+//! runs resume at the next start.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use sluice_runtime::{Engine, Options, Settings};
+use sluice_server::Codes;
+use tokio::task::JoinHandle;
+
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// Something the user can fix (a busy data dir or port, bad settings).
+    #[error("{0}")]
+    Usage(String),
+    #[error("{0}")]
+    Internal(String),
+}
+
+fn usage(e: impl std::fmt::Display) -> HostError {
+    HostError::Usage(e.to_string())
+}
+
+fn internal(e: impl std::fmt::Display) -> HostError {
+    HostError::Internal(e.to_string())
+}
+
+/// How to start.
+#[derive(Debug, Clone)]
+pub struct HostOptions {
+    pub data_dir: PathBuf,
+    /// The trigger port's address (`127.0.0.1:4260` by default; port 0
+    /// picks a free one).
+    pub listen: SocketAddr,
+    /// The workflows folder (default `<data-dir>/workflows`).
+    pub workflows: Option<PathBuf>,
+    /// The editor's files on disk (wins over `ui_embedded`).
+    pub ui_dir: Option<PathBuf>,
+    /// The editor built into the binary.
+    pub ui_embedded: &'static [(&'static str, &'static [u8])],
+}
+
+impl HostOptions {
+    pub fn new(data_dir: PathBuf) -> HostOptions {
+        HostOptions {
+            data_dir,
+            listen: SocketAddr::from(([127, 0, 0, 1], sluice_server::DEFAULT_PORT)),
+            workflows: None,
+            ui_dir: None,
+            ui_embedded: &[],
+        }
+    }
+}
+
+/// The platform's data dir for Sluice (`~/.local/share/sluice` on Linux),
+/// unless `SLUICE_DATA_DIR` says otherwise.
+pub fn default_data_dir() -> Result<PathBuf, HostError> {
+    if let Some(d) = std::env::var_os("SLUICE_DATA_DIR").filter(|d| !d.is_empty()) {
+        return Ok(PathBuf::from(d));
+    }
+    directories::ProjectDirs::from("dev", "sluice", "sluice")
+        .map(|p| p.data_dir().to_path_buf())
+        .ok_or_else(|| usage("no home directory: pass --data-dir or set SLUICE_DATA_DIR"))
+}
+
+/// `SLUICE_LISTEN`, parsed, when set.
+pub fn listen_from_env() -> Result<Option<SocketAddr>, HostError> {
+    match std::env::var("SLUICE_LISTEN") {
+        Ok(v) if !v.trim().is_empty() => v.trim().parse().map(Some).map_err(|e| {
+            usage(format!(
+                "SLUICE_LISTEN={v}: not an address like 127.0.0.1:4260 ({e})"
+            ))
+        }),
+        _ => Ok(None),
+    }
+}
+
+/// Takes the data dir's lock: one engine process per data dir.
+pub fn lock_data_dir(dir: &Path) -> Result<std::fs::File, HostError> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| internal(format!("cannot create {}: {e}", dir.display())))?;
+    let path = dir.join("lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| internal(format!("cannot open {}: {e}", path.display())))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(usage(format!(
+            "the data dir {} is in use by another Sluice (`sluice serve`, `sluice runs resume` or the app)",
+            dir.display()
+        ))),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(internal(format!("cannot lock {}: {e}", path.display())))
+        }
+    }
+}
+
+/// Opens the engine on `dir` with its `settings.toml`.
+pub async fn open_engine(dir: &Path) -> Result<Engine, HostError> {
+    let settings = Settings::load(dir).map_err(usage)?;
+    let options = Options {
+        settings,
+        ..Options::default()
+    };
+    Engine::open(dir, options)
+        .await
+        .map_err(|e| internal(format!("cannot open the data dir {}: {e}", dir.display())))
+}
+
+/// A running engine with its trigger port.
+pub struct Host {
+    pub engine: Engine,
+    /// The address to reach the port at (loopback when bound to all
+    /// interfaces).
+    pub addr: SocketAddr,
+    /// The address actually bound.
+    pub bound: SocketAddr,
+    pub token: String,
+    pub codes: Arc<Codes>,
+    pub data_dir: PathBuf,
+    pub workflows: PathBuf,
+    /// Runs resumed at start.
+    pub resumed: usize,
+    /// Whether the editor is served.
+    pub has_ui: bool,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    server: JoinHandle<std::io::Result<()>>,
+    tasks: Vec<JoinHandle<()>>,
+    _lock: std::fs::File,
+}
+
+impl Host {
+    /// Starts everything; see the module docs. Must run inside a tokio
+    /// runtime.
+    pub async fn start(options: HostOptions) -> Result<Host, HostError> {
+        let dir = options.data_dir.clone();
+        let lock = lock_data_dir(&dir)?;
+        let engine = open_engine(&dir).await?;
+        engine.check_settings().map_err(usage)?;
+        let token = sluice_server::ensure_token(&dir).map_err(|e| {
+            internal(format!(
+                "cannot write {}: {e}",
+                dir.join("api-token").display()
+            ))
+        })?;
+        let listener = tokio::net::TcpListener::bind(options.listen)
+            .await
+            .map_err(|e| usage(format!("cannot listen on {}: {e}", options.listen)))?;
+        let bound = listener.local_addr().map_err(internal)?;
+        // 0.0.0.0 / [::] accept every interface; the API answers loopback names.
+        let addr = if bound.ip().is_unspecified() {
+            SocketAddr::from(([127, 0, 0, 1], bound.port()))
+        } else {
+            bound
+        };
+        let mut server_options = sluice_server::Options::new(bound);
+        server_options.ui_dir = options.ui_dir.clone();
+        server_options.ui_embedded = options.ui_embedded;
+        let has_ui = server_options.ui_dir.is_some() || !server_options.ui_embedded.is_empty();
+        let codes = server_options.codes.clone();
+        // The workflows folder: files in, files out.
+        let folder = options.workflows.unwrap_or_else(|| dir.join("workflows"));
+        let mirror = sluice_triggers::Mirror::new(engine.clone(), &folder).map_err(usage)?;
+        let resumed = engine.resume_all().await.map_err(internal)?;
+        let resumed_count = resumed.len();
+        let mut tasks = Vec::new();
+        for h in resumed {
+            tasks.push(tokio::spawn(async move {
+                h.wait().await;
+            }));
+        }
+        // The JavaScript runtime, ready before the first code.js step needs it.
+        {
+            let engine = engine.clone();
+            tasks.push(tokio::spawn(async move {
+                if let Err(e) = engine.prepare_code().await {
+                    eprintln!("sluice: code.js: {e}");
+                }
+            }));
+        }
+        // Schedules and file watches, re-armed as workflows change.
+        tasks.push(tokio::spawn(
+            sluice_triggers::Triggers::new(engine.clone()).run(),
+        ));
+        tasks.push(tokio::spawn(async move {
+            if let Err(e) = mirror.run().await {
+                eprintln!("sluice: workflows folder: {e}");
+            }
+        }));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = {
+            let (engine, token) = (engine.clone(), token.clone());
+            tokio::spawn(async move {
+                sluice_server::serve(listener, engine, &token, server_options, async {
+                    stopped.await.ok();
+                })
+                .await
+            })
+        };
+        Ok(Host {
+            engine,
+            addr,
+            bound,
+            token,
+            codes,
+            data_dir: dir,
+            workflows: folder,
+            resumed: resumed_count,
+            has_ui,
+            stop: Some(stop),
+            server,
+            tasks,
+            _lock: lock,
+        })
+    }
+
+    /// The base URL of the trigger port.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// A link that signs a browser (or the app's window) in to the editor,
+    /// once; `then` is where it lands (`/` or `/#/w/<id>`).
+    pub fn login_url(&self, then: &str) -> String {
+        let code = self.codes.issue();
+        if then == "/" || then.is_empty() {
+            format!("{}/ui/login?code={code}", self.base_url())
+        } else {
+            format!(
+                "{}/ui/login?code={code}&then={}",
+                self.base_url(),
+                encode(then)
+            )
+        }
+    }
+
+    /// Whether the server is still serving (it stops only when told to, or
+    /// on an error).
+    pub fn is_serving(&self) -> bool {
+        !self.server.is_finished()
+    }
+
+    /// Stops: no new requests, the steps in flight finish or are journaled,
+    /// the journal is flushed. Unfinished runs resume at the next start.
+    pub async fn stop(mut self) -> Result<(), HostError> {
+        if let Some(stop) = self.stop.take() {
+            stop.send(()).ok();
+        }
+        let served = (&mut self.server).await;
+        for t in &self.tasks {
+            t.abort();
+        }
+        self.engine
+            .store()
+            .journal()
+            .flush()
+            .await
+            .map_err(internal)?;
+        match served {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(internal(format!("the trigger port failed: {e}"))),
+            Err(e) => Err(internal(format!("the trigger port failed: {e}"))),
+        }
+    }
+
+    /// Returns when the server stopped by itself (an error), for a caller
+    /// that also waits for signals.
+    pub async fn serving(&self) {
+        while !self.server.is_finished() {
+            tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        }
+    }
+}
+
+/// Percent-encodes a path and fragment for a query value.
+fn encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
+                out.push(b as char)
+            }
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
