@@ -96,6 +96,40 @@ fn ensure_js_toolchain() -> Result<()> {
     ensure_apt("llvm-ar", "llvm")
 }
 
+/// What the desktop app (`src-tauri`, Tauri 2 on WebKitGTK) needs to build,
+/// and to be driven end to end: Xvfb, WebKitWebDriver and tauri-driver.
+fn ensure_desktop_toolchain() -> Result<()> {
+    ensure_apt("pkg-config", "pkg-config")?;
+    for (module, package) in [
+        ("webkit2gtk-4.1", "libwebkit2gtk-4.1-dev"),
+        ("gtk+-3.0", "libgtk-3-dev"),
+        ("ayatana-appindicator3-0.1", "libayatana-appindicator3-dev"),
+        ("librsvg-2.0", "librsvg2-dev"),
+        ("dbus-1", "libdbus-1-dev"),
+    ] {
+        ensure_apt_probe(&format!("pkg-config --exists {module}"), module, package)?;
+    }
+    ensure_apt("Xvfb", "xvfb")?;
+    ensure_apt("xauth", "xauth")?;
+    ensure_apt("WebKitWebDriver", "webkit2gtk-driver")?;
+    // tauri-driver has no --version: ask cargo what it installed.
+    let installed = output(cargo().args(["install", "--list"])).unwrap_or_default();
+    if !installed.contains(&format!("tauri-driver v{TAURI_DRIVER}:")) {
+        step(&format!("installing tauri-driver {TAURI_DRIVER}"));
+        check(cargo().args([
+            "install",
+            "tauri-driver",
+            "--version",
+            TAURI_DRIVER,
+            "--locked",
+        ]))?;
+    }
+    Ok(())
+}
+
+/// The tauri-driver the desktop's end-to-end test runs against.
+const TAURI_DRIVER: &str = "2.1.0";
+
 fn test() -> Result<()> {
     ensure_components()?;
     ensure_js_toolchain()?;
@@ -114,6 +148,7 @@ fn test() -> Result<()> {
     // The editor's end-to-end tests: Debian's Chromium through chromedriver.
     ensure_apt("chromium", "chromium")?;
     ensure_apt("chromedriver", "chromium-driver")?;
+    ensure_desktop_toolchain()?;
     step("cargo fmt --check");
     check(cargo().args(["fmt", "--all", "--check"]))?;
     step("cargo clippy --workspace --all-targets -- -D warnings");

@@ -437,6 +437,15 @@ impl Engine {
         self.inner.events.subscribe()
     }
 
+    /// How many runs this engine is driving right now.
+    pub fn active_runs(&self) -> usize {
+        self.inner
+            .active
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
+    }
+
     /// The Prometheus text exposition of the engine's metrics.
     pub fn metrics(&self) -> String {
         let active = self

@@ -1,0 +1,110 @@
+//! `sluice://` links: what the desktop registers and opens.
+//!
+//! - `sluice://` or `sluice://open`: the app, on the workflow list;
+//! - `sluice://workflow/<id>` (or `sluice://w/<id>`): a workflow;
+//! - `sluice://run/<id>` (or `sluice://r/<id>`): a run, as it ran.
+
+/// Where a link goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Link {
+    Home,
+    Workflow(String),
+    Run(String),
+}
+
+/// Ids are what the engine makes and accepts: letters, digits, `-`, `_`, `.`.
+fn id(s: &str) -> Option<String> {
+    let s = s.trim_end_matches('/');
+    (!s.is_empty()
+        && s.len() <= 128
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
+    .then(|| s.to_string())
+}
+
+/// Parses a `sluice://` link; the error says what is wrong with it.
+pub fn parse(url: &str) -> Result<Link, String> {
+    let rest = url
+        .strip_prefix("sluice://")
+        .or_else(|| url.strip_prefix("sluice:"))
+        .ok_or_else(|| format!("`{url}` is not a sluice:// link"))?;
+    let rest = rest.split(['?', '#']).next().unwrap_or_default();
+    let (what, tail) = rest.split_once('/').unwrap_or((rest, ""));
+    match what {
+        "" | "open" => Ok(Link::Home),
+        "workflow" | "w" => id(tail)
+            .map(Link::Workflow)
+            .ok_or_else(|| format!("`{url}`: no valid workflow id")),
+        "run" | "r" => id(tail)
+            .map(Link::Run)
+            .ok_or_else(|| format!("`{url}`: no valid run id")),
+        other => Err(format!(
+            "`{url}`: unknown kind of link `{other}` (workflow, run or open)"
+        )),
+    }
+}
+
+/// The workflow id of an editor URL fragment (`/w/<id>` or `/w/<id>/r/<run>`).
+pub fn workflow_of_fragment(fragment: &str) -> Option<String> {
+    let rest = fragment.strip_prefix("/w/")?;
+    id(rest.split("/r/").next()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn links_parse_to_places() {
+        assert_eq!(parse("sluice://"), Ok(Link::Home));
+        assert_eq!(parse("sluice://open"), Ok(Link::Home));
+        assert_eq!(
+            parse("sluice://workflow/orders"),
+            Ok(Link::Workflow("orders".into()))
+        );
+        assert_eq!(
+            parse("sluice://w/orders/"),
+            Ok(Link::Workflow("orders".into()))
+        );
+        assert_eq!(
+            parse("sluice://run/r661a5afe1fcc3040"),
+            Ok(Link::Run("r661a5afe1fcc3040".into()))
+        );
+        assert_eq!(parse("sluice:run/r1?x=1"), Ok(Link::Run("r1".into())));
+    }
+
+    #[test]
+    fn bad_links_say_why() {
+        assert!(
+            parse("https://example.com")
+                .unwrap_err()
+                .contains("not a sluice:// link")
+        );
+        assert!(
+            parse("sluice://workflow/")
+                .unwrap_err()
+                .contains("workflow id")
+        );
+        assert!(parse("sluice://run/../etc").unwrap_err().contains("run id"));
+        assert!(
+            parse("sluice://workflow/a%2Fb")
+                .unwrap_err()
+                .contains("workflow id")
+        );
+        assert!(
+            parse("sluice://delete/x")
+                .unwrap_err()
+                .contains("unknown kind")
+        );
+    }
+
+    #[test]
+    fn the_window_knows_its_workflow() {
+        assert_eq!(workflow_of_fragment("/w/orders"), Some("orders".into()));
+        assert_eq!(
+            workflow_of_fragment("/w/orders/r/r1"),
+            Some("orders".into())
+        );
+        assert_eq!(workflow_of_fragment("/"), None);
+    }
+}
