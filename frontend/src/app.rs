@@ -349,6 +349,29 @@ impl Component for App {
     }
 
     fn rendered(&mut self, _ctx: &Context<Self>, _first: bool) {
+        // The page's title names what it shows, once that is painted (two
+        // animation frames on): the desktop app's window follows it, and
+        // `cargo xtask bench desktop` takes the first change as "ready".
+        let title = match &self.open {
+            Some(id) => format!("{id} — Sluice"),
+            None => "Workflows — Sluice".to_string(),
+        };
+        if let Some(w) = web_sys::window()
+            && w.document().is_some_and(|d| d.title() != title)
+        {
+            use wasm_bindgen::JsCast;
+            let set = wasm_bindgen::closure::Closure::once_into_js(move || {
+                if let Some(d) = web_sys::window().and_then(|w| w.document()) {
+                    d.set_title(&title);
+                }
+            });
+            let twice = wasm_bindgen::closure::Closure::once_into_js(move || {
+                if let Some(w) = web_sys::window() {
+                    w.request_animation_frame(set.unchecked_ref()).ok();
+                }
+            });
+            w.request_animation_frame(twice.unchecked_ref()).ok();
+        }
         if let Some(input) = self.rename_box.cast::<web_sys::HtmlInputElement>() {
             let focused = web_sys::window()
                 .and_then(|w| w.document())

@@ -10,9 +10,11 @@ use anyhow::{Context, Result, bail};
 const USAGE: &str = "\
 usage: cargo xtask <command>
 
-  run               build the engine and the editor, run the example workflows, then `sluice serve`
+  run               build the engine and the editor, run the example workflows, then the desktop
+                    app when there is a display, else `sluice serve` (the editor in a browser)
   test              fmt check, clippy -D warnings, the whole test suite, wasm32 build of the model
-  bench [engine|webhook|http|docs|sandbox|js-engines|editor]
+  dist              build the desktop app's .deb into target/dist
+  bench [engine|webhook|http|docs|sandbox|js-engines|editor|desktop]
                     print the engine figures, or load the trigger port with wrk (docs/benchmarks.md)
   docs              regenerate docs/nodes.md from the node schemas
   frontend          build the editor into target/frontend/dist
@@ -28,6 +30,7 @@ fn main() -> Result<()> {
         Some("bench") => bench(args.get(1).map(String::as_str).unwrap_or("engine")),
         Some("docs") => docs(),
         Some("frontend") => build_frontend().map(|_| ()),
+        Some("dist") => dist().map(|_| ()),
         _ => {
             eprint!("{USAGE}");
             std::process::exit(2);
@@ -112,6 +115,9 @@ fn ensure_desktop_toolchain() -> Result<()> {
     ensure_apt("Xvfb", "xvfb")?;
     ensure_apt("xauth", "xauth")?;
     ensure_apt("WebKitWebDriver", "webkit2gtk-driver")?;
+    // A window manager, to close the app's window as a user does.
+    ensure_apt("openbox", "openbox")?;
+    ensure_apt("wmctrl", "wmctrl")?;
     // tauri-driver has no --version: ask cargo what it installed.
     let installed = output(cargo().args(["install", "--list"])).unwrap_or_default();
     if !installed.contains(&format!("tauri-driver v{TAURI_DRIVER}:")) {
@@ -209,6 +215,28 @@ fn run(extra: &[String]) -> Result<()> {
     }
     step("sluice runs list (the journal in the data dir)");
     check(Command::new(&bin).args(["runs", "list"]))?;
+    let display = ["DISPLAY", "WAYLAND_DISPLAY"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some_and(|d| !d.is_empty()));
+    if display {
+        ensure_desktop_toolchain()?;
+        step("building the desktop app (release, with the editor built in)");
+        check(
+            cargo()
+                .args(["build", "--release", "-p", "sluice-desktop", "--locked"])
+                .env("SLUICE_EMBED_UI", &dist),
+        )?;
+        let app = target_dir()?.join("release").join("sluice-desktop");
+        eprintln!(
+            "\nA display is available: starting the desktop app ({}). Closing its window keeps \
+             the engine running; quit from the tray icon.",
+            app.display()
+        );
+        return check(&mut Command::new(app));
+    }
+    eprintln!(
+        "\nNo display (DISPLAY and WAYLAND_DISPLAY are unset): serving the editor in the browser instead."
+    );
     eprintln!(
         "\nThe engine stores runs in its data dir (override with --data-dir or SLUICE_DATA_DIR)."
     );
@@ -384,9 +412,10 @@ fn bench(which: &str) -> Result<()> {
                 "bench_editor",
             ]))
         }
+        "desktop" => bench_desktop(),
         other => {
             bail!(
-                "unknown benchmark `{other}` (available: engine, webhook, http, docs, sandbox, js-engines, editor)"
+                "unknown benchmark `{other}` (available: engine, webhook, http, docs, sandbox, js-engines, editor, desktop)"
             )
         }
     }
@@ -554,6 +583,232 @@ fn bench_webhook() -> Result<()> {
     serve.wait().ok();
     std::fs::remove_dir_all(&data).ok();
     result
+}
+
+/// The desktop app as a Debian package: the release binary with the editor
+/// built in, a desktop entry (which also claims `sluice://` links), icons.
+/// Built with `dpkg-deb`; nothing is downloaded.
+fn dist() -> Result<PathBuf> {
+    ensure_desktop_toolchain()?;
+    ensure_js_toolchain()?;
+    let ui = build_frontend()?;
+    step("building the desktop app (release, with the editor built in)");
+    check(
+        cargo()
+            .args(["build", "--release", "-p", "sluice-desktop", "--locked"])
+            .env("SLUICE_EMBED_UI", &ui),
+    )?;
+    let target = target_dir()?;
+    let version = env!("CARGO_PKG_VERSION");
+    let root = target.join("dist").join(format!("sluice_{version}_amd64"));
+    if root.exists() {
+        std::fs::remove_dir_all(&root)?;
+    }
+    let bin_dir = root.join("usr/bin");
+    std::fs::create_dir_all(&bin_dir)?;
+    let bin = bin_dir.join("sluice-desktop");
+    std::fs::copy(target.join("release/sluice-desktop"), &bin)?;
+    // Symbols are a third of the binary and no use to a user.
+    check(Command::new("strip").arg("--strip-unneeded").arg(&bin))?;
+    let apps = root.join("usr/share/applications");
+    std::fs::create_dir_all(&apps)?;
+    std::fs::write(
+        apps.join("sluice.desktop"),
+        "[Desktop Entry]\nType=Application\nName=Sluice\nGenericName=Workflow engine\n\
+         Comment=Local-first workflows: draw, run and watch them on your own machine\n\
+         Exec=sluice-desktop %u\nIcon=sluice\nTerminal=false\nCategories=Development;Utility;\n\
+         MimeType=x-scheme-handler/sluice;\nStartupWMClass=sluice-desktop\n",
+    )?;
+    for (size, file) in [
+        ("32x32", "32x32.png"),
+        ("64x64", "64x64.png"),
+        ("128x128", "128x128.png"),
+        ("256x256", "128x128@2x.png"),
+        ("512x512", "512x512.png"),
+    ] {
+        let dir = root.join(format!("usr/share/icons/hicolor/{size}/apps"));
+        std::fs::create_dir_all(&dir)?;
+        std::fs::copy(Path::new("assets/icons").join(file), dir.join("sluice.png"))?;
+    }
+    let installed_kb = dir_size(&root.join("usr"))? / 1024;
+    let debian = root.join("DEBIAN");
+    std::fs::create_dir_all(&debian)?;
+    std::fs::write(
+        debian.join("control"),
+        format!(
+            "Package: sluice\nVersion: {version}\nArchitecture: amd64\nMaintainer: Sluice <sluice@localhost>\n\
+             Installed-Size: {installed_kb}\n\
+             Depends: libwebkit2gtk-4.1-0, libgtk-3-0, libayatana-appindicator3-1\n\
+             Section: devel\nPriority: optional\n\
+             Description: Sluice, a local-first workflow engine\n \
+             Draw workflows as nodes and connections, run them on your own machine, and\n \
+             watch every run. The engine runs inside the app and keeps serving schedules,\n \
+             file triggers and webhooks while the window is closed.\n"
+        ),
+    )?;
+    let deb = target
+        .join("dist")
+        .join(format!("sluice_{version}_amd64.deb"));
+    check(
+        Command::new("dpkg-deb")
+            .args(["--build", "--root-owner-group", "-Zxz", "-z9"])
+            .arg(&root)
+            .arg(&deb),
+    )?;
+    let size = std::fs::metadata(&deb)?.len();
+    eprintln!(
+        "package: {} ({:.1} MB; {:.1} MB installed)",
+        deb.display(),
+        size as f64 / 1e6,
+        installed_kb as f64 / 1e3
+    );
+    Ok(deb)
+}
+
+fn dir_size(dir: &Path) -> Result<u64> {
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let meta = entry.metadata()?;
+        total += if meta.is_dir() {
+            dir_size(&entry.path())?
+        } else {
+            meta.len()
+        };
+    }
+    Ok(total)
+}
+
+/// The desktop app's figures: the .deb's size, the time from launch to the
+/// editor painted in the window (the page sets its title two animation
+/// frames after its first render; the app prints when it sees that), and
+/// the idle memory of the whole app (its process and the webview's).
+fn bench_desktop() -> Result<()> {
+    let deb = dist()?;
+    let app = target_dir()?.join("release/sluice-desktop");
+    let n = (90..200)
+        .find(|n| !Path::new(&format!("/tmp/.X11-unix/X{n}")).exists())
+        .context("a free X display")?;
+    let display = format!(":{n}");
+    let mut xvfb = Command::new("Xvfb")
+        .args([
+            display.as_str(),
+            "-screen",
+            "0",
+            "1400x900x24",
+            "-nolisten",
+            "tcp",
+        ])
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    let socket = PathBuf::from(format!("/tmp/.X11-unix/X{n}"));
+    let t = std::time::Instant::now();
+    while !socket.exists() && t.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let result = (|| -> Result<()> {
+        step("desktop benchmark (release build, Xvfb 1400x900, software rendering)");
+        let mut starts = Vec::new();
+        let mut rss = 0;
+        for round in 1..=4 {
+            let data = std::env::temp_dir().join(format!(
+                "sluice-bench-desktop-{}-{round}",
+                std::process::id()
+            ));
+            std::fs::create_dir_all(&data)?;
+            let started = std::time::Instant::now();
+            let mut child = std::process::Command::new(&app)
+                .env("DISPLAY", &display)
+                .env("SLUICE_DATA_DIR", &data)
+                .env("SLUICE_LISTEN", "127.0.0.1:0")
+                .env("SLUICE_STARTUP_TIMING", "1")
+                .env_remove("DBUS_SESSION_BUS_ADDRESS")
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::null())
+                .spawn()?;
+            let stdout = child.stdout.take().context("app stdout")?;
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                use std::io::BufRead;
+                for line in std::io::BufReader::new(stdout)
+                    .lines()
+                    .map_while(Result::ok)
+                {
+                    if line.starts_with("ready ") {
+                        tx.send(()).ok();
+                    }
+                }
+            });
+            let ready = rx.recv_timeout(std::time::Duration::from_secs(30));
+            let took = started.elapsed();
+            if ready.is_err() {
+                child.kill().ok();
+                bail!("the app did not show the editor within 30 s");
+            }
+            eprintln!(
+                "launch {round}: editor painted {} ms after the launch",
+                took.as_millis()
+            );
+            starts.push(took.as_secs_f64() * 1e3);
+            if round == 4 {
+                std::thread::sleep(std::time::Duration::from_secs(10));
+                rss = tree_rss_kb(child.id())?;
+            }
+            child.kill().ok();
+            child.wait().ok();
+            std::fs::remove_dir_all(&data).ok();
+        }
+        starts.sort_by(f64::total_cmp);
+        let size = std::fs::metadata(&deb)?.len() as f64 / 1e6;
+        println!("desktop app (release, Xvfb, software rendering):");
+        println!(
+            "  launch to editor painted: first {:.0} ms, median of the next three {:.0} ms (target < 1,000 ms)",
+            starts[0], starts[2]
+        );
+        println!(
+            "  idle memory, app + webview processes, 10 s after start: {:.0} MB RSS (target < 150 MB)",
+            rss as f64 / 1024.0
+        );
+        println!("  .deb: {size:.1} MB (target < 15 MB)");
+        Ok(())
+    })();
+    xvfb.kill().ok();
+    xvfb.wait().ok();
+    result
+}
+
+/// RSS of a process and every process below it (the webview's).
+fn tree_rss_kb(root: u32) -> Result<u64> {
+    let mut parent_of = std::collections::HashMap::new();
+    for entry in std::fs::read_dir("/proc")?.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            // The field after the ")" that ends the command name: state, ppid.
+            if let Some(ppid) = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<u32>().ok())
+            {
+                parent_of.insert(pid, ppid);
+            }
+        }
+    }
+    let in_tree = |mut pid: u32| {
+        while pid > 1 {
+            if pid == root {
+                return true;
+            }
+            pid = parent_of.get(&pid).copied().unwrap_or(0);
+        }
+        false
+    };
+    Ok(parent_of
+        .keys()
+        .filter(|&&p| in_tree(p))
+        .filter_map(|&p| rss_kb(p).ok())
+        .sum())
 }
 
 fn rss_kb(pid: u32) -> Result<u64> {

@@ -1,0 +1,324 @@
+//! The desktop app end to end: the real binary on a private X server
+//! (Xvfb), driven over WebDriver through tauri-driver and Debian's
+//! WebKitWebDriver (`cargo xtask test` installs all three and builds the
+//! editor first). A screenshot goes to `artifacts/desktop.png`.
+
+use std::os::unix::process::CommandExt as _;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::actions::{InputSource, MOUSE_BUTTON_LEFT, MouseActions, PointerAction};
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{Value, json};
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A child in its own process group, killed with everything it started
+/// (the app outlives its WebDriver session on Linux).
+struct Group(Child);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        let pid = self.0.id() as i32;
+        Command::new("kill")
+            .args(["-KILL", "--", &format!("-{pid}")])
+            .status()
+            .ok();
+        self.0.wait().ok();
+    }
+}
+
+fn spawn_group(cmd: &mut Command) -> Group {
+    Group(
+        cmd.process_group(0)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}")),
+    )
+}
+
+/// Xvfb on a display nobody uses.
+fn xvfb() -> (Group, String) {
+    let n = (90..200)
+        .find(|n| {
+            !std::path::Path::new(&format!("/tmp/.X11-unix/X{n}")).exists()
+                && !std::path::Path::new(&format!("/tmp/.X{n}-lock")).exists()
+        })
+        .expect("a free X display");
+    let display = format!(":{n}");
+    let server = spawn_group(Command::new("Xvfb").args([
+        display.as_str(),
+        "-screen",
+        "0",
+        "1400x900x24",
+        "-nolisten",
+        "tcp",
+    ]));
+    let socket = PathBuf::from(format!("/tmp/.X11-unix/X{n}"));
+    let started = Instant::now();
+    while !socket.exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "Xvfb did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (server, display)
+}
+
+async fn wait_port(port: u16, what: &str) {
+    let started = Instant::now();
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{what} did not start"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn eventually<F, Fut>(within: Duration, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let started = Instant::now();
+    while !check().await {
+        assert!(
+            started.elapsed() < within,
+            "{what} did not happen within {within:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn text_of(c: &Client, css: &str) -> Option<String> {
+    c.find(Locator::Css(css)).await.ok()?.text().await.ok()
+}
+
+fn artifacts() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../artifacts");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[tokio::test]
+async fn the_window_edits_and_runs_and_closing_it_keeps_webhooks_answering() {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    let ui = target.join("frontend/dist");
+    assert!(
+        ui.join("index.html").is_file(),
+        "the editor is not built in {}: run `cargo xtask frontend` (cargo xtask test does)",
+        ui.display()
+    );
+    let data = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let (_x, display) = xvfb();
+    // A window manager, so that closing the window is what a user does: the
+    // manager asks the window to close (WM_DELETE_WINDOW).
+    let _wm = spawn_group(Command::new("openbox").env("DISPLAY", &display));
+    let (driver_port, native_port) = (free_port(), free_port());
+    // The app inherits this environment through the drivers.
+    let _driver = spawn_group(
+        Command::new("tauri-driver")
+            .args([
+                "--port",
+                &driver_port.to_string(),
+                "--native-port",
+                &native_port.to_string(),
+            ])
+            .env("DISPLAY", &display)
+            .env("SLUICE_DATA_DIR", data.path())
+            .env("SLUICE_LISTEN", format!("127.0.0.1:{port}"))
+            .env("SLUICE_UI_DIR", &ui)
+            // No session bus: single instance and notifications stand down.
+            .env_remove("DBUS_SESSION_BUS_ADDRESS"),
+    );
+    wait_port(driver_port, "tauri-driver").await;
+    let mut caps = serde_json::Map::new();
+    caps.insert("browserName".into(), json!("wry"));
+    caps.insert(
+        "tauri:options".into(),
+        json!({"application": env!("CARGO_BIN_EXE_sluice-desktop"), "args": []}),
+    );
+    let c = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+        .capabilities(caps)
+        .connect(&format!("http://127.0.0.1:{driver_port}"))
+        .await
+        .expect("a WebDriver session on the app");
+
+    // The window opens on the editor, signed in: the workflow list.
+    c.wait()
+        .at_most(Duration::from_secs(30))
+        .for_element(Locator::Css("ul.workflows"))
+        .await
+        .expect("the editor in the window");
+    // Create a workflow, add an end, connect, run, read the output.
+    c.find(Locator::Css("#new-name"))
+        .await
+        .unwrap()
+        .send_keys("Desk check")
+        .await
+        .unwrap();
+    c.find(Locator::Css(".new button[type=submit]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    c.wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css("g.node[data-node='start']"))
+        .await
+        .unwrap();
+    c.find(Locator::Css("button.kind[data-kind='output.end']"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let end = c
+        .wait()
+        .at_most(Duration::from_secs(5))
+        .for_element(Locator::Css("g.node[data-node='end'] rect.box"))
+        .await
+        .unwrap();
+    drop(end);
+    // WebKitWebDriver moves to SVG elements poorly: move by viewport
+    // coordinates, from the port's centre to the target box's.
+    let centre = |css: &'static str| {
+        let c = &c;
+        async move {
+            let v = c
+                .execute(
+                    "const r = document.querySelector(arguments[0]).getBoundingClientRect(); return [r.left + r.width / 2, r.top + r.height / 2];",
+                    vec![json!(css)],
+                )
+                .await
+                .unwrap();
+            (v[0].as_f64().unwrap(), v[1].as_f64().unwrap())
+        }
+    };
+    let from = centre("g.node[data-node='start'] g.port.out circle").await;
+    let to = centre("g.node[data-node='end'] rect.box").await;
+    c.perform_actions(
+        MouseActions::new("mouse".into())
+            .then(PointerAction::MoveTo {
+                duration: None,
+                x: from.0.round(),
+                y: from.1.round(),
+            })
+            .then(PointerAction::Down {
+                button: MOUSE_BUTTON_LEFT,
+            })
+            .then(PointerAction::MoveTo {
+                duration: Some(Duration::from_millis(200)),
+                x: to.0.round(),
+                y: to.1.round(),
+            })
+            .then(PointerAction::Up {
+                button: MOUSE_BUTTON_LEFT,
+            }),
+    )
+    .await
+    .unwrap();
+    eventually(Duration::from_secs(5), "the edge", || async {
+        c.find_all(Locator::Css("path.edge"))
+            .await
+            .map(|e| e.len())
+            .unwrap_or(0)
+            == 1
+    })
+    .await;
+    c.find(Locator::Css(".run-button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(15), "the run to succeed", || async {
+        text_of(&c, ".run-status").await.as_deref() == Some("succeeded")
+    })
+    .await;
+    let output: Value = serde_json::from_str(&text_of(&c, ".run-output").await.unwrap()).unwrap();
+    assert_eq!(output, json!({"end": {}}), "{output}");
+    let title = c.title().await.unwrap();
+    assert_eq!(title, "desk-check — Sluice");
+    std::fs::write(
+        artifacts().join("desktop.png"),
+        c.screenshot().await.unwrap(),
+    )
+    .unwrap();
+
+    // Close the window: the engine keeps serving webhooks.
+    let token = std::fs::read_to_string(data.path().join("api-token"))
+        .unwrap()
+        .trim()
+        .to_string();
+    sluice_nodes::http::install_crypto_provider();
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(20))
+        .build()
+        .unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    let r = http
+        .put(format!("{base}/api/v1/workflows/hook"))
+        .bearer_auth(&token)
+        .json(&json!({"format": "sluice.workflow/v1", "id": "hook", "nodes": [
+            {"id": "in", "kind": "trigger.webhook", "config": {"method": "POST", "path": "ping", "respond": "when_finished"}},
+            {"id": "out", "kind": "output.end"}],
+            "edges": [{"from": "in", "to": "out"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    let windows = || {
+        String::from_utf8(
+            Command::new("wmctrl")
+                .arg("-l")
+                .env("DISPLAY", &display)
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .unwrap()
+    };
+    assert!(windows().contains("desk-check — Sluice"), "{}", windows());
+    let closed = Command::new("wmctrl")
+        .args(["-c", "desk-check — Sluice"])
+        .env("DISPLAY", &display)
+        .status()
+        .unwrap();
+    assert!(closed.success());
+    eventually(
+        Duration::from_secs(5),
+        "the window gone from the screen",
+        || async { !windows().contains("Sluice") },
+    )
+    .await;
+    let r = http
+        .post(format!("{base}/hook/hook/ping"))
+        .json(&json!({"n": 7}))
+        .send()
+        .await
+        .expect("the webhook answers with the window closed");
+    assert_eq!(r.status(), 200);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["out"]["body"]["n"], 7, "{body}");
+    // Ending the session ends the app (the driver's doing); the process
+    // groups take anything left.
+    c.close().await.ok();
+}
