@@ -1789,7 +1789,9 @@ impl Component for Canvas {
                 </div>
             }
         });
-        let far = v.zoom < 0.45;
+        // Boxes only when zoomed far out on a big graph: labels too small
+        // to read cost more to paint than they show.
+        let far = (v.zoom < 0.45 && scene.nodes.len() > 150) || v.zoom < 0.2;
         html! {
             <div class="editor"
                 onpointermove={link.callback(Msg::Move)}
