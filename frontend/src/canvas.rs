@@ -248,6 +248,11 @@ pub struct Canvas {
     search_box: NodeRef,
     quick_box: NodeRef,
     next_ref: u64,
+    /// The last of this window's updates the engine confirmed durable.
+    acked_ref: u64,
+    /// Run pressed while edits were still on their way: run once they land,
+    /// so a run always runs what the window shows.
+    run_when_saved: bool,
     fitted: bool,
     /// Undo and redo of this window's own edits only (Loro's UndoManager
     /// skips imported operations).
@@ -627,8 +632,14 @@ impl Canvas {
                 true
             }
             "doc.ack" => {
-                if field("ref") == self.next_ref.to_string() {
+                if let Ok(r) = field("ref").parse::<u64>() {
+                    self.acked_ref = self.acked_ref.max(r);
+                }
+                if self.acked_ref >= self.next_ref {
                     self.status = "saved".into();
+                    if std::mem::take(&mut self.run_when_saved) {
+                        ctx.link().send_message(Msg::Run);
+                    }
                 }
                 true
             }
@@ -972,6 +983,8 @@ impl Component for Canvas {
             search_box: NodeRef::default(),
             quick_box: NodeRef::default(),
             next_ref: 0,
+            acked_ref: 0,
+            run_when_saved: false,
             fitted: false,
             undo,
             grouping: false,
@@ -1463,6 +1476,12 @@ impl Component for Canvas {
             Msg::RunInput(text) => {
                 self.run_input = text;
                 false
+            }
+            Msg::Run if self.acked_ref < self.next_ref && self.socket.is_some() => {
+                // Edits still on their way to the engine: run after them.
+                self.run_when_saved = true;
+                self.running = true;
+                true
             }
             Msg::Run => {
                 let input: Value = match serde_json::from_str(&self.run_input) {
