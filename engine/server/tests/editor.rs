@@ -685,6 +685,9 @@ async fn typing_together_presence_runs_list_run_view_and_adding_nodes() {
     })
     .await;
     // Tab indents (it does not leave the editor), and Enter keeps the indentation.
+    // (At the end of the text first: where b's insertion left a's caret
+    // is the caret-carrying's business, not this check's.)
+    key_chord(&a, CONTROL, END).await;
     code_a.send_keys("\n\u{E004}x\ny").await.unwrap();
     let want = "// from b\nreturn {n: input.n * 2};\n// from a\n  x\n  y";
     let started = Instant::now();
