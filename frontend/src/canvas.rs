@@ -1858,7 +1858,9 @@ fn minimap(scene: &Scene, editor: &Editor, (w, h): (f64, f64)) -> Html {
     if scene.nodes.len() < 12 {
         return html! {};
     }
-    let Some(bounds) = editor.bounds() else {
+    // From the scene: `Editor::bounds` would lay the graph out again on
+    // every pan frame.
+    let Some(bounds) = scene.bounds else {
         return html! {};
     };
     let view = {

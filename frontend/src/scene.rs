@@ -15,7 +15,7 @@ use serde_json::Value;
 use sluice_model::kinds;
 use yew::prelude::*;
 
-use crate::state::{Editor, NODE_H, NODE_W};
+use crate::state::{Editor, NODE_H, NODE_W, Rect};
 
 /// One node as drawn.
 #[derive(Clone, Debug, PartialEq)]
@@ -53,6 +53,8 @@ pub struct Scene {
     pub edges: Vec<EdgeItem>,
     /// Every node's box as one path, for the minimap.
     pub mini: String,
+    /// The world rectangle around every node (None when there are none).
+    pub bounds: Option<Rect>,
 }
 
 /// A node's part of a run, as the canvas shows it.
@@ -72,7 +74,8 @@ pub fn build(
     seen_by: &HashMap<String, Vec<String>>,
 ) -> Scene {
     let positions = editor.positions();
-    let mut ports_of: HashMap<&str, Vec<String>> = HashMap::with_capacity(editor.wf.nodes.len());
+    // Node id → its item, for the edges' ends.
+    let mut item_of: HashMap<&str, usize> = HashMap::with_capacity(editor.wf.nodes.len());
     let mut nodes = Vec::with_capacity(editor.wf.nodes.len());
     for n in &editor.wf.nodes {
         let Some(&(x, y)) = positions.get(&n.id) else {
@@ -111,7 +114,7 @@ pub fn build(
             label: n.label.clone().unwrap_or_else(|| n.id.clone()),
             kind: n.kind.clone(),
             category: spec.map_or("unknown", |k| k.category),
-            ports: ports.clone(),
+            ports,
             has_input: spec.is_some_and(|k| k.has_input()),
             selected: editor.selected.contains(&n.id),
             invalid: problems.contains_key(&n.id),
@@ -120,7 +123,7 @@ pub fn build(
             title,
             seen_by: seen_by.get(&n.id).cloned().unwrap_or_default(),
         }));
-        ports_of.insert(n.id.as_str(), ports);
+        item_of.insert(n.id.as_str(), nodes.len() - 1);
     }
     let edges = editor
         .wf
@@ -131,7 +134,7 @@ pub fn build(
             let (s, t) = (e.source(), e.target());
             let from = positions.get(s.node)?;
             let to = positions.get(t.node)?;
-            let (x1, y1) = port_at(*from, ports_of.get(s.node)?, s.port);
+            let (x1, y1) = port_at(*from, &nodes[*item_of.get(s.node)?].ports, s.port);
             Some(EdgeItem {
                 index,
                 d: curve(x1, y1, to.0, to.1 + NODE_H / 2.0),
@@ -143,7 +146,21 @@ pub fn build(
     for n in &nodes {
         mini.push_str(&format!("M{} {}h{NODE_W}v{NODE_H}h-{NODE_W}z", n.x, n.y));
     }
-    Scene { nodes, edges, mini }
+    let bounds = nodes
+        .iter()
+        .map(|n| Rect {
+            x: n.x,
+            y: n.y,
+            w: NODE_W,
+            h: NODE_H,
+        })
+        .reduce(|a, b| a.union(&b));
+    Scene {
+        nodes,
+        edges,
+        mini,
+        bounds,
+    }
 }
 
 #[derive(Properties)]

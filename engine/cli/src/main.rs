@@ -470,11 +470,15 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
 /// Only one process resumes and drives a data dir's unfinished runs at a
 /// time (`serve`, `runs resume`): two would run their steps twice. Held
 /// until the process exits; the OS releases it even after a SIGKILL.
-fn lock_data_dir(dir: &Path) -> Result<std::fs::File, Exit> {
-    sluice_host::lock_data_dir(dir).map_err(|e| match e {
+fn host_error(e: sluice_host::HostError) -> Exit {
+    match e {
         sluice_host::HostError::Usage(m) => usage(m),
         sluice_host::HostError::Internal(m) => internal(m),
-    })
+    }
+}
+
+fn lock_data_dir(dir: &Path) -> Result<std::fs::File, Exit> {
+    sluice_host::lock_data_dir(dir).map_err(host_error)
 }
 
 /// The editor's files built into the binary (see `build.rs`).
@@ -519,10 +523,7 @@ async fn serve(
     });
     let host = sluice_host::Host::start(options)
         .await
-        .map_err(|e| match e {
-            sluice_host::HostError::Usage(m) => usage(m),
-            sluice_host::HostError::Internal(m) => internal(m),
-        })?;
+        .map_err(host_error)?;
     if sluice_server::is_exposed(&host.bound) {
         eprintln!(
             "sluice: warning: {} is reachable from other machines; webhooks need no token, \

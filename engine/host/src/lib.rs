@@ -240,7 +240,7 @@ impl Host {
             format!(
                 "{}/ui/login?code={code}&then={}",
                 self.base_url(),
-                encode(then)
+                percent_encoding::utf8_percent_encode(then, QUERY_VALUE)
             )
         }
     }
@@ -283,16 +283,10 @@ impl Host {
     }
 }
 
-/// Percent-encodes a path and fragment for a query value.
-fn encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
-                out.push(b as char)
-            }
-            _ => out.push_str(&format!("%{b:02X}")),
-        }
-    }
-    out
-}
+/// What a `then=` query value keeps as is: unreserved characters and `/`.
+const QUERY_VALUE: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~')
+    .remove(b'/');

@@ -21,7 +21,6 @@ mod browser;
 #[path = "../tests/common/mod.rs"]
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use fantoccini::{Client, Locator};
@@ -216,16 +215,7 @@ async fn zoom(c: &Client) -> f64 {
 
 #[tokio::main]
 async fn main() {
-    let codes = Arc::new(sluice_server::Codes::default());
-    let ui = browser::ui_dir();
-    let s = {
-        let codes = codes.clone();
-        common::server_with(move |o| {
-            o.codes = codes;
-            o.ui_dir = Some(ui);
-        })
-        .await
-    };
+    let (s, codes) = browser::editor_server().await;
     let wf = big_workflow();
     assert_eq!(wf["nodes"].as_array().unwrap().len(), NODES);
     assert_eq!(wf["edges"].as_array().unwrap().len(), EDGES);

@@ -6,10 +6,9 @@
 mod browser;
 mod common;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use browser::{artifacts, browser, driver, ui_dir};
+use browser::{artifacts, browser, driver, editor_server};
 use fantoccini::actions::{InputSource, MOUSE_BUTTON_LEFT, MouseActions, PointerAction};
 use fantoccini::{Client, Locator};
 use serde_json::{Value, json};
@@ -113,16 +112,7 @@ where
 
 #[tokio::test]
 async fn edits_on_the_canvas_reach_the_engine_and_other_windows() {
-    let codes = Arc::new(sluice_server::Codes::default());
-    let ui = ui_dir();
-    let s = {
-        let codes = codes.clone();
-        common::server_with(move |o| {
-            o.codes = codes;
-            o.ui_dir = Some(ui);
-        })
-        .await
-    };
+    let (s, codes) = editor_server().await;
     s.put_workflow(json!({
         "format": "sluice.workflow/v1", "id": "e2e", "nodes": [
             {"id": "start", "kind": "trigger.manual", "position": [0, 0]},
@@ -313,16 +303,7 @@ const CONTROL: &str = "\u{E009}";
 
 #[tokio::test]
 async fn configure_run_read_undo_and_see_a_failure() {
-    let codes = Arc::new(sluice_server::Codes::default());
-    let ui = ui_dir();
-    let s = {
-        let codes = codes.clone();
-        common::server_with(move |o| {
-            o.codes = codes;
-            o.ui_dir = Some(ui);
-        })
-        .await
-    };
+    let (s, codes) = editor_server().await;
     s.put_workflow(json!({
         "format": "sluice.workflow/v1", "id": "flow", "nodes": [
             {"id": "start", "kind": "trigger.manual", "position": [0, 0]},
@@ -597,16 +578,7 @@ const HOME: &str = "\u{E011}";
 
 #[tokio::test]
 async fn typing_together_presence_runs_list_run_view_and_adding_nodes() {
-    let codes = Arc::new(sluice_server::Codes::default());
-    let ui = ui_dir();
-    let s = {
-        let codes = codes.clone();
-        common::server_with(move |o| {
-            o.codes = codes;
-            o.ui_dir = Some(ui);
-        })
-        .await
-    };
+    let (s, codes) = editor_server().await;
     s.put_workflow(json!({
         "format": "sluice.workflow/v1", "id": "code", "nodes": [
             {"id": "start", "kind": "trigger.manual", "position": [0, 0]},
@@ -930,16 +902,7 @@ async fn typing_together_presence_runs_list_run_view_and_adding_nodes() {
 
 #[tokio::test]
 async fn the_list_renames_duplicates_deletes_exports_and_imports() {
-    let codes = Arc::new(sluice_server::Codes::default());
-    let ui = ui_dir();
-    let s = {
-        let codes = codes.clone();
-        common::server_with(move |o| {
-            o.codes = codes;
-            o.ui_dir = Some(ui);
-        })
-        .await
-    };
+    let (s, codes) = editor_server().await;
     s.put_workflow(json!({
         "format": "sluice.workflow/v1", "id": "alpha", "name": "Alpha", "nodes": [
             {"id": "start", "kind": "trigger.manual", "position": [0, 0]}], "edges": []

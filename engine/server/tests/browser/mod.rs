@@ -23,6 +23,22 @@ pub fn ui_dir() -> PathBuf {
     dist
 }
 
+/// A real trigger port serving the built editor, and the one-time codes
+/// that sign a browser in to it.
+pub async fn editor_server() -> (crate::common::Server, std::sync::Arc<sluice_server::Codes>) {
+    let codes = std::sync::Arc::new(sluice_server::Codes::default());
+    let ui = ui_dir();
+    let s = {
+        let codes = codes.clone();
+        crate::common::server_with(move |o| {
+            o.codes = codes;
+            o.ui_dir = Some(ui);
+        })
+        .await
+    };
+    (s, codes)
+}
+
 pub fn artifacts() -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../artifacts");
     std::fs::create_dir_all(&dir).unwrap();
