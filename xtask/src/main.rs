@@ -277,10 +277,11 @@ fn build_frontend() -> Result<PathBuf> {
         ));
         check(cargo().args(["install", "wasm-bindgen-cli", "--version", &version]))?;
     }
-    step("building the editor (frontend/, wasm32-unknown-unknown, release)");
+    step("building the editor (frontend/, wasm32-unknown-unknown, profile web)");
     check(cargo().args([
         "build",
-        "--release",
+        "--profile",
+        "web",
         "--locked",
         "-p",
         "sluice-frontend",
@@ -293,10 +294,20 @@ fn build_frontend() -> Result<PathBuf> {
     std::fs::create_dir_all(&pkg)?;
     check(
         Command::new("wasm-bindgen")
-            .args(["--target", "web", "--no-typescript", "--out-name", "sluice"])
+            // The name section is a fifth of the module and only names
+            // functions in stack traces.
+            .args([
+                "--target",
+                "web",
+                "--no-typescript",
+                "--remove-name-section",
+                "--remove-producers-section",
+                "--out-name",
+                "sluice",
+            ])
             .arg("--out-dir")
             .arg(&pkg)
-            .arg(target.join("wasm32-unknown-unknown/release/sluice_frontend.wasm")),
+            .arg(target.join("wasm32-unknown-unknown/web/sluice_frontend.wasm")),
     )?;
     let wasm = pkg.join("sluice_bg.wasm");
     if Command::new("sh")

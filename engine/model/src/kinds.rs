@@ -723,14 +723,30 @@ pub struct JsConfig {
     /// Memory limit in MiB (default `[sandbox] memory_mb`, 64; at most 512).
     #[serde(default)]
     pub memory_mb: Option<u64>,
+    /// Fuel limit: about one unit per WebAssembly instruction executed.
+    /// Unlike the time limit it stops the same code at the same point on
+    /// every machine. Default: none.
+    #[serde(default)]
+    pub fuel: Option<u64>,
+    /// Grants the `log` capability: the code's log calls (`console.log`)
+    /// reach the run log. With `false` they are dropped.
+    #[serde(default = "default_true")]
+    pub log: bool,
 }
 impl Validate for JsConfig {
     fn validate(&self) -> Result<(), ConfigError> {
-        check_limits(self.timeout_ms, self.memory_mb)
+        check_limits(self.timeout_ms, self.memory_mb, self.fuel)
     }
 }
 
-fn check_limits(timeout_ms: Option<u64>, memory_mb: Option<u64>) -> Result<(), ConfigError> {
+fn check_limits(
+    timeout_ms: Option<u64>,
+    memory_mb: Option<u64>,
+    fuel: Option<u64>,
+) -> Result<(), ConfigError> {
+    if fuel == Some(0) {
+        return Err(ConfigError::new("fuel", "must be at least 1"));
+    }
     if matches!(timeout_ms, Some(t) if t == 0 || t > 600_000) {
         return Err(ConfigError::new("timeout_ms", "must be 1 to 600000"));
     }
@@ -756,6 +772,15 @@ pub struct WasmConfig {
     /// Memory limit in MiB (default `[sandbox] memory_mb`, 64; at most 512).
     #[serde(default)]
     pub memory_mb: Option<u64>,
+    /// Fuel limit: about one unit per WebAssembly instruction executed.
+    /// Unlike the time limit it stops the same code at the same point on
+    /// every machine. Default: none.
+    #[serde(default)]
+    pub fuel: Option<u64>,
+    /// Grants the `log` capability: the code's log calls (`console.log`)
+    /// reach the run log. With `false` they are dropped.
+    #[serde(default = "default_true")]
+    pub log: bool,
 }
 impl Validate for WasmConfig {
     fn validate(&self) -> Result<(), ConfigError> {
@@ -768,7 +793,7 @@ impl Validate for WasmConfig {
                 ),
             ));
         }
-        check_limits(self.timeout_ms, self.memory_mb)
+        check_limits(self.timeout_ms, self.memory_mb, self.fuel)
     }
 }
 

@@ -83,6 +83,7 @@ fn limits(call: &Call<'_>) -> Limits {
     Limits {
         timeout: Duration::from_millis(num("timeout_ms").unwrap_or(defaults.timeout_ms)),
         memory: (num("memory_mb").unwrap_or(defaults.memory_mb) as usize) << 20,
+        fuel: num("fuel"),
         ..Limits::default()
     }
 }
@@ -98,7 +99,7 @@ where
 {
     let (tx, mut lines) = tokio::sync::mpsc::unbounded_channel::<LogLine>();
     let caps = Capabilities {
-        log: true,
+        log: call.raw.get("log").and_then(Value::as_bool).unwrap_or(true),
         sink: Some(Arc::new(move |line| {
             tx.send(line).ok();
         })),

@@ -6,7 +6,9 @@
 //! - `code.wasm`: the sample component (assets/examples/wasm-guest, built
 //!   for wasm32-wasip2 once per test binary) stored with
 //!   `Engine::add_module`, run as a node, its log in the run log, and bad
-//!   modules refused with an error that names them.
+//!   modules refused with an error that names them; a component that
+//!   loops, hogs memory, burns its fuel or traps fails only its own step,
+//!   and one without the `log` capability logs nothing.
 
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
@@ -14,6 +16,18 @@ use std::sync::{Arc, OnceLock};
 use serde_json::{Value, json};
 use sluice_model::Workflow;
 use sluice_runtime::{Engine, Options, Plan, Status};
+
+/// The sandbox's misbehaving test component (engine/sandbox/tests/guest):
+/// loops, allocates, traps or logs on request.
+fn misbehaving() -> &'static [u8] {
+    static GUEST: OnceLock<Vec<u8>> = OnceLock::new();
+    GUEST.get_or_init(|| {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let manifest = root.join("engine/sandbox/tests/guest/Cargo.toml");
+        let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("test-guest");
+        sluice_sandbox::build_component(&manifest, &target, "sluice_test_guest").unwrap()
+    })
+}
 
 fn sample() -> &'static [u8] {
     static SAMPLE: OnceLock<Vec<u8>> = OnceLock::new();
@@ -276,4 +290,73 @@ async fn missing_and_invalid_modules_are_named() {
     .unwrap();
     let problems = Plan::new(invalid).unwrap_err().to_string();
     assert!(problems.contains("module"), "{problems}");
+}
+
+#[tokio::test]
+async fn a_misbehaving_component_fails_only_its_own_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(dir.path(), options()).await.unwrap();
+    let bad = engine.add_module(misbehaving().to_vec()).await.unwrap();
+    let good = engine.add_module(sample().to_vec()).await.unwrap();
+    let node = |id: &str, config: Value| {
+        let mut config = config;
+        config["module"] = json!(bad);
+        json!({"id": id, "kind": "code.wasm", "on_error": "route", "config": config})
+    };
+    let flow = plan(
+        json!([
+            {"id": "t", "kind": "trigger.manual"},
+            node("spin", json!({"input": {"do": "loop"}, "timeout_ms": 300})),
+            node("hog", json!({"input": {"do": "alloc"}, "memory_mb": 16})),
+            node("burn", json!({"input": {"do": "loop"}, "fuel": 1_000_000})),
+            node("crash", json!({"input": {"do": "trap"}})),
+            node("quiet", json!({"input": {"do": "log"}, "log": false})),
+            {"id": "total", "kind": "code.wasm", "config": {"module": good}},
+            {"id": "spun", "kind": "output.end"},
+            {"id": "hogged", "kind": "output.end"},
+            {"id": "burnt", "kind": "output.end"},
+            {"id": "crashed", "kind": "output.end"},
+            {"id": "end", "kind": "output.end"}]),
+        json!([
+            {"from": "t", "to": "spin"}, {"from": "spin:error", "to": "spun"},
+            {"from": "t", "to": "hog"}, {"from": "hog:error", "to": "hogged"},
+            {"from": "t", "to": "burn"}, {"from": "burn:error", "to": "burnt"},
+            {"from": "t", "to": "crash"}, {"from": "crash:error", "to": "crashed"},
+            {"from": "t", "to": "quiet"},
+            {"from": "t", "to": "total"}, {"from": "total", "to": "end"}]),
+    );
+    let order = json!({"items": [{"sku": "a", "price": 4.0, "qty": 3}]});
+    let run = engine.start(flow, None, Arc::new(order)).await.unwrap();
+    let id = run.id.clone();
+    let result = run.wait().await;
+    assert_eq!(result.status, Status::Succeeded, "{:?}", result.error);
+    assert_eq!(result.output["end"]["total"], json!(12.0));
+    let message = |node: &str| {
+        result.output[node]["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    for (node, expected) in [
+        ("spun", "stopped at the time limit of 300 ms"),
+        ("hogged", "stopped at the memory limit of 16 MiB"),
+        ("burnt", "stopped at the fuel limit of 1000000 units"),
+        ("crashed", "the guest crashed: "),
+    ] {
+        assert!(
+            message(node).contains(expected),
+            "{node}: {:?}",
+            result.output[node]
+        );
+    }
+    let logs = engine.store().run_logs(&id).await.unwrap();
+    let quiet: Vec<&str> = logs
+        .iter()
+        .filter(|l| l.node == "quiet")
+        .map(|l| l.message.as_str())
+        .collect();
+    // Without the log capability its `log` calls are gone; its stdout is
+    // not a capability and is kept.
+    assert!(!quiet.contains(&"hello from the guest"), "{quiet:?}");
+    assert!(quiet.contains(&"to stdout"), "{quiet:?}");
 }

@@ -21,7 +21,7 @@ use wasmtime_wizer::{InstanceState, SnapshotVal, ValType, Wizer};
 
 use crate::{
     Capabilities, Captured, Error, Limiter, Limits, MAX_MEMORY, Outcome, Sandbox, TimeLimitHit,
-    WASMTIME_VERSION, classify, lock,
+    cache_file, classify, lock, release_freed_memory, set_fuel, write_atomically,
 };
 
 /// The runtime as built (before Wizer).
@@ -115,6 +115,18 @@ pub fn fuzz_guest_output(data: &[u8]) {
     if let Ok(text) = std::str::from_utf8(data) {
         let _ = parse_output(text);
     }
+    // A pointer and length the guest hands back (its answer, a log line),
+    // into a memory made of the rest of the bytes.
+    if let Some((head, memory)) = data.split_first_chunk::<8>() {
+        let packed = u64::from_le_bytes(*head);
+        let (ptr, len) = ((packed >> 32) as u32, packed as u32);
+        match guest_bytes(memory, ptr, len) {
+            Some(bytes) => assert_eq!(bytes.len(), len as usize),
+            None => assert!(ptr as usize + len as usize > memory.len()),
+        }
+    }
+    // What a guest writes to stdout, stderr and its log.
+    crate::fuzz_capture(data);
 }
 
 /// Per-call state: the limiter and the log capture.
@@ -188,8 +200,7 @@ fn linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<JsState>> {
                 return;
             };
             let (data, state) = memory.data_and_store_mut(&mut caller);
-            let (ptr, len) = (ptr as usize, len as usize);
-            let Some(bytes) = data.get(ptr..ptr.saturating_add(len)) else {
+            let Some(bytes) = guest_bytes(data, ptr, len) else {
                 return;
             };
             if !state.caps.log {
@@ -230,6 +241,7 @@ fn new_store(engine: &wasmtime::Engine, limits: Limits, caps: Capabilities) -> S
         },
     );
     store.limiter(|s| &mut s.limiter);
+    set_fuel(&mut store, limits.fuel);
     let deadline = Instant::now() + limits.timeout;
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(move |_| {
@@ -347,12 +359,8 @@ impl Sandbox {
             define_missing_as_zeros(&mut linker, &raw).map_err(|e| fail("linking", e))?;
         }
         let file = self.inner.cache_dir.as_ref().map(|d| {
-            d.join(format!(
-                "js{}-{}-wasmtime-{}.cwasm",
-                if source.snapshot { "" } else { "-raw" },
-                Sandbox::id_of(&source.wasm),
-                WASMTIME_VERSION.replace('.', "_")
-            ))
+            let prefix = if source.snapshot { "js-" } else { "js-raw-" };
+            cache_file(d, engine, prefix, &Sandbox::id_of(&source.wasm))
         });
         let cached = file.as_ref().filter(|f| f.exists()).and_then(|f| {
             // SAFETY: the file is one this sandbox serialized into its own
@@ -370,14 +378,21 @@ impl Sandbox {
                 } else {
                     Module::new(engine, &source.wasm).map_err(|e| fail("compiling", e))?
                 };
-                if let Some(file) = &file
-                    && let Ok(bytes) = module.serialize()
-                {
-                    let tmp = file.with_extension(format!("{}.tmp", std::process::id()));
-                    if std::fs::write(&tmp, &bytes).is_ok() {
-                        std::fs::rename(&tmp, file).ok();
+                let module = match &file {
+                    Some(file)
+                        if module
+                            .serialize()
+                            .is_ok_and(|bytes| write_atomically(file, &bytes)) =>
+                    {
+                        // Run from the file: the code is then mapped
+                        // (shared and reclaimable), not held in the heap.
+                        // SAFETY: as above; this process has just written it.
+                        unsafe { Module::deserialize_file(engine, file) }.unwrap_or(module)
                     }
-                }
+                    _ => module,
+                };
+                // Wizer and the compiler leave tens of MiB freed but held.
+                release_freed_memory();
                 module
             }
         };
@@ -402,6 +417,7 @@ impl Sandbox {
             timeout: std::time::Duration::from_secs(60),
             memory: MAX_MEMORY,
             output: 64 << 10,
+            fuel: None,
         };
         let mut store = new_store(engine, limits, Capabilities::default());
         let instance = linker
@@ -508,12 +524,16 @@ async fn call(
     let (sp, sl) = put(source.as_bytes()).await?;
     let (ip, il) = put(input.as_bytes()).await?;
     let packed = run.call_async(&mut *store, (sp, sl, ip, il, seed)).await?;
-    let (ptr, len) = ((packed >> 32) as usize, (packed & 0xffff_ffff) as usize);
-    memory
-        .data(&*store)
-        .get(ptr..ptr.saturating_add(len))
+    let (ptr, len) = ((packed >> 32) as u32, packed as u32);
+    guest_bytes(memory.data(&*store), ptr, len)
         .map(<[u8]>::to_vec)
         .ok_or_else(|| wasmtime::Error::msg("the runtime answered outside its memory"))
+}
+
+/// The bytes a guest points at in its own memory, if they are all in it.
+fn guest_bytes(memory: &[u8], ptr: u32, len: u32) -> Option<&[u8]> {
+    let ptr = ptr as usize;
+    memory.get(ptr..ptr.checked_add(len as usize)?)
 }
 
 #[cfg(test)]

@@ -45,10 +45,6 @@ wasmtime::component::bindgen!({
 const TICK: Duration = Duration::from_millis(5);
 /// Invocations that can run at once (pool slots).
 const SLOTS: u32 = 256;
-/// The wasmtime version compiled components are cached for (the workspace
-/// pins it exactly). A cache file from another build that wasmtime refuses
-/// is recompiled and replaced.
-const WASMTIME_VERSION: &str = "48.0.8";
 /// The most memory any guest may be given.
 pub const MAX_MEMORY: usize = 512 << 20;
 
@@ -61,6 +57,10 @@ pub struct Limits {
     pub memory: usize,
     /// Captured stdout plus stderr, in bytes; the rest is dropped.
     pub output: usize,
+    /// Fuel: roughly one unit per WebAssembly instruction, for instantiation
+    /// plus the call. `None`: only the time limit bounds the work. Unlike
+    /// time, fuel stops the same code at the same point on every machine.
+    pub fuel: Option<u64>,
 }
 
 impl Default for Limits {
@@ -69,6 +69,7 @@ impl Default for Limits {
             timeout: Duration::from_secs(5),
             memory: 64 << 20,
             output: 64 << 10,
+            fuel: None,
         }
     }
 }
@@ -127,6 +128,8 @@ pub enum Error {
     TimeLimit(Duration),
     #[error("stopped at the memory limit of {} MiB", .0 >> 20)]
     MemoryLimit(usize),
+    #[error("stopped at the fuel limit of {0} units")]
+    FuelLimit(u64),
     #[error("the guest crashed: {0}")]
     Trap(String),
     #[error("sandbox: {0}")]
@@ -365,6 +368,50 @@ impl Captured {
     }
 }
 
+/// Part of the fuzz target (see `js::fuzz_guest_output`): a guest's
+/// writes and log calls, cut from the bytes, must be kept up to the output
+/// limit, counted past it, and split into lines without losing a byte.
+#[doc(hidden)]
+pub fn fuzz_capture(data: &[u8]) {
+    let cap = data.first().map_or(0, |b| usize::from(*b) * 8);
+    let mut c = Captured {
+        cap,
+        ..Captured::default()
+    };
+    let (mut written, mut newlines, mut logs) = (0, 0, 0);
+    let mut rest = data;
+    while let Some((&head, tail)) = rest.split_first() {
+        let n = usize::from(head & 0x3f).min(tail.len());
+        let (chunk, after) = tail.split_at(n);
+        if head & 0x80 != 0 {
+            let message = String::from_utf8_lossy(chunk);
+            written += message.len() + 1;
+            logs += 1;
+            c.log("info", &message);
+        } else {
+            newlines += chunk.iter().filter(|b| **b == b'\n').count();
+            written += n;
+            c.push(if head & 0x40 == 0 { 1 } else { 2 }, chunk);
+        }
+        rest = after;
+    }
+    assert!(c.kept <= cap, "kept {} beyond the limit {cap}", c.kept);
+    assert_eq!(c.kept + c.dropped, written, "every byte kept or counted");
+    c.finish(cap);
+    if c.dropped == 0 {
+        // Every line ended by a newline, plus at most one unfinished line
+        // per stream.
+        let lines = c.lines.len() - logs;
+        assert!(
+            (newlines..=newlines + 2).contains(&lines),
+            "{lines} lines from {newlines} newlines"
+        );
+    } else {
+        let last = c.lines.last().expect("the truncation note");
+        assert!(last.message.starts_with("output truncated: "));
+    }
+}
+
 impl tokio::io::AsyncWrite for Capture {
     fn poll_write(
         self: Pin<&mut Self>,
@@ -422,6 +469,9 @@ impl Sandbox {
         config
             .wasm_component_model(true)
             .epoch_interruption(true)
+            // Always on, so a node can set a fuel limit; a call without one
+            // gets u64::MAX. Costs about 5% per call (docs/benchmarks.md).
+            .consume_fuel(true)
             .memory_reservation(MAX_MEMORY as u64)
             .memory_guard_size(32 << 20)
             .memory_init_cow(true)
@@ -509,12 +559,11 @@ impl Sandbox {
     #[allow(unsafe_code)]
     fn compile_cached(&self, id: &str, bytes: &[u8]) -> Result<Component, Error> {
         let engine = &self.inner.engine;
-        let file = self.inner.cache_dir.as_ref().map(|d| {
-            d.join(format!(
-                "{id}-wasmtime-{}.cwasm",
-                WASMTIME_VERSION.replace('.', "_")
-            ))
-        });
+        let file = self
+            .inner
+            .cache_dir
+            .as_ref()
+            .map(|d| cache_file(d, engine, "", id));
         if let Some(file) = &file
             && file.exists()
         {
@@ -528,15 +577,20 @@ impl Sandbox {
         }
         let component =
             Component::new(engine, bytes).map_err(|e| Error::Invalid(format!("{e:#}")))?;
-        if let Some(file) = &file
-            && let Ok(serialized) = component.serialize()
-        {
-            // Atomic: a crash never leaves half a cache file behind.
-            let tmp = file.with_extension(format!("{}.tmp", std::process::id()));
-            if std::fs::write(&tmp, &serialized).is_ok() {
-                std::fs::rename(&tmp, file).ok();
+        let component = match &file {
+            Some(file)
+                if component
+                    .serialize()
+                    .is_ok_and(|bytes| write_atomically(file, &bytes)) =>
+            {
+                // Run from the file: its code is then mapped (shared and
+                // reclaimable) rather than held in the heap.
+                // SAFETY: as above; this process has just written the file.
+                unsafe { Component::deserialize_file(engine, file) }.unwrap_or(component)
             }
-        }
+            _ => component,
+        };
+        release_freed_memory();
         Ok(component)
     }
 
@@ -606,6 +660,7 @@ impl Sandbox {
             },
         );
         store.limiter(|s| &mut s.limiter);
+        set_fuel(&mut store, limits.fuel);
         let deadline = Instant::now() + limits.timeout;
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(move |_| {
@@ -639,6 +694,36 @@ impl Sandbox {
     }
 }
 
+/// Gives a store its fuel: the limit, or as good as unlimited.
+fn set_fuel<T>(store: &mut Store<T>, fuel: Option<u64>) {
+    // Cannot fail: fuel is on in every sandbox engine.
+    store.set_fuel(fuel.unwrap_or(u64::MAX)).ok();
+}
+
+/// The key of a compiled module in the disk cache: the module's hash and
+/// everything that makes wasmtime's compiled code differ (its version, the
+/// engine's settings, the host CPU's features). A file from another build
+/// gets another name, so it is never even tried.
+fn cache_file(dir: &Path, engine: &Engine, prefix: &str, id: &str) -> PathBuf {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    engine.precompile_compatibility_hash().hash(&mut h);
+    dir.join(format!("{prefix}{id}-{:016x}.cwasm", h.finish()))
+}
+
+/// Hands freed memory back to the system. Compiling a module allocates
+/// tens of MiB that the allocator would otherwise keep for the life of the
+/// process (the desktop app measured 39 MiB held after preparing code.js).
+pub(crate) fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free pages of the allocator's own
+    // arenas to the system; it takes no pointers.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 fn classify(e: wasmtime::Error, hit_memory: bool, limits: Limits) -> Error {
     if e.downcast_ref::<TimeLimitHit>().is_some() {
         return Error::TimeLimit(limits.timeout);
@@ -647,6 +732,9 @@ fn classify(e: wasmtime::Error, hit_memory: bool, limits: Limits) -> Error {
         return Error::MemoryLimit(limits.memory);
     }
     if let Some(trap) = e.downcast_ref::<wasmtime::Trap>() {
+        if *trap == wasmtime::Trap::OutOfFuel {
+            return Error::FuelLimit(limits.fuel.unwrap_or(u64::MAX));
+        }
         if *trap == wasmtime::Trap::StackOverflow {
             return Error::Trap("call stack exhausted: recursion or data nested too deeply".into());
         }
@@ -662,6 +750,13 @@ fn root_message(e: &wasmtime::Error) -> String {
         .next()
         .unwrap_or_default()
         .to_string()
+}
+
+/// Writes a cache file whole or not at all: a crash never leaves half a
+/// file behind.
+pub(crate) fn write_atomically(file: &Path, bytes: &[u8]) -> bool {
+    let tmp = file.with_extension(format!("{}.tmp", std::process::id()));
+    std::fs::write(&tmp, bytes).is_ok() && std::fs::rename(&tmp, file).is_ok()
 }
 
 /// Builds a Rust guest crate into a component (`cargo build --release

@@ -264,6 +264,54 @@ async fn an_endless_loop_stops_at_the_time_limit_and_others_go_on() {
 }
 
 #[tokio::test]
+async fn fuel_stops_a_script_at_the_same_point_every_time() {
+    let fuel = |n| Limits {
+        fuel: Some(n),
+        ..limits(30_000)
+    };
+    // A counter the script keeps in its output as it goes: where fuel ends
+    // is where it stopped, and it is the same on every run.
+    let source = "for (let i = 0; ; i++) { if (i % 1000 === 0) console.log(i) }";
+    let mut stopped_at = Vec::new();
+    for _ in 0..2 {
+        let last = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let seen = last.clone();
+        let caps = Capabilities {
+            log: true,
+            sink: Some(std::sync::Arc::new(move |l: LogLine| {
+                *seen.lock().unwrap() = l.message;
+            })),
+        };
+        let err = sandbox()
+            .run_js(source, "null", fuel(20_000_000), caps)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::FuelLimit(20_000_000)), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            "stopped at the fuel limit of 20000000 units"
+        );
+        stopped_at.push(last.lock().unwrap().clone());
+    }
+    assert!(!stopped_at[0].is_empty(), "the script logged nothing");
+    assert_eq!(
+        stopped_at[0], stopped_at[1],
+        "fuel stopped at different points"
+    );
+    // Enough fuel: the answer.
+    let out = sandbox()
+        .run_js(
+            "return input.a + input.b",
+            r#"{"a": 2, "b": 3}"#,
+            fuel(20_000_000),
+            caps(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.result, Ok("5".into()));
+}
+
+#[tokio::test]
 async fn allocating_without_bound_stops_at_the_memory_limit() {
     let limits = Limits {
         memory: 16 << 20,
