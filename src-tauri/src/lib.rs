@@ -39,6 +39,68 @@ fn started() -> std::time::Instant {
 }
 pub const TRAY: &str = "sluice-tray";
 
+/// How the webview draws.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rendering {
+    /// WebKit's GPU compositing (its default).
+    Gpu,
+    /// No accelerated compositing: the page is painted on the CPU.
+    Cpu,
+}
+
+/// Chooses how the webview draws: `SLUICE_WEBVIEW_GPU` (`on`, `off`, or
+/// `auto`, the default) decides; `auto` turns GPU compositing off when the
+/// machine has no GPU render node, where OpenGL would be Mesa's software
+/// rasterizer: slower than WebKit's CPU painting, and about 80 MB more
+/// memory in the web process (measured under Xvfb, docs/benchmarks.md).
+/// A user's own `WEBKIT_DISABLE_COMPOSITING_MODE` always wins.
+pub fn choose_rendering(setting: Option<&str>, has_render_node: bool) -> Result<Rendering, String> {
+    match setting.map(str::trim) {
+        None | Some("" | "auto") => Ok(if has_render_node {
+            Rendering::Gpu
+        } else {
+            Rendering::Cpu
+        }),
+        Some("on") => Ok(Rendering::Gpu),
+        Some("off") => Ok(Rendering::Cpu),
+        Some(other) => Err(format!(
+            "SLUICE_WEBVIEW_GPU={other}: expected on, off or auto"
+        )),
+    }
+}
+
+/// Whether a GPU render node (`/dev/dri/renderD*`) exists.
+fn has_render_node() -> bool {
+    std::fs::read_dir("/dev/dri").is_ok_and(|entries| {
+        entries
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().starts_with("renderD"))
+    })
+}
+
+/// Applies [`choose_rendering`] through WebKit's environment, which its
+/// processes read when they start.
+// `set_var` is `unsafe` because another thread could read the environment
+// at the same time: see the SAFETY note.
+#[allow(unsafe_code)]
+fn configure_webview() {
+    if cfg!(not(target_os = "linux"))
+        || std::env::var_os("WEBKIT_DISABLE_COMPOSITING_MODE").is_some()
+    {
+        return;
+    }
+    let setting = std::env::var("SLUICE_WEBVIEW_GPU").ok();
+    let rendering = choose_rendering(setting.as_deref(), has_render_node()).unwrap_or_else(|e| {
+        eprintln!("sluice: {e}; using auto");
+        choose_rendering(None, has_render_node()).unwrap_or(Rendering::Gpu)
+    });
+    if rendering == Rendering::Cpu {
+        // SAFETY: called first thing in `run`, before Tauri, GTK, WebKit or
+        // the engine start a thread: nothing reads the environment yet.
+        unsafe { std::env::set_var("WEBKIT_DISABLE_COMPOSITING_MODE", "1") };
+    }
+}
+
 /// The editor built into the binary (`SLUICE_EMBED_UI` at build time).
 mod embedded {
     include!(concat!(env!("OUT_DIR"), "/ui_files.rs"));
@@ -508,6 +570,7 @@ pub fn with_commands<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R
 /// Starts the app; returns when it quits.
 pub fn run() {
     started();
+    configure_webview();
     let builder = tauri::Builder::default()
         // First: a second launch hands its arguments (a `sluice://` link)
         // to this one and exits.

@@ -105,3 +105,15 @@ fn status_import_and_export_go_to_the_engine() {
     let err = get_ipc_response(&window, request("status", json!({}))).unwrap_err();
     assert!(err.to_string().contains("stopped"), "{err}");
 }
+
+#[test]
+fn the_webview_draws_on_the_cpu_only_without_a_gpu_or_when_told() {
+    use sluice_desktop::{Rendering, choose_rendering};
+    assert_eq!(choose_rendering(None, true), Ok(Rendering::Gpu));
+    assert_eq!(choose_rendering(None, false), Ok(Rendering::Cpu));
+    assert_eq!(choose_rendering(Some("auto"), false), Ok(Rendering::Cpu));
+    assert_eq!(choose_rendering(Some("on"), false), Ok(Rendering::Gpu));
+    assert_eq!(choose_rendering(Some(" off "), true), Ok(Rendering::Cpu));
+    let err = choose_rendering(Some("yes"), true).unwrap_err();
+    assert_eq!(err, "SLUICE_WEBVIEW_GPU=yes: expected on, off or auto");
+}
