@@ -1,7 +1,10 @@
 //! The desktop app end to end: the real binary on a private X server
 //! (Xvfb), driven over WebDriver through tauri-driver and Debian's
 //! WebKitWebDriver (`cargo xtask test` installs all three and builds the
-//! editor first). A screenshot goes to `artifacts/desktop.png`.
+//! editor first). A private session bus (dbus-daemon) carries the single
+//! instance, `sluice://` link hand-over and notifications, shown by a real
+//! notification server (dunst) that the test clicks through `dunstctl`.
+//! A screenshot goes to `artifacts/desktop.png`.
 
 use std::os::unix::process::CommandExt as _;
 use std::path::PathBuf;
@@ -113,6 +116,27 @@ fn artifacts() -> PathBuf {
     dir
 }
 
+/// A private session bus; returns it and its address.
+fn session_bus(dir: &std::path::Path) -> (Group, String) {
+    let socket = dir.join("bus");
+    let address = format!("unix:path={}", socket.display());
+    let bus = spawn_group(Command::new("dbus-daemon").args([
+        "--session",
+        "--nofork",
+        "--nopidfile",
+        &format!("--address={address}"),
+    ]));
+    let started = Instant::now();
+    while !socket.exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "dbus-daemon did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (bus, address)
+}
+
 #[tokio::test]
 async fn the_window_edits_and_runs_and_closing_it_keeps_webhooks_answering() {
     let target = std::env::var_os("CARGO_TARGET_DIR")
@@ -125,28 +149,38 @@ async fn the_window_edits_and_runs_and_closing_it_keeps_webhooks_answering() {
         ui.display()
     );
     let data = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
     let port = free_port();
     let (_x, display) = xvfb();
+    let (_bus, bus) = session_bus(home.path());
+    // The desktop around the app: where it registers its link handler
+    // (never the real user's folders), and a notification server.
+    let desktop_env = |cmd: &mut Command| {
+        cmd.env("DISPLAY", &display)
+            .env("DBUS_SESSION_BUS_ADDRESS", &bus)
+            .env("XDG_DATA_HOME", home.path().join("data"))
+            .env("XDG_CONFIG_HOME", home.path().join("config"))
+            .env("SLUICE_DATA_DIR", data.path())
+            .env("SLUICE_LISTEN", format!("127.0.0.1:{port}"))
+            .env("SLUICE_UI_DIR", &ui);
+    };
+    let mut dunst = Command::new("dunst");
+    desktop_env(&mut dunst);
+    let _notifications = spawn_group(&mut dunst);
     // A window manager, so that closing the window is what a user does: the
     // manager asks the window to close (WM_DELETE_WINDOW).
     let _wm = spawn_group(Command::new("openbox").env("DISPLAY", &display));
     let (driver_port, native_port) = (free_port(), free_port());
     // The app inherits this environment through the drivers.
-    let _driver = spawn_group(
-        Command::new("tauri-driver")
-            .args([
-                "--port",
-                &driver_port.to_string(),
-                "--native-port",
-                &native_port.to_string(),
-            ])
-            .env("DISPLAY", &display)
-            .env("SLUICE_DATA_DIR", data.path())
-            .env("SLUICE_LISTEN", format!("127.0.0.1:{port}"))
-            .env("SLUICE_UI_DIR", &ui)
-            // No session bus: single instance and notifications stand down.
-            .env_remove("DBUS_SESSION_BUS_ADDRESS"),
-    );
+    let mut driver = Command::new("tauri-driver");
+    driver.args([
+        "--port",
+        &driver_port.to_string(),
+        "--native-port",
+        &native_port.to_string(),
+    ]);
+    desktop_env(&mut driver);
+    let _driver = spawn_group(&mut driver);
     wait_port(driver_port, "tauri-driver").await;
     let mut caps = serde_json::Map::new();
     caps.insert("browserName".into(), json!("wry"));
@@ -318,6 +352,103 @@ async fn the_window_edits_and_runs_and_closing_it_keeps_webhooks_answering() {
     assert_eq!(r.status(), 200);
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["out"]["body"]["n"], 7, "{body}");
+
+    // The app registered itself for sluice:// links.
+    let handler = std::fs::read_dir(home.path().join("data/applications"))
+        .expect("the app's link handler")
+        .flatten()
+        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+        .find(|text| text.contains("x-scheme-handler/sluice"));
+    assert!(handler.is_some(), "no .desktop file for sluice:// links");
+
+    // A failed run: a notification; clicking it shows the window on that run.
+    let r = http
+        .put(format!("{base}/api/v1/workflows/boom"))
+        .bearer_auth(&token)
+        .json(&json!({"format": "sluice.workflow/v1", "id": "boom", "nodes": [
+            {"id": "t", "kind": "trigger.manual"},
+            {"id": "explode", "kind": "data.transform", "config": {"jq": "error(\"the sky fell\")"}}],
+            "edges": [{"from": "t", "to": "explode"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    let run: Value = http
+        .post(format!("{base}/api/v1/workflows/boom/runs"))
+        .bearer_auth(&token)
+        .json(&json!({"input": {}, "wait": true}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(run["status"], "failed", "{run}");
+    let run_id = run["id"].as_str().unwrap().to_string();
+    let dunstctl = |args: &[&str]| {
+        let mut cmd = Command::new("dunstctl");
+        cmd.args(args);
+        desktop_env(&mut cmd);
+        let out = cmd.output().unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    eventually(
+        Duration::from_secs(10),
+        "the failure notification",
+        || async { dunstctl(&["count", "displayed"]) == "1" },
+    )
+    .await;
+    dunstctl(&["action", "0"]);
+    eventually(
+        Duration::from_secs(10),
+        "the window shown on the failed run",
+        || async {
+            let url = c
+                .current_url()
+                .await
+                .map(|u| u.to_string())
+                .unwrap_or_default();
+            url.ends_with(&format!("#/w/boom/r/{run_id}")) && windows().contains("Sluice")
+        },
+    )
+    .await;
+    eventually(Duration::from_secs(10), "the run view", || async {
+        text_of(&c, ".run-status").await.as_deref() == Some("failed")
+    })
+    .await;
+
+    // A second launch hands its link to this one and exits; this one shows
+    // the workflow.
+    let mut second = Command::new(env!("CARGO_BIN_EXE_sluice-desktop"));
+    second.arg("sluice://w/desk-check");
+    desktop_env(&mut second);
+    let second = tokio::task::spawn_blocking(move || second.output().unwrap());
+    let second = tokio::time::timeout(Duration::from_secs(20), second)
+        .await
+        .expect("the second launch exits")
+        .unwrap();
+    assert!(
+        second.status.success(),
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+    eventually(
+        Duration::from_secs(10),
+        "the linked workflow in the window",
+        || async {
+            let url = c
+                .current_url()
+                .await
+                .map(|u| u.to_string())
+                .unwrap_or_default();
+            url.ends_with("#/w/desk-check")
+        },
+    )
+    .await;
+    eventually(Duration::from_secs(10), "the workflow's title", || async {
+        c.title().await.is_ok_and(|t| t == "desk-check — Sluice")
+    })
+    .await;
     // Ending the session ends the app (the driver's doing); the process
     // groups take anything left.
     c.close().await.ok();

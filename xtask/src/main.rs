@@ -118,6 +118,10 @@ fn ensure_desktop_toolchain() -> Result<()> {
     // A window manager, to close the app's window as a user does.
     ensure_apt("openbox", "openbox")?;
     ensure_apt("wmctrl", "wmctrl")?;
+    // A session bus and a notification server with a command line: the
+    // single instance, link hand-over and notification clicks run over them.
+    ensure_apt("dbus-daemon", "dbus")?;
+    ensure_apt("dunst", "dunst")?;
     // tauri-driver has no --version: ask cargo what it installed.
     let installed = output(cargo().args(["install", "--list"])).unwrap_or_default();
     if !installed.contains(&format!("tauri-driver v{TAURI_DRIVER}:")) {
