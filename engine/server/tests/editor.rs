@@ -692,7 +692,10 @@ async fn typing_together_presence_runs_list_run_view_and_adding_nodes() {
     key_chord(&a, CONTROL, "a").await;
     input.send_keys(r#"{"n": 21}"#).await.unwrap();
     click(&a, ".run-button").await;
-    eventually(Duration::from_secs(5), "the run in b's list", || async {
+    // The first code.js run on a machine also prepares the JavaScript
+    // runtime (Wizer and a compile: seconds, more while the other browser
+    // tests share the two cores).
+    eventually(Duration::from_secs(30), "the run in b's list", || async {
         b.find(Locator::Css("button.run-row.run-succeeded"))
             .await
             .is_ok()

@@ -22,7 +22,13 @@ pub struct Server {
 
 pub async fn server_with(configure: impl FnOnce(&mut sluice_server::Options)) -> Server {
     let dir = tempfile::tempdir().unwrap();
-    let engine = Engine::open(dir.path(), Options::default()).await.unwrap();
+    // One compile cache for every test server: the JavaScript runtime is
+    // pre-initialized and compiled once, not in every new data dir.
+    let options = Options {
+        wasm_cache: Some(std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("wasm-cache")),
+        ..Options::default()
+    };
+    let engine = Engine::open(dir.path(), options).await.unwrap();
     let token = sluice_server::ensure_token(dir.path()).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
