@@ -25,7 +25,12 @@ pub async fn server_with(configure: impl FnOnce(&mut sluice_server::Options)) ->
     // One compile cache for every test server: the JavaScript runtime is
     // pre-initialized and compiled once, not in every new data dir.
     let options = Options {
-        wasm_cache: Some(std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("wasm-cache")),
+        // (Examples that share this module have no CARGO_TARGET_TMPDIR.)
+        wasm_cache: Some(
+            option_env!("CARGO_TARGET_TMPDIR")
+                .map_or_else(std::env::temp_dir, std::path::PathBuf::from)
+                .join("wasm-cache"),
+        ),
         ..Options::default()
     };
     let engine = Engine::open(dir.path(), options).await.unwrap();
