@@ -180,11 +180,13 @@ impl Host {
                 h.wait().await;
             }));
         }
-        // The JavaScript runtime, ready before the first code.js step needs it.
+        // The JavaScript runtime, ready before the first code.js step needs
+        // it, once a workflow has one (an engine without scripts never pays
+        // its memory).
         {
             let engine = engine.clone();
             tasks.push(tokio::spawn(async move {
-                if let Err(e) = engine.prepare_code().await {
+                if let Err(e) = engine.prepare_code_when_used().await {
                     eprintln!("sluice: code.js: {e}");
                 }
             }));

@@ -507,6 +507,37 @@ impl Engine {
             .map_err(|e| Error::Usage(e.to_string()))
     }
 
+    /// Prepares the JavaScript runtime ([`Engine::prepare_code`]) once a
+    /// stored workflow has an enabled `code.js` node: at once if one does,
+    /// else as soon as a workflow gets one. Until then the sandbox is not
+    /// even started, so an engine without scripts carries none of its
+    /// memory. Returns after preparing, or when the engine's change channel
+    /// closes. `sluice serve` and the desktop app run it in the background.
+    pub async fn prepare_code_when_used(&self) -> Result<()> {
+        let mut changes = self.workflow_changes();
+        let uses_js = |plan: &Plan| {
+            plan.nodes
+                .iter()
+                .any(|n| n.kind == "code.js" && !n.disabled)
+        };
+        let mut any = false;
+        for row in self.store().list_workflows().await? {
+            if self.workflow(&row.id).await.is_ok_and(|p| uses_js(&p)) {
+                any = true;
+                break;
+            }
+        }
+        while !any {
+            any = match changes.recv().await {
+                Ok(id) => self.workflow(&id).await.is_ok_and(|p| uses_js(&p)),
+                // Missed changes: look again at the next one.
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => false,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return Ok(()),
+            };
+        }
+        self.prepare_code().await
+    }
+
     /// Stores a WebAssembly component for `code.wasm` nodes in the blob
     /// store, after checking that it is one (it is compiled now, and cached).
     /// Returns its hash, which nodes name in `config.module`.

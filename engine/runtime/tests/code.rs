@@ -360,3 +360,47 @@ async fn a_misbehaving_component_fails_only_its_own_step() {
     assert!(!quiet.contains(&"hello from the guest"), "{quiet:?}");
     assert!(quiet.contains(&"to stdout"), "{quiet:?}");
 }
+
+#[tokio::test]
+async fn the_javascript_runtime_is_prepared_once_a_workflow_has_a_script() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(dir.path(), options()).await.unwrap();
+    let e = engine.clone();
+    let waiting = tokio::spawn(async move { e.prepare_code_when_used().await });
+    // Workflows without an enabled script: nothing is prepared.
+    let plain = Plan::new(
+        Workflow::from_value(json!({
+            "format": "sluice.workflow/v1", "id": "plain", "nodes": [
+                {"id": "t", "kind": "trigger.manual"},
+                {"id": "off", "kind": "code.js", "disabled": true, "config": {"source": "return 1"}},
+                {"id": "end", "kind": "output.end"}],
+            "edges": [{"from": "t", "to": "end"}]
+        }))
+        .unwrap(),
+    )
+    .unwrap();
+    engine.save_workflow(&plain).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(!waiting.is_finished(), "prepared with no script in sight");
+    // A workflow gets a script: prepared.
+    let scripted = plan(
+        json!([
+            {"id": "t", "kind": "trigger.manual"},
+            {"id": "double", "kind": "code.js", "config": {"source": "return input * 2"}}]),
+        json!([{"from": "t", "to": "double"}]),
+    );
+    engine.save_workflow(&scripted).await.unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(120), waiting)
+        .await
+        .expect("prepared once a script was stored")
+        .unwrap()
+        .unwrap();
+    // At a later start, a stored script is seen at once.
+    tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        engine.prepare_code_when_used(),
+    )
+    .await
+    .expect("a stored script is found at start")
+    .unwrap();
+}
