@@ -660,3 +660,32 @@ async fn credentials_round_trip_encrypted_and_bound_to_their_name() -> Result<()
     })
     .await
 }
+
+#[tokio::test]
+async fn the_journal_checkpoints_its_wal_as_it_goes() -> Result<()> {
+    timed(async {
+        let (dir, store) = open().await?;
+        store.create_run(&new_run("r", 1)).await?;
+        let journal = store.journal();
+        // 300 commits of 100 records: without checkpoints the WAL would
+        // hold every page of every commit (over 8 MB here).
+        for wave in 0..300u64 {
+            for i in 1..=100 {
+                let seq = wave * 100 + i;
+                let data = Stored::Inline(json!({"seq": seq, "pad": "y".repeat(100)}).to_string());
+                journal
+                    .append(record("r", seq, RecordKind::Succeeded, Some(data)))
+                    .await?;
+            }
+            journal.flush().await?;
+        }
+        assert_eq!(store.run_records("r").await?.len(), 30_000);
+        let wal = std::fs::metadata(dir.path().join("data/sluice.db-wal"))?.len();
+        assert!(
+            wal < 4 << 20,
+            "the WAL grew to {wal} bytes: it is not checkpointed"
+        );
+        Ok(())
+    })
+    .await
+}

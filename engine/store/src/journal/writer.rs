@@ -25,12 +25,18 @@ const MAX_BATCH: usize = 4096;
 /// distinct statements small, so they stay in the prepared-statement cache.
 /// 500 rows x 11 columns stays far below SQLite's 32766 bind parameters.
 const CHUNKS: [usize; 10] = [500, 256, 128, 64, 32, 16, 8, 4, 2, 1];
+/// Commands after which the writer checkpoints the WAL. SQLite would
+/// checkpoint inside a commit (every 1,000 pages), holding the batch's
+/// waiters behind the checkpoint's copying and fsync; the writer does it
+/// after answering them.
+const CHECKPOINT_EVERY: usize = 1024;
 
 pub(crate) fn spawn_writer(conn: SqliteConnection, blobs: Blobs) -> Journal {
     let (tx, rx) = mpsc::channel(QUEUE);
     let writer = Writer {
         conn,
         rx,
+        since_checkpoint: 0,
         lost_since_flush: None,
         lost_by_run: HashMap::new(),
     };
@@ -42,6 +48,8 @@ pub(crate) fn spawn_writer(conn: SqliteConnection, blobs: Blobs) -> Journal {
 struct Writer {
     conn: SqliteConnection,
     rx: mpsc::Receiver<Command>,
+    /// Commands written since the last checkpoint.
+    since_checkpoint: usize,
     /// Fire-and-forget writes that failed since the last flush.
     lost_since_flush: Option<Lost>,
     /// Fire-and-forget writes that failed, per run, until its finish_run.
@@ -57,13 +65,39 @@ type Outcome = Result<()>;
 
 impl Writer {
     async fn run(mut self) {
+        // This connection's commits no longer checkpoint by themselves.
+        if let Err(e) = sqlx::query("PRAGMA wal_autocheckpoint = 0")
+            .execute(&mut self.conn)
+            .await
+        {
+            tracing::warn!(error = %e, "the journal keeps SQLite's automatic checkpoints");
+        }
         let mut batch = Vec::with_capacity(MAX_BATCH);
         while self.rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
             let outcomes = self.write(&batch).await;
+            let written = batch.len();
             self.complete(batch.drain(..), outcomes);
+            self.checkpoint_if_due(written).await;
         }
         if let Err(e) = self.conn.close().await {
             tracing::warn!(error = %e, "closing the journal connection");
+        }
+    }
+
+    /// Copies the WAL into the database every [`CHECKPOINT_EVERY`]
+    /// commands, after their batch was answered. PASSIVE: it never waits
+    /// for readers, and what it cannot copy yet is copied next time.
+    async fn checkpoint_if_due(&mut self, written: usize) {
+        self.since_checkpoint += written;
+        if self.since_checkpoint < CHECKPOINT_EVERY {
+            return;
+        }
+        self.since_checkpoint = 0;
+        if let Err(e) = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
+            .execute(&mut self.conn)
+            .await
+        {
+            tracing::warn!(error = %e, "checkpointing the journal");
         }
     }
 
