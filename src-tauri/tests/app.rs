@@ -182,6 +182,9 @@ async fn the_window_edits_and_runs_and_closing_it_keeps_webhooks_answering() {
     desktop_env(&mut driver);
     let _driver = spawn_group(&mut driver);
     wait_port(driver_port, "tauri-driver").await;
+    // tauri-driver forwards the session to WebKitWebDriver, which it starts
+    // itself: a session asked for before that listens is dropped.
+    wait_port(native_port, "WebKitWebDriver").await;
     let mut caps = serde_json::Map::new();
     caps.insert("browserName".into(), json!("wry"));
     caps.insert(
