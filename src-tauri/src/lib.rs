@@ -90,9 +90,10 @@ fn configure_webview() {
         return;
     }
     let setting = std::env::var("SLUICE_WEBVIEW_GPU").ok();
-    let rendering = choose_rendering(setting.as_deref(), has_render_node()).unwrap_or_else(|e| {
+    let gpu = has_render_node();
+    let rendering = choose_rendering(setting.as_deref(), gpu).unwrap_or_else(|e| {
         eprintln!("sluice: {e}; using auto");
-        choose_rendering(None, has_render_node()).unwrap_or(Rendering::Gpu)
+        if gpu { Rendering::Gpu } else { Rendering::Cpu }
     });
     if rendering == Rendering::Cpu {
         // SAFETY: called first thing in `run`, before Tauri, GTK, WebKit or

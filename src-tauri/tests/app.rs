@@ -65,16 +65,23 @@ fn xvfb() -> (Group, String) {
         "-nolisten",
         "tcp",
     ]));
-    let socket = PathBuf::from(format!("/tmp/.X11-unix/X{n}"));
+    wait_file(
+        std::path::Path::new(&format!("/tmp/.X11-unix/X{n}")),
+        "Xvfb",
+    );
+    (server, display)
+}
+
+/// Waits for a server's socket file to appear.
+fn wait_file(socket: &std::path::Path, what: &str) {
     let started = Instant::now();
     while !socket.exists() {
         assert!(
             started.elapsed() < Duration::from_secs(10),
-            "Xvfb did not start"
+            "{what} did not start"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    (server, display)
 }
 
 async fn wait_port(port: u16, what: &str) {
@@ -126,14 +133,7 @@ fn session_bus(dir: &std::path::Path) -> (Group, String) {
         "--nopidfile",
         &format!("--address={address}"),
     ]));
-    let started = Instant::now();
-    while !socket.exists() {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "dbus-daemon did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_file(&socket, "dbus-daemon");
     (bus, address)
 }
 

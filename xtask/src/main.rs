@@ -769,7 +769,7 @@ fn bench_desktop() -> Result<()> {
             starts.push(took.as_secs_f64() * 1e3);
             if round == 1 || round == 4 {
                 std::thread::sleep(std::time::Duration::from_secs(10));
-                memory.push((tree_kb(child.id(), rss_kb)?, tree_kb(child.id(), pss_kb)?));
+                memory.push(tree_memory(child.id())?);
             }
             child.kill().ok();
             child.wait().ok();
@@ -835,7 +835,7 @@ fn webkit_floor(display: &str) -> Result<(u64, u64)> {
     }
     let mut child = cmd.spawn()?;
     std::thread::sleep(std::time::Duration::from_secs(10));
-    let measured = (|| Ok((tree_kb(child.id(), rss_kb)?, tree_kb(child.id(), pss_kb)?)))();
+    let measured = tree_memory(child.id());
     child.kill().ok();
     child.wait().ok();
     measured
@@ -843,16 +843,7 @@ fn webkit_floor(display: &str) -> Result<(u64, u64)> {
 
 /// A process's proportional set size: its share of every page it maps.
 fn pss_kb(pid: u32) -> Result<u64> {
-    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))?;
-    let line = rollup
-        .lines()
-        .find(|l| l.starts_with("Pss:"))
-        .context("no Pss")?;
-    Ok(line
-        .split_whitespace()
-        .nth(1)
-        .context("Pss value")?
-        .parse()?)
+    proc_kb(pid, "smaps_rollup", "Pss:")
 }
 
 /// `measure` summed over a process and every process below it (the
@@ -891,16 +882,26 @@ fn tree_kb(root: u32, measure: fn(u32) -> Result<u64>) -> Result<u64> {
 }
 
 fn rss_kb(pid: u32) -> Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let line = status
+    proc_kb(pid, "status", "VmRSS:")
+}
+
+/// The KiB figure on the line starting with `key` in `/proc/<pid>/<file>`.
+fn proc_kb(pid: u32, file: &str, key: &str) -> Result<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/{file}"))?;
+    let line = text
         .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .context("no VmRSS")?;
+        .find(|l| l.starts_with(key))
+        .with_context(|| format!("no {key} in /proc/{pid}/{file}"))?;
     Ok(line
         .split_whitespace()
         .nth(1)
-        .context("VmRSS value")?
+        .with_context(|| format!("no value after {key}"))?
         .parse()?)
+}
+
+/// (RSS, PSS) in KiB of a process and every process below it.
+fn tree_memory(root: u32) -> Result<(u64, u64)> {
+    Ok((tree_kb(root, rss_kb)?, tree_kb(root, pss_kb)?))
 }
 
 fn docs() -> Result<()> {

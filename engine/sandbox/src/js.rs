@@ -21,7 +21,7 @@ use wasmtime_wizer::{InstanceState, SnapshotVal, ValType, Wizer};
 
 use crate::{
     Capabilities, Captured, Error, Limiter, Limits, MAX_MEMORY, Outcome, Sandbox, TimeLimitHit,
-    cache_file, classify, lock, release_freed_memory, set_fuel, write_atomically,
+    cache_compiled, cache_file, classify, lock, set_fuel,
 };
 
 /// The runtime as built (before Wizer).
@@ -378,22 +378,11 @@ impl Sandbox {
                 } else {
                     Module::new(engine, &source.wasm).map_err(|e| fail("compiling", e))?
                 };
-                let module = match &file {
-                    Some(file)
-                        if module
-                            .serialize()
-                            .is_ok_and(|bytes| write_atomically(file, &bytes)) =>
-                    {
-                        // Run from the file: the code is then mapped
-                        // (shared and reclaimable), not held in the heap.
-                        // SAFETY: as above; this process has just written it.
-                        unsafe { Module::deserialize_file(engine, file) }.unwrap_or(module)
-                    }
-                    _ => module,
-                };
-                // Wizer and the compiler leave tens of MiB freed but held.
-                release_freed_memory();
-                module
+                // SAFETY (deserialize_file): as above; this process has
+                // just written the file.
+                cache_compiled(file.as_deref(), module, Module::serialize, |f| unsafe {
+                    Module::deserialize_file(engine, f)
+                })
             }
         };
         let pre = linker

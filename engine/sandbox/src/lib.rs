@@ -577,21 +577,14 @@ impl Sandbox {
         }
         let component =
             Component::new(engine, bytes).map_err(|e| Error::Invalid(format!("{e:#}")))?;
-        let component = match &file {
-            Some(file)
-                if component
-                    .serialize()
-                    .is_ok_and(|bytes| write_atomically(file, &bytes)) =>
-            {
-                // Run from the file: its code is then mapped (shared and
-                // reclaimable) rather than held in the heap.
-                // SAFETY: as above; this process has just written the file.
-                unsafe { Component::deserialize_file(engine, file) }.unwrap_or(component)
-            }
-            _ => component,
-        };
-        release_freed_memory();
-        Ok(component)
+        // SAFETY (deserialize_file): as above; this process has just
+        // written the file.
+        Ok(cache_compiled(
+            file.as_deref(),
+            component,
+            Component::serialize,
+            |f| unsafe { Component::deserialize_file(engine, f) },
+        ))
     }
 
     /// Runs component `id` once on `input` (JSON text) in a fresh instance,
@@ -711,10 +704,29 @@ fn cache_file(dir: &Path, engine: &Engine, prefix: &str, id: &str) -> PathBuf {
     dir.join(format!("{prefix}{id}-{:016x}.cwasm", h.finish()))
 }
 
+/// Writes a fresh compile to its cache `file` and runs it from there: the
+/// code is then mapped (shared and reclaimable) rather than held in the
+/// heap. Without a cache, or if writing fails, the compile in memory is
+/// used. Then hands back the memory compiling freed.
+pub(crate) fn cache_compiled<T>(
+    file: Option<&Path>,
+    compiled: T,
+    serialize: impl FnOnce(&T) -> wasmtime::Result<Vec<u8>>,
+    load: impl FnOnce(&Path) -> wasmtime::Result<T>,
+) -> T {
+    let stored = file.filter(|f| serialize(&compiled).is_ok_and(|b| write_atomically(f, &b)));
+    let compiled = match stored.map(load) {
+        Some(Ok(mapped)) => mapped,
+        _ => compiled,
+    };
+    release_freed_memory();
+    compiled
+}
+
 /// Hands freed memory back to the system. Compiling a module allocates
 /// tens of MiB that the allocator would otherwise keep for the life of the
 /// process (the desktop app measured 39 MiB held after preparing code.js).
-pub(crate) fn release_freed_memory() {
+fn release_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only returns free pages of the allocator's own
     // arenas to the system; it takes no pointers.
@@ -754,7 +766,7 @@ fn root_message(e: &wasmtime::Error) -> String {
 
 /// Writes a cache file whole or not at all: a crash never leaves half a
 /// file behind.
-pub(crate) fn write_atomically(file: &Path, bytes: &[u8]) -> bool {
+fn write_atomically(file: &Path, bytes: &[u8]) -> bool {
     let tmp = file.with_extension(format!("{}.tmp", std::process::id()));
     std::fs::write(&tmp, bytes).is_ok() && std::fs::rename(&tmp, file).is_ok()
 }
