@@ -308,7 +308,7 @@ impl Engine {
             .create_run(&NewRun {
                 id: id.clone(),
                 workflow_id: row.workflow_id.clone(),
-                definition: row.definition.clone(),
+                definition: row.definition.clone().into(),
                 trigger: row.trigger.clone(),
                 input: row.input.clone(),
                 created_at_us: nodes::now_us(),
@@ -615,7 +615,7 @@ impl Engine {
             .get(id)
             .map(|(_, p)| p.clone());
         let plan = match cached {
-            Some(plan) if plan.definition == text && plan.version == version => plan,
+            Some(plan) if *plan.definition == *text && plan.version == version => plan,
             _ => {
                 let wf = Workflow::from_json(&text)
                     .map_err(|e| Error::Usage(format!("stored workflow `{id}`: {e}")))?;
@@ -623,7 +623,7 @@ impl Engine {
             }
         };
         // Cache only what round-trips (a stored text that is the plan's own).
-        if plan.definition == text {
+        if *plan.definition == *text {
             let mut plans = self.inner.plans.lock().unwrap_or_else(|e| e.into_inner());
             if plans.len() >= 1024 {
                 plans.clear();

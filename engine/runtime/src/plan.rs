@@ -9,6 +9,7 @@ use sluice_model::graph::Graph;
 use sluice_model::kinds::MergeMode;
 use sluice_model::template::{self, Compiled};
 use sluice_model::{OnError, Problem, RetryPolicy, Workflow, validate};
+use sluice_store::Definition;
 
 /// How the state machine treats a node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,7 +51,7 @@ pub struct PlanNode {
 pub struct Plan {
     pub workflow: Workflow,
     /// The workflow JSON this plan was built from (pinned in each run).
-    pub definition: String,
+    pub definition: Definition,
     /// The document version `definition` was written from (pinned in each
     /// run too); None for a workflow that is not a stored document.
     pub version: Option<String>,
@@ -81,7 +82,7 @@ impl Plan {
         if !problems.is_empty() {
             return Err(Invalid(problems));
         }
-        let definition = workflow.to_json_pretty();
+        let definition = Definition::new(workflow.to_json_pretty());
         let graph = Graph::new(&workflow);
         let order = graph.topo_order().map_err(|_| Invalid(vec![]))?;
         let scopes = graph.scopes(&order).map_err(|_| Invalid(vec![]))?;

@@ -17,6 +17,6 @@ pub use blobs::{Blobs, BytesWriter, INLINE_LIMIT, Stored};
 pub use error::{Error, Result};
 pub use journal::{Journal, LogLine, MAX_LOG_MESSAGE, Record, RecordKind, status};
 pub use store::{
-    CredentialRow, NewRun, RunFilter, RunRow, Store, StoredDoc, VersionMark, VersionRow,
-    WorkflowRow,
+    CredentialRow, Definition, NewRun, RunFilter, RunRow, Store, StoredDoc, VersionMark,
+    VersionRow, WorkflowRow,
 };

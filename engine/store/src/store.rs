@@ -43,13 +43,59 @@ pub struct RunFilter {
     pub limit: u32,
 }
 
+/// A workflow definition as runs pin it: the JSON text and its BLAKE3 hash,
+/// computed once. A plan holds one and every run of that plan shares it, so
+/// starting a run neither copies nor hashes the text; the journal writer
+/// stores each distinct text once (the `definitions` table).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Definition {
+    text: Arc<str>,
+    hash: Arc<str>,
+}
+
+impl Definition {
+    pub fn new(text: impl Into<Arc<str>>) -> Definition {
+        let text = text.into();
+        let hash = blake3::hash(text.as_bytes()).to_hex().as_str().into();
+        Definition { text, hash }
+    }
+
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// The lowercase hex BLAKE3 hash of the text.
+    pub fn hash(&self) -> &str {
+        &self.hash
+    }
+}
+
+impl std::ops::Deref for Definition {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.text
+    }
+}
+
+impl From<String> for Definition {
+    fn from(text: String) -> Definition {
+        Definition::new(text)
+    }
+}
+
+impl From<&str> for Definition {
+    fn from(text: &str) -> Definition {
+        Definition::new(text)
+    }
+}
+
 /// A run to create.
 #[derive(Clone, Debug)]
 pub struct NewRun {
     pub id: String,
     pub workflow_id: String,
     /// The workflow JSON pinned for this run.
-    pub definition: String,
+    pub definition: Definition,
     pub trigger: String,
     pub input: Arc<Value>,
     pub created_at_us: i64,
@@ -662,11 +708,8 @@ impl Store {
         Ok(RunInsert {
             id: run.id.as_str().into(),
             workflow_id: run.workflow_id.as_str().into(),
-            definition: run.definition.as_str().into(),
-            definition_hash: blake3::hash(run.definition.as_bytes())
-                .to_hex()
-                .as_str()
-                .into(),
+            definition: run.definition.text.clone(),
+            definition_hash: run.definition.hash.clone(),
             trigger: run.trigger.as_str().into(),
             input,
             created_at_us: run.created_at_us,

@@ -223,7 +223,7 @@ async fn run_and_journal_survive_reopen() -> Result<()> {
         let row = store.get_run("r1").await?.context("run row")?;
         assert_eq!(row.id, "r1");
         assert_eq!(row.workflow_id, run.workflow_id);
-        assert_eq!(row.definition, run.definition);
+        assert_eq!(row.definition, run.definition.text());
         assert_eq!(row.trigger, run.trigger);
         assert_eq!(row.input, run.input);
         assert_eq!(row.status, "succeeded");
@@ -592,6 +592,39 @@ async fn many_finishes_in_one_batch_and_one_unknown_run() -> Result<()> {
 }
 
 #[tokio::test]
+async fn a_definition_first_seen_in_a_failed_batch_is_stored_later() -> Result<()> {
+    timed(async {
+        let (_dir, store) = open().await?;
+        store.create_run(&new_run("dup", 1)).await?;
+        let fresh_def = r#"{"format":"sluice.workflow/v1","nodes":[2]}"#;
+        let with_def = |id: &str| NewRun {
+            definition: fresh_def.into(),
+            ..new_run(id, 2)
+        };
+        // The only run pinning the new definition fails (its id is taken):
+        // its batch rolls back, definition and all.
+        assert!(store.create_run(&with_def("dup")).await.is_err());
+        // So the writer must not count the text as stored.
+        store.create_run(&with_def("later")).await?;
+        assert_eq!(
+            store.get_run("later").await?.context("run")?.definition,
+            fresh_def
+        );
+        // Runs queued together share a batch; one bad run fails only itself.
+        let (bad, good) = (with_def("dup"), with_def("fresh"));
+        let (bad, good) = tokio::join!(store.create_run(&bad), store.create_run(&good));
+        assert!(bad.is_err());
+        good?;
+        assert_eq!(
+            store.get_run("fresh").await?.context("run")?.definition,
+            fresh_def
+        );
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
 async fn a_definition_is_stored_once_for_all_its_runs() -> Result<()> {
     timed(async {
         let (dir, store) = open().await?;
@@ -605,11 +638,11 @@ async fn a_definition_is_stored_once_for_all_its_runs() -> Result<()> {
         store.create_run(&other).await?;
         assert_eq!(
             store.get_run("same3").await?.context("run")?.definition,
-            new_run("x", 0).definition
+            new_run("x", 0).definition.text()
         );
         assert_eq!(
             store.get_run("other").await?.context("run")?.definition,
-            other.definition
+            other.definition.text()
         );
         let db = sqlx::SqlitePool::connect(&format!(
             "sqlite://{}",

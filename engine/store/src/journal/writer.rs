@@ -7,7 +7,7 @@
 //! each under a savepoint, so one bad command (a duplicate seq, a record for
 //! an unknown run) fails alone instead of taking other runs' writes with it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use sqlx::{Connection, QueryBuilder, Sqlite, SqliteConnection};
@@ -30,6 +30,9 @@ const CHUNKS: [usize; 10] = [500, 256, 128, 64, 32, 16, 8, 4, 2, 1];
 /// waiters behind the checkpoint's copying and fsync; the writer does it
 /// after answering them.
 const CHECKPOINT_EVERY: usize = 1024;
+/// Definition hashes the writer remembers as stored (then it forgets them
+/// all and learns again; a forgotten one costs one INSERT OR IGNORE).
+const KNOWN_DEFINITIONS: usize = 1024;
 
 pub(crate) fn spawn_writer(conn: SqliteConnection, blobs: Blobs) -> Journal {
     let (tx, rx) = mpsc::channel(QUEUE);
@@ -37,6 +40,7 @@ pub(crate) fn spawn_writer(conn: SqliteConnection, blobs: Blobs) -> Journal {
         conn,
         rx,
         since_checkpoint: 0,
+        stored_definitions: HashSet::new(),
         lost_since_flush: None,
         lost_by_run: HashMap::new(),
     };
@@ -50,6 +54,10 @@ struct Writer {
     rx: mpsc::Receiver<Command>,
     /// Commands written since the last checkpoint.
     since_checkpoint: usize,
+    /// Hashes of definitions committed to the `definitions` table (rows
+    /// there are never deleted): a batch of runs of a known workflow skips
+    /// storing its text again.
+    stored_definitions: HashSet<Arc<str>>,
     /// Fire-and-forget writes that failed since the last flush.
     lost_since_flush: Option<Lost>,
     /// Fire-and-forget writes that failed, per run, until its finish_run.
@@ -103,8 +111,11 @@ impl Writer {
 
     /// One outcome per command, in order.
     async fn write(&mut self, batch: &[Command]) -> Vec<Outcome> {
-        let e = match write_batch(&mut self.conn, batch).await {
-            Ok(outcomes) => return outcomes,
+        let e = match write_batch(&mut self.conn, batch, &self.stored_definitions).await {
+            Ok(outcomes) => {
+                self.learn_definitions(batch);
+                return outcomes;
+            }
             Err(e) => e,
         };
         if batch.len() > 1 {
@@ -119,6 +130,20 @@ impl Writer {
         }
         tracing::error!(error = %e, "journal write could not be committed");
         fail_all(batch.len(), e)
+    }
+
+    /// Remembers the definitions of a committed batch as stored.
+    fn learn_definitions(&mut self, batch: &[Command]) {
+        for cmd in batch {
+            if let Command::CreateRun(run, _) = cmd
+                && !self.stored_definitions.contains(&run.definition_hash)
+            {
+                if self.stored_definitions.len() >= KNOWN_DEFINITIONS {
+                    self.stored_definitions.clear();
+                }
+                self.stored_definitions.insert(run.definition_hash.clone());
+            }
+        }
     }
 
     fn complete(&mut self, batch: impl Iterator<Item = Command>, outcomes: Vec<Outcome>) {
@@ -198,9 +223,10 @@ fn fail_all(n: usize, e: sqlx::Error) -> Vec<Outcome> {
 async fn write_batch(
     conn: &mut SqliteConnection,
     batch: &[Command],
+    stored: &HashSet<Arc<str>>,
 ) -> Result<Vec<Outcome>, sqlx::Error> {
     let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
-    match write_grouped(&mut tx, batch).await {
+    match write_grouped(&mut tx, batch, stored).await {
         Ok(outcomes) => {
             tx.commit().await?;
             Ok(outcomes)
@@ -217,6 +243,7 @@ async fn write_batch(
 async fn write_grouped(
     conn: &mut SqliteConnection,
     batch: &[Command],
+    stored: &HashSet<Arc<str>>,
 ) -> Result<Vec<Outcome>, sqlx::Error> {
     let runs: Vec<&RunInsert> = batch
         .iter()
@@ -225,7 +252,7 @@ async fn write_grouped(
             _ => None,
         })
         .collect();
-    insert_runs(conn, &runs).await?;
+    insert_runs(conn, &runs, stored).await?;
     let records: Vec<&JournalRow> = batch
         .iter()
         .filter_map(|c| match c {
@@ -329,7 +356,7 @@ async fn write_one_by_one(
 
 async fn write_one(conn: &mut SqliteConnection, cmd: &Command) -> Result<Outcome, sqlx::Error> {
     match cmd {
-        Command::CreateRun(run, _) => insert_runs(conn, &[run]).await?,
+        Command::CreateRun(run, _) => insert_runs(conn, &[run], &HashSet::new()).await?,
         Command::Append(row) => insert_journal(conn, &[row]).await?,
         Command::Log(row) => insert_logs(conn, &[row]).await?,
         Command::Finish(finish, _) => return finish_run(conn, finish).await,
@@ -355,11 +382,18 @@ fn chunks<T>(mut rest: &[T]) -> impl Iterator<Item = &[T]> {
     })
 }
 
-async fn insert_runs(conn: &mut SqliteConnection, runs: &[&RunInsert]) -> Result<(), sqlx::Error> {
-    // Each distinct definition once per batch; one already stored is skipped.
+/// Inserts run rows, and the definitions they pin that are not in `stored`
+/// (each distinct one once; INSERT OR IGNORE for one stored before).
+async fn insert_runs(
+    conn: &mut SqliteConnection,
+    runs: &[&RunInsert],
+    stored: &HashSet<Arc<str>>,
+) -> Result<(), sqlx::Error> {
     let mut defs: Vec<&RunInsert> = Vec::new();
     for r in runs {
-        if !defs.iter().any(|d| d.definition_hash == r.definition_hash) {
+        if !stored.contains(&r.definition_hash)
+            && !defs.iter().any(|d| d.definition_hash == r.definition_hash)
+        {
             defs.push(r);
         }
     }
