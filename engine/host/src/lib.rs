@@ -11,6 +11,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use sluice_runtime::{Engine, Options, Settings};
 use sluice_server::Codes;
@@ -110,6 +111,8 @@ pub fn lock_data_dir(dir: &Path) -> Result<std::fs::File, HostError> {
 pub async fn open_engine(dir: &Path) -> Result<Engine, HostError> {
     let settings = Settings::load(dir).map_err(usage)?;
     let options = Options {
+        max_active_runs: usize::try_from(settings.server.max_active_runs.get())
+            .unwrap_or(usize::MAX),
         settings,
         ..Options::default()
     };
@@ -165,6 +168,10 @@ impl Host {
             bound
         };
         let mut server_options = sluice_server::Options::new(bound);
+        let limits = &engine.settings().server;
+        server_options.body_limit =
+            usize::try_from(limits.body_limit_bytes.get()).unwrap_or(usize::MAX);
+        server_options.webhook_timeout = Duration::from_millis(limits.wait_ms.get());
         server_options.ui_dir = options.ui_dir.clone();
         server_options.ui_embedded = options.ui_embedded;
         let has_ui = server_options.ui_dir.is_some() || !server_options.ui_embedded.is_empty();

@@ -104,3 +104,74 @@ async fn a_busy_port_is_a_clear_error() {
     let host = Host::start(options(dir.path())).await.unwrap();
     host.stop().await.unwrap();
 }
+
+/// `[server]` in config.toml sets the port's limits: the body limit (413),
+/// how long `when_finished` waits (then 202 with the run id), and the
+/// engine's run limit (429).
+#[tokio::test]
+async fn server_limits_come_from_config_toml() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("config.toml"),
+        "[server]\nbody_limit_bytes = 1024\nwait_ms = 300\nmax_active_runs = 1\n",
+    )
+    .unwrap();
+    let host = Host::start(options(dir.path())).await.unwrap();
+    let c = client();
+    let wf = json!({"format": "sluice.workflow/v1", "id": "slow", "nodes": [
+        {"id": "hook", "kind": "trigger.webhook", "config": {"method": "POST", "path": "go", "respond": "when_finished"}},
+        {"id": "nap", "kind": "flow.wait", "config": {"duration_ms": 1500}},
+        {"id": "end", "kind": "output.end"}],
+        "edges": [{"from": "hook", "to": "nap"}, {"from": "nap", "to": "end"}]});
+    let r = c
+        .put(format!("{}/api/v1/workflows/slow", host.base_url()))
+        .bearer_auth(&host.token)
+        .json(&wf)
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    let hook = format!("{}/hook/slow/go", host.base_url());
+
+    let r = c
+        .post(&hook)
+        .json(&json!({"pad": "x".repeat(2048)}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 413, "a 2 KiB body over a 1 KiB limit");
+
+    let started = std::time::Instant::now();
+    let r = c.post(&hook).json(&json!({"n": 1})).send().await.unwrap();
+    let waited = started.elapsed();
+    assert_eq!(r.status(), 202, "the run outlives the 300 ms wait");
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert!(
+        body["run_id"]
+            .as_str()
+            .is_some_and(|id| id.starts_with('r')),
+        "{body}"
+    );
+    assert!(
+        waited >= Duration::from_millis(300) && waited < Duration::from_millis(1400),
+        "answered after {waited:?}, not after the configured 300 ms"
+    );
+
+    // That run is still in progress, and the limit is one run.
+    let r = c.post(&hook).json(&json!({"n": 2})).send().await.unwrap();
+    assert_eq!(r.status(), 429);
+    assert_eq!(r.headers()["retry-after"], "1");
+    host.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_zero_limit_in_config_toml_is_refused_naming_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("config.toml"), "[server]\nwait_ms = 0\n").unwrap();
+    let err = Host::start(options(dir.path())).await.err().unwrap();
+    let text = err.to_string();
+    assert!(
+        matches!(&err, HostError::Usage(_)) && text.contains("config.toml:2:"),
+        "{text}"
+    );
+}

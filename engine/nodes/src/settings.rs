@@ -2,6 +2,7 @@
 //! file means the defaults. Unknown keys are errors (a typo must not silently
 //! leave a folder unprotected or a limit unset), reported with file and line.
 
+use std::num::NonZeroU64;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -17,6 +18,7 @@ pub struct Settings {
     pub smtp: SmtpSettings,
     pub tls: TlsSettings,
     pub sandbox: SandboxSettings,
+    pub server: ServerSettings,
 }
 
 /// `[files]`: where `file.read` and `file.write` may go.
@@ -113,6 +115,38 @@ impl Default for SandboxSettings {
             timeout_ms: 5_000,
             memory_mb: 64,
         }
+    }
+}
+
+/// `[server]`: the trigger port's limits (`sluice serve` and the app).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerSettings {
+    /// Largest request body; larger ones get 413.
+    pub body_limit_bytes: NonZeroU64,
+    /// How long a `when_finished` webhook (and an API start with
+    /// `"wait": true`) waits for its run before answering 202 with its id.
+    pub wait_ms: NonZeroU64,
+    /// Runs in progress (executing or waiting their turn) beyond which new
+    /// top-level runs are refused with 429.
+    pub max_active_runs: NonZeroU64,
+}
+
+impl Default for ServerSettings {
+    fn default() -> Self {
+        ServerSettings {
+            body_limit_bytes: nonzero(16 << 20),
+            wait_ms: nonzero(30_000),
+            max_active_runs: nonzero(10_000),
+        }
+    }
+}
+
+/// A default that is not zero, checked when compiling.
+const fn nonzero(n: u64) -> NonZeroU64 {
+    match NonZeroU64::new(n) {
+        Some(n) => n,
+        None => NonZeroU64::MIN,
     }
 }
 
@@ -224,6 +258,17 @@ mod tests {
         let e = Settings::load(dir.path()).unwrap_err().to_string();
         assert!(e.contains("config.toml:5:1:"), "{e}");
         assert!(e.contains("unknown field `timeout`"), "{e}");
+    }
+
+    #[test]
+    fn server_limits_are_read_and_zero_is_refused() {
+        let s = Settings::parse("[server]\nbody_limit_bytes = 1024\nwait_ms = 250\n").unwrap();
+        assert_eq!(s.server.body_limit_bytes.get(), 1024);
+        assert_eq!(s.server.wait_ms.get(), 250);
+        assert_eq!(s.server.max_active_runs.get(), 10_000);
+        let (line, _, message) = Settings::parse("[server]\n\nmax_active_runs = 0\n").unwrap_err();
+        assert_eq!(line, 3);
+        assert!(message.contains("nonzero"), "{message}");
     }
 
     #[test]
