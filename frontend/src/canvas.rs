@@ -70,6 +70,9 @@ pub enum Msg {
     Detail(Result<Value, String>),
     Logs(String, Result<Value, String>),
     Runs(Result<Value, String>),
+    /// Show the next page of older runs.
+    OlderRuns,
+    OlderRunsLoaded(Result<Value, String>),
     /// Open a run from the list: its pinned workflow, read-only.
     OpenRun(String),
     Pinned(String, Result<Value, String>),
@@ -262,7 +265,13 @@ pub struct Canvas {
     run_input: String,
     run: Option<RunView>,
     running: bool,
+    /// The runs list, newest first: at most `runs_shown` rows.
     runs: Vec<RunRow>,
+    /// Rows the list shows: a page, plus a page per "Older runs".
+    runs_shown: usize,
+    /// Older runs exist beyond the list (the last page was full, or live
+    /// runs pushed rows off its end).
+    runs_more: bool,
     credentials: Vec<String>,
     /// The version history, when open.
     versions: Option<Vec<Value>>,
@@ -677,7 +686,10 @@ impl Canvas {
                         created_at_us: e["at_us"].as_u64().unwrap_or(0),
                     },
                 );
-                self.runs.truncate(50);
+                if self.runs.len() > self.runs_shown {
+                    self.runs.truncate(self.runs_shown);
+                    self.runs_more = true;
+                }
             }
             "run_finished" => {
                 if let Some(r) = self.runs.iter_mut().find(|r| r.id == run) {
@@ -742,7 +754,10 @@ impl Canvas {
     }
 
     fn fetch_runs(ctx: &Context<Self>) {
-        let path = format!("/api/v1/runs?workflow={}&limit=20", ctx.props().workflow);
+        let path = format!(
+            "/api/v1/runs?workflow={}&limit={RUNS_PAGE}",
+            ctx.props().workflow
+        );
         ctx.link()
             .send_future(async move { Msg::Runs(net::call("GET", &path, None).await) });
     }
@@ -992,6 +1007,8 @@ impl Component for Canvas {
             run: None,
             running: false,
             runs: Vec::new(),
+            runs_shown: RUNS_PAGE,
+            runs_more: false,
             credentials: Vec::new(),
             versions: None,
             version_view: None,
@@ -1545,17 +1562,40 @@ impl Component for Canvas {
             Msg::Runs(result) => {
                 match result {
                     Ok(list) => {
-                        self.runs = list
-                            .as_array()
-                            .into_iter()
-                            .flatten()
-                            .map(|r| RunRow {
-                                id: r["id"].as_str().unwrap_or_default().to_string(),
-                                status: r["status"].as_str().unwrap_or_default().to_string(),
-                                trigger: r["trigger"].as_str().unwrap_or_default().to_string(),
-                                created_at_us: r["created_at_us"].as_u64().unwrap_or(0),
-                            })
-                            .collect();
+                        self.runs = run_rows(&list);
+                        self.runs_shown = RUNS_PAGE;
+                        self.runs_more = self.runs.len() >= RUNS_PAGE;
+                    }
+                    Err(e) => self.status = e,
+                }
+                true
+            }
+            Msg::OlderRuns => {
+                let mut path = format!(
+                    "/api/v1/runs?workflow={}&limit={RUNS_PAGE}",
+                    ctx.props().workflow
+                );
+                if let Some(last) = self.runs.last() {
+                    path.push_str(&format!("&before={}", last.id));
+                }
+                ctx.link().send_future(async move {
+                    Msg::OlderRunsLoaded(net::call("GET", &path, None).await)
+                });
+                false
+            }
+            Msg::OlderRunsLoaded(result) => {
+                match result {
+                    Ok(list) => {
+                        let page = run_rows(&list);
+                        self.runs_more = page.len() >= RUNS_PAGE;
+                        for r in page {
+                            // A run can be on both sides of a page boundary
+                            // that live runs moved.
+                            if !self.runs.iter().any(|x| x.id == r.id) {
+                                self.runs.push(r);
+                            }
+                        }
+                        self.runs_shown = self.runs.len().max(RUNS_PAGE);
                     }
                     Err(e) => self.status = e,
                 }
@@ -1957,7 +1997,7 @@ impl Canvas {
                 </div>
             }
         });
-        let runs = self.runs.iter().take(20).map(|r| {
+        let runs = self.runs.iter().map(|r| {
             let id = r.id.clone();
             let current = self.run.as_ref().is_some_and(|s| s.id == r.id);
             html! {
@@ -1995,6 +2035,11 @@ impl Canvas {
                         <p class="summary">{ "No runs yet." }</p>
                     }
                     <ul class="runs">{ for runs }</ul>
+                    if self.runs_more {
+                        <button class="older-runs" onclick={link.callback(|_| Msg::OlderRuns)}>
+                            { "Older runs" }
+                        </button>
+                    }
                 </section>
             </aside>
         }
@@ -2152,4 +2197,21 @@ fn when(us: u64) -> String {
     } else {
         format!("{}-{:02} {time}", date.get_month() + 1, date.get_date())
     }
+}
+
+/// Runs per page of the runs list.
+const RUNS_PAGE: usize = 20;
+
+/// The runs list rows of a `GET /api/v1/runs` answer.
+fn run_rows(list: &Value) -> Vec<RunRow> {
+    list.as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| RunRow {
+            id: r["id"].as_str().unwrap_or_default().to_string(),
+            status: r["status"].as_str().unwrap_or_default().to_string(),
+            trigger: r["trigger"].as_str().unwrap_or_default().to_string(),
+            created_at_us: r["created_at_us"].as_u64().unwrap_or(0),
+        })
+        .collect()
 }

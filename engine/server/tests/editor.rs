@@ -789,6 +789,36 @@ async fn typing_together_presence_runs_list_run_view_and_adding_nodes() {
     }
     press(&b, "\u{E00C}").await;
 
+    // The runs list shows a page of 20, live; "Older runs" shows the rest.
+    for n in 0..24 {
+        let r = s
+            .client
+            .post(format!("{}/api/v1/workflows/code/runs", s.base))
+            .bearer_auth(&s.token)
+            .json(&json!({"input": {"n": n}}))
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    }
+    eventually(
+        Duration::from_secs(10),
+        "a page of 20 runs and an older-runs button",
+        || async {
+            count(&a, "button.run-row").await == 20 && count(&a, "button.older-runs").await == 1
+        },
+    )
+    .await;
+    click(&a, "button.older-runs").await;
+    eventually(
+        Duration::from_secs(5),
+        "all 26 runs, and no older-runs button",
+        || async {
+            count(&a, "button.run-row").await == 26 && count(&a, "button.older-runs").await == 0
+        },
+    )
+    .await;
+
     // Quick add: double click on the background, type, Enter.
     let surface = a.find(Locator::Css("svg.surface")).await.unwrap();
     let (_, _, w, h) = surface.rectangle().await.unwrap();
