@@ -58,6 +58,8 @@ pub enum Msg {
     QuickPick(String),
     QuickClose,
     Fit,
+    /// Centre the canvas on this world point (a click in the minimap).
+    CenterOn(f64, f64),
     /// An edit from the inspector.
     Act(Action),
     Undo,
@@ -1747,6 +1749,14 @@ impl Component for Canvas {
                 }
                 true
             }
+            Msg::CenterOn(wx, wy) => {
+                let (w, h) = self.size();
+                let Some(editor) = self.shown_mut() else {
+                    return false;
+                };
+                editor.viewport.center_on(wx, wy, w, h);
+                true
+            }
             Msg::Fit => {
                 let (w, h) = self.size();
                 let Some(editor) = self.shown_mut() else {
@@ -1875,7 +1885,7 @@ impl Component for Canvas {
                             { for cursors }
                         </g>
                     </svg>
-                    { minimap(&scene, editor, self.view_size) }
+                    { minimap(ctx, &scene, editor, self.view_size) }
                     { for banner }
                     { for version_banner }
                     { for refused }
@@ -1893,8 +1903,8 @@ impl Component for Canvas {
 }
 
 /// The whole graph small, with the visible part framed; shown for graphs
-/// too big to see at once.
-fn minimap(scene: &Scene, editor: &Editor, (w, h): (f64, f64)) -> Html {
+/// too big to see at once. A click centres the canvas on that point.
+fn minimap(ctx: &Context<Canvas>, scene: &Scene, editor: &Editor, (w, h): (f64, f64)) -> Html {
     if scene.nodes.len() < 12 {
         return html! {};
     }
@@ -1910,15 +1920,29 @@ fn minimap(scene: &Scene, editor: &Editor, (w, h): (f64, f64)) -> Html {
     };
     let all = bounds.union(&view);
     let pad = 40.0;
-    let view_box = format!(
-        "{} {} {} {}",
-        all.x - pad,
-        all.y - pad,
-        all.w + 2.0 * pad,
-        all.h + 2.0 * pad
-    );
+    let shown = Rect {
+        x: all.x - pad,
+        y: all.y - pad,
+        w: all.w + 2.0 * pad,
+        h: all.h + 2.0 * pad,
+    };
+    let view_box = format!("{} {} {} {}", shown.x, shown.y, shown.w, shown.h);
+    let onclick = ctx.link().batch_callback(move |e: MouseEvent| {
+        // Not `current_target`: Yew delegates events to its root.
+        let rect = e
+            .target()
+            .and_then(|t| t.dyn_into::<Element>().ok())
+            .and_then(|el| el.closest("svg.minimap").ok().flatten())
+            .map(|el| el.get_bounding_client_rect())?;
+        let at = (
+            f64::from(e.client_x()) - rect.left(),
+            f64::from(e.client_y()) - rect.top(),
+        );
+        let (wx, wy) = shown.point_in_view_box(at, (rect.width(), rect.height()));
+        Some(Msg::CenterOn(wx, wy))
+    });
     html! {
-        <svg class="minimap" viewBox={view_box} preserveAspectRatio="xMidYMid meet" aria-hidden="true">
+        <svg class="minimap" viewBox={view_box} preserveAspectRatio="xMidYMid meet" aria-hidden="true" {onclick}>
             <path class="mini-nodes" d={scene.mini.clone()} />
             <rect class="mini-view" x={view.x.to_string()} y={view.y.to_string()} width={view.w.to_string()} height={view.h.to_string()} />
         </svg>

@@ -27,6 +27,16 @@ pub struct Rect {
 }
 
 impl Rect {
+    /// The world point at `(px, py)` of an element `size` big that shows
+    /// this rectangle as an SVG viewBox with `preserveAspectRatio="xMidYMid
+    /// meet"` (scaled to fit, centred).
+    pub fn point_in_view_box(&self, (px, py): (f64, f64), (ew, eh): (f64, f64)) -> (f64, f64) {
+        let scale = (ew / self.w.max(1e-9)).min(eh / self.h.max(1e-9));
+        let ox = (ew - self.w * scale) / 2.0;
+        let oy = (eh - self.h * scale) / 2.0;
+        (self.x + (px - ox) / scale, self.y + (py - oy) / scale)
+    }
+
     /// The rectangle spanned by two corners, in any order.
     pub fn spanning(a: (f64, f64), b: (f64, f64)) -> Rect {
         Rect {
@@ -94,6 +104,13 @@ impl Viewport {
         self.zoom = (self.zoom * factor).clamp(MIN_ZOOM, MAX_ZOOM);
         self.x = sx - wx * self.zoom;
         self.y = sy - wy * self.zoom;
+    }
+
+    /// Puts the world point `(wx, wy)` at the centre of a `width` ×
+    /// `height` screen, at the same zoom.
+    pub fn center_on(&mut self, wx: f64, wy: f64, width: f64, height: f64) {
+        self.x = width / 2.0 - wx * self.zoom;
+        self.y = height / 2.0 - wy * self.zoom;
     }
 
     /// Shows all of `bounds` in a `width` × `height` screen, centred, with a
@@ -730,6 +747,38 @@ mod tests {
             }))
             .unwrap(),
         )
+    }
+
+    #[test]
+    fn a_point_of_the_minimap_is_centred() {
+        // A 1000 x 500 world shown in a 200 x 200 box: scale 0.2, bands of
+        // 50 px above and below.
+        let view_box = Rect {
+            x: -100.0,
+            y: 0.0,
+            w: 1000.0,
+            h: 500.0,
+        };
+        assert_eq!(
+            view_box.point_in_view_box((0.0, 50.0), (200.0, 200.0)),
+            (-100.0, 0.0)
+        );
+        assert_eq!(
+            view_box.point_in_view_box((200.0, 150.0), (200.0, 200.0)),
+            (900.0, 500.0)
+        );
+        assert_eq!(
+            view_box.point_in_view_box((100.0, 100.0), (200.0, 200.0)),
+            (400.0, 250.0)
+        );
+        let mut v = Viewport {
+            x: 7.0,
+            y: 9.0,
+            zoom: 0.5,
+        };
+        v.center_on(400.0, 250.0, 800.0, 600.0);
+        assert_eq!(v.to_screen(400.0, 250.0), (400.0, 300.0));
+        assert_eq!(v.zoom, 0.5);
     }
 
     #[test]

@@ -576,6 +576,84 @@ async fn press(c: &Client, key: &str) {
 const END: &str = "\u{E010}";
 const HOME: &str = "\u{E011}";
 
+/// Whether the element's box lies inside the canvas's.
+async fn inside_canvas(c: &Client, css: &str) -> bool {
+    let (cx, cy, cw, ch) = c
+        .find(Locator::Css("svg.surface"))
+        .await
+        .unwrap()
+        .rectangle()
+        .await
+        .unwrap();
+    let (x, y, w, h) = c
+        .find(Locator::Css(css))
+        .await
+        .unwrap()
+        .rectangle()
+        .await
+        .unwrap();
+    x >= cx && y >= cy && x + w <= cx + cw && y + h <= cy + ch
+}
+
+#[tokio::test]
+async fn a_click_in_the_minimap_centres_the_canvas_there() {
+    let (s, codes) = editor_server().await;
+    // Twelve nodes (the minimap shows from 12) in a row too long to fit.
+    let nodes: Vec<Value> = (0..12)
+        .map(|i| {
+            let id = if i == 0 { "start".to_string() } else { format!("n{i}") };
+            if i == 0 {
+                json!({"id": id, "kind": "trigger.manual", "position": [0, 0]})
+            } else {
+                json!({"id": id, "kind": "data.set", "config": {"values": {"i": i}}, "position": [i * 3000, 0]})
+            }
+        })
+        .collect();
+    s.put_workflow(
+        json!({"format": "sluice.workflow/v1", "id": "long", "nodes": nodes, "edges": []}),
+    )
+    .await;
+    let driver = driver().await;
+    let a = browser(&driver).await;
+    open(&a, &s, &codes, "long").await;
+    let last = "g.node[data-node='n11'] rect.box";
+    eventually(Duration::from_secs(5), "the minimap", || async {
+        count(&a, "svg.minimap").await == 1
+    })
+    .await;
+    assert!(
+        !inside_canvas(&a, last).await,
+        "the last node is off screen at first"
+    );
+    let minimap = a.find(Locator::Css("svg.minimap")).await.unwrap();
+    let (_, _, w, _) = minimap.rectangle().await.unwrap();
+    a.perform_actions(
+        MouseActions::new("mouse".into())
+            .then(PointerAction::MoveToElement {
+                element: minimap,
+                duration: None,
+                x: w / 2.0 - 4.0,
+                y: 0.0,
+            })
+            .then(PointerAction::Down {
+                button: MOUSE_BUTTON_LEFT,
+            })
+            .then(PointerAction::Up {
+                button: MOUSE_BUTTON_LEFT,
+            }),
+    )
+    .await
+    .unwrap();
+    eventually(
+        Duration::from_secs(2),
+        "the last node on screen after a click at the minimap's right end",
+        || async { inside_canvas(&a, last).await },
+    )
+    .await;
+    screenshot(&a, "minimap").await;
+    a.close().await.ok();
+}
+
 #[tokio::test]
 async fn typing_together_presence_runs_list_run_view_and_adding_nodes() {
     let (s, codes) = editor_server().await;
