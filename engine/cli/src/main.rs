@@ -8,15 +8,15 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
+use serde_json::Value;
+use sluice_model::Workflow;
+use sluice_runtime::{Engine, Options, Plan, RunResult, Settings, Status, report};
 
 /// mimalloc: the trigger port allocates and frees on every request across
 /// threads, where glibc's allocator spent a fifth of the process's CPU
 /// (docs/benchmarks.md, trigger port).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-use serde_json::Value;
-use sluice_model::Workflow;
-use sluice_runtime::{Engine, Options, Plan, RunResult, Settings, Status, report};
 
 #[derive(Parser)]
 #[command(name = "sluice", version, about = "Local-first workflow engine")]

@@ -21,6 +21,22 @@ fn client() -> reqwest::Client {
         .unwrap()
 }
 
+/// Stores a workflow through the API.
+async fn put_workflow(c: &reqwest::Client, host: &Host, wf: &serde_json::Value) {
+    let r = c
+        .put(format!(
+            "{}/api/v1/workflows/{}",
+            host.base_url(),
+            wf["id"].as_str().unwrap()
+        ))
+        .bearer_auth(&host.token)
+        .json(wf)
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+}
+
 #[tokio::test]
 async fn starts_serves_refuses_a_second_engine_stops_and_starts_again() {
     let dir = tempfile::tempdir().unwrap();
@@ -42,14 +58,7 @@ async fn starts_serves_refuses_a_second_engine_stops_and_starts_again() {
         {"id": "hook", "kind": "trigger.webhook", "config": {"method": "POST", "path": "ping", "respond": "when_finished"}},
         {"id": "end", "kind": "output.end"}],
         "edges": [{"from": "hook", "to": "end"}]});
-    let r = c
-        .put(format!("{}/api/v1/workflows/ping", host.base_url()))
-        .bearer_auth(&host.token)
-        .json(&wf)
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    put_workflow(&c, &host, &wf).await;
     let r = c
         .post(format!("{}/hook/ping/ping", host.base_url()))
         .json(&json!({"n": 1}))
@@ -123,14 +132,7 @@ async fn server_limits_come_from_config_toml() {
         {"id": "nap", "kind": "flow.wait", "config": {"duration_ms": 1500}},
         {"id": "end", "kind": "output.end"}],
         "edges": [{"from": "hook", "to": "nap"}, {"from": "nap", "to": "end"}]});
-    let r = c
-        .put(format!("{}/api/v1/workflows/slow", host.base_url()))
-        .bearer_auth(&host.token)
-        .json(&wf)
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    put_workflow(&c, &host, &wf).await;
     let hook = format!("{}/hook/slow/go", host.base_url());
 
     let r = c

@@ -79,6 +79,28 @@ async fn drag_by(c: &Client, what: &str, dx: f64, dy: f64) {
     c.perform_actions(actions).await.unwrap();
 }
 
+/// Clicks `clicks` times at `(x, y)` from the centre of `css` (WebDriver
+/// offsets are from the element's centre).
+async fn click_at(c: &Client, css: &str, x: f64, y: f64, clicks: usize) {
+    let element = c.find(Locator::Css(css)).await.unwrap();
+    let mut actions = MouseActions::new("mouse".into()).then(PointerAction::MoveToElement {
+        element,
+        duration: None,
+        x,
+        y,
+    });
+    for _ in 0..clicks {
+        actions = actions
+            .then(PointerAction::Down {
+                button: MOUSE_BUTTON_LEFT,
+            })
+            .then(PointerAction::Up {
+                button: MOUSE_BUTTON_LEFT,
+            });
+    }
+    c.perform_actions(actions).await.unwrap();
+}
+
 async fn screenshot(c: &Client, name: &str) {
     let png = c.screenshot().await.unwrap();
     std::fs::write(artifacts().join(format!("editor-{name}.png")), png).unwrap();
@@ -627,23 +649,7 @@ async fn a_click_in_the_minimap_centres_the_canvas_there() {
     );
     let minimap = a.find(Locator::Css("svg.minimap")).await.unwrap();
     let (_, _, w, _) = minimap.rectangle().await.unwrap();
-    a.perform_actions(
-        MouseActions::new("mouse".into())
-            .then(PointerAction::MoveToElement {
-                element: minimap,
-                duration: None,
-                x: w / 2.0 - 4.0,
-                y: 0.0,
-            })
-            .then(PointerAction::Down {
-                button: MOUSE_BUTTON_LEFT,
-            })
-            .then(PointerAction::Up {
-                button: MOUSE_BUTTON_LEFT,
-            }),
-    )
-    .await
-    .unwrap();
+    click_at(&a, "svg.minimap", w / 2.0 - 4.0, 0.0, 1).await;
     eventually(
         Duration::from_secs(2),
         "the last node on screen after a click at the minimap's right end",
@@ -900,29 +906,7 @@ async fn typing_together_presence_runs_list_run_view_and_adding_nodes() {
     // Quick add: double click on the background, type, Enter.
     let surface = a.find(Locator::Css("svg.surface")).await.unwrap();
     let (_, _, w, h) = surface.rectangle().await.unwrap();
-    a.perform_actions(
-        MouseActions::new("mouse".into())
-            .then(PointerAction::MoveToElement {
-                element: surface,
-                duration: None,
-                x: -w / 2.0 + 60.0,
-                y: h / 2.0 - 60.0,
-            })
-            .then(PointerAction::Down {
-                button: MOUSE_BUTTON_LEFT,
-            })
-            .then(PointerAction::Up {
-                button: MOUSE_BUTTON_LEFT,
-            })
-            .then(PointerAction::Down {
-                button: MOUSE_BUTTON_LEFT,
-            })
-            .then(PointerAction::Up {
-                button: MOUSE_BUTTON_LEFT,
-            }),
-    )
-    .await
-    .unwrap();
+    click_at(&a, "svg.surface", -w / 2.0 + 60.0, h / 2.0 - 60.0, 2).await;
     let quick = a
         .wait()
         .at_most(Duration::from_secs(5))
