@@ -1,5 +1,12 @@
-//! Talking to `sluice serve` from the page: JSON over fetch (the session
-//! cookie authenticates), and the WebSocket for document sync.
+//! Talking to `sluice serve` from the page: JSON over fetch, and the
+//! WebSocket for document sync.
+//!
+//! The session (from a sign-in link, see `engine/server/src/ui.rs`) is in
+//! this origin's `localStorage`, which no other origin (another port on
+//! the same host included) can read, and travels as `Authorization:
+//! Bearer` on fetches and as a WebSocket subprotocol (browsers cannot set
+//! headers on a WebSocket). No cookie: a browser would send one to every
+//! port of the host.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -10,6 +17,21 @@ use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{MessageEvent, RequestCredentials, RequestInit, Response, WebSocket};
+
+/// Where the sign-in page keeps the session.
+const SESSION_KEY: &str = "sluice_session";
+/// The subprotocol the server answers with; the session rides in a second one.
+const WS_PROTOCOL: &str = "sluice";
+
+/// This browser's session for this server, if signed in.
+fn session() -> Option<String> {
+    web_sys::window()?
+        .local_storage()
+        .ok()??
+        .get_item(SESSION_KEY)
+        .ok()?
+        .filter(|s| !s.is_empty())
+}
 
 fn js_err(e: JsValue) -> String {
     e.as_string()
@@ -23,15 +45,21 @@ pub async fn call(method: &str, path: &str, body: Option<&Value>) -> Result<Valu
     let window = web_sys::window().ok_or("no window")?;
     let init = RequestInit::new();
     init.set_method(method);
-    init.set_credentials(RequestCredentials::SameOrigin);
+    // Nothing ambient: the session goes as a header, explicitly.
+    init.set_credentials(RequestCredentials::Omit);
+    let headers = web_sys::Headers::new().map_err(js_err)?;
+    if let Some(session) = session() {
+        headers
+            .set("authorization", &format!("Bearer {session}"))
+            .map_err(js_err)?;
+    }
     if let Some(body) = body {
         init.set_body(&JsValue::from_str(&body.to_string()));
-        let headers = web_sys::Headers::new().map_err(js_err)?;
         headers
             .set("content-type", "application/json")
             .map_err(js_err)?;
-        init.set_headers(&headers);
     }
+    init.set_headers(&headers);
     let response: Response = JsFuture::from(window.fetch_with_str_and_init(path, &init))
         .await
         .map_err(js_err)?
@@ -95,7 +123,18 @@ impl Socket {
             "ws"
         };
         let host = location.host().map_err(js_err)?;
-        let ws = WebSocket::new(&format!("{scheme}://{host}/api/v1/ws?{query}")).map_err(js_err)?;
+        let protocols = js_sys::Array::new();
+        protocols.push(&JsValue::from_str(WS_PROTOCOL));
+        if let Some(session) = session() {
+            protocols.push(&JsValue::from_str(&format!(
+                "{WS_PROTOCOL}.session.{session}"
+            )));
+        }
+        let ws = WebSocket::new_with_str_sequence(
+            &format!("{scheme}://{host}/api/v1/ws?{query}"),
+            &protocols,
+        )
+        .map_err(js_err)?;
         let queue: Rc<RefCell<Vec<String>>> = Rc::default();
         let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |e: MessageEvent| {
             if let Some(text) = e.data().as_string()

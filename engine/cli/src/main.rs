@@ -57,6 +57,9 @@ enum Command {
         #[arg(long, env = "SLUICE_UI_DIR")]
         ui: Option<PathBuf>,
     },
+    /// Print the data dir's API token (for `Authorization: Bearer`); it is
+    /// shown by `sluice serve` only when it is created.
+    Token,
     /// WebAssembly components for `code.wasm` nodes.
     Modules {
         #[command(subcommand)]
@@ -227,6 +230,17 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
             workflows,
             ui,
         } => serve(cli.data_dir, listen, workflows, ui).await,
+        Command::Token => {
+            let dir = data_dir(cli.data_dir)?;
+            let token = sluice_server::ensure_token(&dir).map_err(|e| {
+                usage(format!(
+                    "cannot read {}: {e}",
+                    dir.join("api-token").display()
+                ))
+            })?;
+            println!("{token}");
+            Ok(0)
+        }
         Command::Modules {
             command: ModulesCommand::Add { file },
         } => {
@@ -540,11 +554,20 @@ async fn serve(
     }
     println!("listening on {}", host.base_url());
     println!("data dir {}", dir.display());
-    println!(
-        "API token {} (also in {})",
-        host.token,
-        dir.join("api-token").display()
-    );
+    // The token is shown once, when it is created; after that it is in
+    // the file (and `sluice token`), not in every terminal and log.
+    if host.token_is_new {
+        println!(
+            "API token {} (new; kept in {})",
+            host.token,
+            dir.join("api-token").display()
+        );
+    } else {
+        println!(
+            "API token in {} (`sluice token` prints it)",
+            dir.join("api-token").display()
+        );
+    }
     if host.has_ui {
         println!(
             "editor {} (signs this browser in; the link works once)",

@@ -18,7 +18,14 @@ struct Serve {
 }
 
 fn start(data: &Path) -> Serve {
-    let mut child = Command::new(SLUICE)
+    start_with(data, Command::new(SLUICE)).0
+}
+
+/// Starts `sluice serve` through `cmd` (the binary, or a wrapper such as
+/// `prlimit` with the binary as its argument); also returns what it printed
+/// before the sign-in line.
+fn start_with(data: &Path, mut cmd: Command) -> (Serve, Vec<String>) {
+    let mut child = cmd
         .args(["serve", "--listen", "127.0.0.1:0"])
         .env("SLUICE_DATA_DIR", data)
         .stdout(Stdio::piped())
@@ -32,13 +39,22 @@ fn start(data: &Path) -> Serve {
         .strip_prefix("listening on ")
         .unwrap_or_else(|| panic!("unexpected: {first}"))
         .to_string();
+    let mut printed = vec![first];
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        let done = line.starts_with("editor ");
+        printed.push(line);
+        if done {
+            break;
+        }
+    }
     // Keep draining stdout so the server never blocks on a full pipe.
     std::thread::spawn(move || for _ in lines {});
     let token = std::fs::read_to_string(data.join("api-token"))
         .unwrap()
         .trim()
         .to_string();
-    Serve { child, base, token }
+    (Serve { child, base, token }, printed)
 }
 
 fn client() -> reqwest::Client {
@@ -181,4 +197,81 @@ async fn a_data_dir_is_driven_by_one_process_at_a_time() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
+}
+
+/// The token is printed when it is created, and never again.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_token_is_shown_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut s, printed) = start_with(dir.path(), Command::new(SLUICE));
+    assert!(printed.iter().any(|l| l.contains(&s.token)), "{printed:?}");
+    s.child.kill().unwrap();
+    s.child.wait().unwrap();
+    let (mut s, printed) = start_with(dir.path(), Command::new(SLUICE));
+    assert!(!printed.iter().any(|l| l.contains(&s.token)), "{printed:?}");
+    assert!(
+        printed.iter().any(|l| l.contains("`sluice token`")),
+        "{printed:?}"
+    );
+    s.child.kill().unwrap();
+    s.child.wait().unwrap();
+    let o = Command::new(SLUICE)
+        .arg("token")
+        .env("SLUICE_DATA_DIR", dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), s.token);
+}
+
+/// 2,000 idle connections against a server with few file descriptors (a
+/// soft and hard limit of 512, as on many desktops): the oldest idle ones
+/// are closed for new ones, so a webhook is still answered. (Before, the
+/// process ran out of descriptors at a few hundred and answered nothing.)
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread")]
+async fn two_thousand_idle_connections_do_not_stop_a_webhook() {
+    if Command::new("prlimit").arg("--version").output().is_err() {
+        panic!("prlimit (util-linux) is needed for this test");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new("prlimit");
+    cmd.args(["--nofile=512:512", "--", SLUICE]);
+    let (mut s, _) = start_with(dir.path(), cmd);
+    let c = client();
+    let wf = json!({"format": "sluice.workflow/v1", "id": "ping", "nodes": [
+        {"id": "hook", "kind": "trigger.webhook", "config": {"path": "p"}},
+        {"id": "end", "kind": "output.end", "config": {"value": "pong"}}],
+        "edges": [{"from": "hook", "to": "end"}]});
+    let r = c
+        .put(format!("{}/api/v1/workflows/ping", s.base))
+        .bearer_auth(&s.token)
+        .json(&wf)
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    let addr: std::net::SocketAddr = s.base.trim_start_matches("http://").parse().unwrap();
+    let mut idle = Vec::new();
+    for _ in 0..2000 {
+        match tokio::time::timeout(Duration::from_secs(2), tokio::net::TcpStream::connect(addr))
+            .await
+        {
+            Ok(Ok(conn)) => idle.push(conn),
+            other => panic!("connection {} failed: {other:?}", idle.len()),
+        }
+    }
+    let t = Instant::now();
+    let r = tokio::time::timeout(
+        Duration::from_secs(10),
+        c.post(format!("{}/hook/ping/p", s.base)).send(),
+    )
+    .await
+    .expect("the webhook answers")
+    .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.json::<Value>().await.unwrap(), json!({"end": "pong"}));
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    drop(idle);
+    s.child.kill().unwrap();
+    s.child.wait().unwrap();
 }

@@ -121,6 +121,20 @@ pub async fn open_engine(dir: &Path) -> Result<Engine, HostError> {
         .map_err(|e| internal(format!("cannot open the data dir {}: {e}", dir.display())))
 }
 
+/// Binds the trigger port with a backlog of 1024 (tokio's bind asks for
+/// 128), so a burst of connections waits in the kernel instead of failing.
+fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    #[cfg(unix)]
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(1024)
+}
+
 /// A running engine with its trigger port.
 pub struct Host {
     pub engine: Engine,
@@ -130,6 +144,8 @@ pub struct Host {
     /// The address actually bound.
     pub bound: SocketAddr,
     pub token: String,
+    /// Whether the token was created by this start (shown this once).
+    pub token_is_new: bool,
     pub codes: Arc<Codes>,
     pub data_dir: PathBuf,
     pub workflows: PathBuf,
@@ -151,14 +167,13 @@ impl Host {
         let lock = lock_data_dir(&dir)?;
         let engine = open_engine(&dir).await?;
         engine.check_settings().map_err(usage)?;
-        let token = sluice_server::ensure_token(&dir).map_err(|e| {
+        let (token, token_is_new) = sluice_server::ensure_token_new(&dir).map_err(|e| {
             internal(format!(
                 "cannot write {}: {e}",
                 dir.join("api-token").display()
             ))
         })?;
-        let listener = tokio::net::TcpListener::bind(options.listen)
-            .await
+        let listener = bind(options.listen)
             .map_err(|e| usage(format!("cannot listen on {}: {e}", options.listen)))?;
         let bound = listener.local_addr().map_err(internal)?;
         // 0.0.0.0 / [::] accept every interface; the API answers loopback names.
@@ -172,6 +187,17 @@ impl Host {
         server_options.body_limit =
             usize::try_from(limits.body_limit_bytes.get()).unwrap_or(usize::MAX);
         server_options.webhook_timeout = Duration::from_millis(limits.wait_ms.get());
+        // Connections are bounded under the open-files limit (raised to
+        // its hard limit first), so idle clients cannot starve the store.
+        #[cfg(unix)]
+        let nofile = sluice_server::raise_open_files_limit().unwrap_or(1024);
+        #[cfg(not(unix))]
+        let nofile = 8192;
+        server_options.max_connections = sluice_server::connection_cap(
+            usize::try_from(limits.max_connections.get()).unwrap_or(usize::MAX),
+            nofile,
+        );
+        server_options.header_read_timeout = Duration::from_millis(limits.header_timeout_ms.get());
         server_options.ui_dir = options.ui_dir.clone();
         server_options.ui_embedded = options.ui_embedded;
         let has_ui = server_options.ui_dir.is_some() || !server_options.ui_embedded.is_empty();
@@ -222,6 +248,7 @@ impl Host {
             addr,
             bound,
             token,
+            token_is_new,
             codes,
             data_dir: dir,
             workflows: folder,

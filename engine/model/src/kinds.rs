@@ -207,7 +207,7 @@ static CATALOG: &[KindSpec] = &[
     kind!("flow.wait", "flow", WaitConfig, ["out"], raw [],
         "Waits for a duration or until a time, then passes the message on. Survives restarts."),
     kind!("flow.subworkflow", "flow", SubworkflowConfig, ["out"], raw [],
-        "Runs another workflow with this message (or `input`) and emits its output."),
+        "Runs another workflow with this message (or `input`) and emits its output. Calls nest at most 16 deep."),
     kind!("data.set", "data", SetConfig, ["out"], raw [],
         "Builds an object from templates (merged over the input with `keep_input`)."),
     kind!(
@@ -216,7 +216,7 @@ static CATALOG: &[KindSpec] = &[
         TransformConfig,
         ["out"],
         raw["jq"],
-        "Transforms the message with a jq program."
+        "Transforms the message with a jq program, run in the sandbox within `[sandbox] timeout_ms` and 512 MiB."
     ),
     kind!(
         "http.request",
@@ -290,9 +290,32 @@ pub struct WebhookTrigger {
     /// Answer at once (202 with the run id) or when the run has finished.
     #[serde(default)]
     pub respond: Respond,
-    /// When set, requests must carry `X-Sluice-Signature: sha256=<hmac of body>`.
+    /// When set, requests must be signed with it: `X-Sluice-Signature:
+    /// t=<unix seconds>,v1=<hex HMAC-SHA256>` over the timestamp, method,
+    /// path, query, content type and body (see docs/api.md), within five
+    /// minutes of its timestamp and at most once.
     #[serde(default)]
     pub secret: Option<String>,
+    /// The signature scheme: `v1` (default), or `v0` (`sha256=<HMAC of the
+    /// body alone>`: weaker, since a captured request can be replayed and
+    /// its method, path and query changed; for senders that cannot do v1).
+    #[serde(default)]
+    pub signature: SignatureScheme,
+    /// Headers kept as sent in the run's message. `authorization`,
+    /// `cookie`, `proxy-authorization`, `x-api-key` and the signature are
+    /// otherwise stored as `"***"` (present, value masked), so credentials
+    /// of callers never reach the journal.
+    #[serde(default)]
+    pub keep_headers: Vec<String>,
+}
+
+/// How webhook requests are signed.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum SignatureScheme {
+    #[default]
+    V1,
+    V0,
 }
 impl Validate for WebhookTrigger {
     fn validate(&self) -> Result<(), ConfigError> {

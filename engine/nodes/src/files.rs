@@ -105,22 +105,74 @@ fn absolute(allow: &[PathBuf], given: &str) -> PathBuf {
     }
 }
 
-/// Resolves a path to read: it must exist and really be inside.
-pub fn resolve_read(kind: &str, allow: &[PathBuf], given: &str) -> Result<PathBuf> {
+/// Opens a file to read, then checks what was opened: the real path of
+/// the open file (not of the name, which could be swapped for a symlink in
+/// between) must be inside an allowed folder, and it must be a regular
+/// file. Opened without blocking, so a FIFO cannot stall the open.
+pub fn open_read(kind: &str, allow: &[PathBuf], given: &str) -> Result<(std::fs::File, PathBuf)> {
     let roots = allowed_roots(kind, allow)?;
     let p = absolute(allow, given);
-    let real = std::fs::canonicalize(&p).map_err(|e| {
+    let not_found = |e: std::io::Error| {
         let retry = e.kind() != std::io::ErrorKind::NotFound;
         Error {
             message: format!("{kind}: `{given}`: {e}"),
             retryable: retry,
         }
-    })?;
+    };
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NONBLOCK);
+    }
+    let file = options.open(&p).map_err(not_found)?;
+    let real = opened_path(&file)
+        .or_else(|| std::fs::canonicalize(&p).ok())
+        .ok_or_else(|| Error::retryable(format!("{kind}: `{given}`: cannot tell its real path")))?;
     if !inside(&roots, &real) {
         return Err(outside_error(kind, given, &real));
     }
-    if !real.is_file() {
+    let meta = file.metadata().map_err(not_found)?;
+    if !meta.is_file() {
         return Err(Error::terminal(format!("{kind}: `{given}` is not a file")));
+    }
+    Ok((file, real))
+}
+
+/// The real path of an open file (Linux: `/proc/self/fd`).
+fn opened_path(file: &std::fs::File) -> Option<PathBuf> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = file;
+        None
+    }
+}
+
+/// Resolves a path to read: it must exist and really be inside.
+pub fn resolve_read(kind: &str, allow: &[PathBuf], given: &str) -> Result<PathBuf> {
+    open_read(kind, allow, given).map(|(_, real)| real)
+}
+
+/// Resolves a folder to watch (`trigger.file`): it must exist, be a folder
+/// and really be inside an allowed folder.
+pub fn resolve_dir(kind: &str, allow: &[PathBuf], given: &str) -> Result<PathBuf> {
+    let roots = allowed_roots(kind, allow)?;
+    let p = absolute(allow, given);
+    let real = std::fs::canonicalize(&p)
+        .map_err(|e| Error::terminal(format!("{kind}: `{given}`: {e}")))?;
+    if !inside(&roots, &real) {
+        return Err(outside_error(kind, given, &real));
+    }
+    if !real.is_dir() {
+        return Err(Error::terminal(format!(
+            "{kind}: `{given}` is not a folder"
+        )));
     }
     Ok(real)
 }
@@ -223,11 +275,9 @@ pub async fn read(call: &Call<'_>) -> Result<Outputs> {
     let given = path_of(KIND, &cfg)?;
     let settings = call.io.settings.clone();
     let g = given.clone();
-    let path = blocking(KIND, move || resolve_read(KIND, &settings.files.allow, &g)).await?;
+    let (file, path) = blocking(KIND, move || open_read(KIND, &settings.files.allow, &g)).await?;
     let format = format_of(KIND, &cfg, &path)?;
-    let mut file = tokio::fs::File::open(&path)
-        .await
-        .map_err(|e| Error::retryable(format!("{KIND}: `{given}`: {e}")))?;
+    let mut file = tokio::fs::File::from_std(file);
     let size = file
         .metadata()
         .await

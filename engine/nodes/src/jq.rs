@@ -1,9 +1,9 @@
-//! data.transform: jq programs via jaq, compiled once, run on a thread of their own with a deadline.
+//! data.transform: jq programs checked with jaq here (syntax, names); they run
+//! in the sandbox (`sluice_sandbox::Sandbox::run_jq`).
 
 use jaq_core::load::{self, Arena, File, Loader};
-use jaq_core::{Compiler, Ctx, Vars, compile, data::JustLut};
-use jaq_json::{Num, Val};
-use serde_json::{Number, Value as J};
+use jaq_core::{Compiler, compile, data::JustLut};
+use jaq_json::Val;
 
 pub type JqFilter = jaq_core::Filter<JustLut<Val>>;
 
@@ -27,32 +27,6 @@ pub fn compile_jq(code: &str) -> Result<JqFilter, String> {
         .with_funs(funs)
         .compile(modules)
         .map_err(fmt_compile_errors)
-}
-
-/// Run on one JSON input; collect at most `max_outputs` outputs.
-pub fn run_jq(f: &JqFilter, input: &J, max_outputs: usize) -> Result<Vec<J>, String> {
-    let ctx = Ctx::<JustLut<Val>>::new(&f.lut, Vars::new([]));
-    let mut out = Vec::new();
-    for r in f.id.run((ctx, json_to_val(input))) {
-        match r {
-            Ok(v) => out.push(val_to_json(&v)?),
-            Err(exn) => {
-                return Err(match exn.get_err() {
-                    Ok(e) => format!("jq runtime error: {e}"), // e: jaq_core::Error<Val>: Display
-                    Err(exn) => match exn.get_halt() {
-                        Ok(code) => format!("jq program called halt({code})"),
-                        Err(_) => "internal jaq exception".to_string(),
-                    },
-                });
-            }
-        }
-        if out.len() >= max_outputs {
-            return Err(format!(
-                "jq program produced more than {max_outputs} outputs"
-            ));
-        }
-    }
-    Ok(out)
 }
 
 // ---------- error formatting ----------
@@ -124,98 +98,91 @@ fn fmt_compile_errors(errs: compile::Errors<&str, ()>) -> String {
     format!("jq compile error: {}", msgs.join("; "))
 }
 
-// ---------- serde_json <-> jaq_json::Val ----------
-pub fn json_to_val(v: &J) -> Val {
-    match v {
-        J::Null => Val::Null,
-        J::Bool(b) => Val::Bool(*b),
-        J::Number(n) => {
-            if let Some(i) = n.as_i64() {
-                Val::Num(Num::from_integral(i))
-            } else if let Some(u) = n.as_u64() {
-                Val::Num(Num::from_integral(u))
-            } else {
-                Val::from(n.as_f64().unwrap_or(f64::NAN))
-            }
-        }
-        J::String(s) => Val::from(s.clone()),
-        J::Array(a) => a.iter().map(json_to_val).collect(), // FromIterator<Val> => Val::Arr
-        J::Object(o) => Val::obj(
-            o.iter()
-                .map(|(k, v)| (Val::from(k.clone()), json_to_val(v)))
-                .collect(),
-        ),
-    }
-}
+/// Longest jq program accepted, in bytes.
+pub const MAX_PROGRAM_LEN: usize = 64 << 10;
 
-/// Deepest value a jq program may return: the engine serializes, journals and
-/// drops values recursively, so depth is bounded like parsed JSON (serde_json: 128).
-pub const MAX_DEPTH: usize = 128;
-
-pub fn val_to_json(v: &Val) -> Result<J, String> {
-    to_json_at(v, 0)
-}
-
-fn to_json_at(v: &Val, depth: usize) -> Result<J, String> {
-    if depth > MAX_DEPTH {
-        return Err(format!(
-            "jq output is nested more than {MAX_DEPTH} levels deep"
-        ));
-    }
-    Ok(match v {
-        Val::Null => J::Null,
-        Val::Bool(b) => J::Bool(*b),
-        Val::Num(n) => num_to_json(n),
-        Val::TStr(b) | Val::BStr(b) => J::String(String::from_utf8_lossy(b).into_owned()),
-        Val::Arr(a) => J::Array(
-            a.iter()
-                .map(|x| to_json_at(x, depth + 1))
-                .collect::<Result<_, _>>()?,
-        ),
-        Val::Obj(o) => J::Object(
-            o.iter()
-                .map(|(k, v)| Ok((key_to_string(k), to_json_at(v, depth + 1)?)))
-                .collect::<Result<_, String>>()?,
-        ),
-    })
-}
-
-fn key_to_string(k: &Val) -> String {
-    match k {
-        Val::TStr(b) | Val::BStr(b) => String::from_utf8_lossy(b).into_owned(),
-        other => other.to_string(), // non-string keys (jaq allows them): use their JSON text
-    }
-}
-
-fn num_to_json(n: &Num) -> J {
-    match n {
-        Num::Int(i) => J::Number(Number::from(*i as i64)),
-        Num::Float(f) => Number::from_f64(*f).map_or(J::Null, J::Number), // NaN/inf -> null
-        Num::BigInt(_) | Num::Dec(_) => {
-            let s = n.to_string(); // digits, or decimal literal text such as "1.50"
-            s.parse::<Number>() // serde_json: big ints become f64; "1e1000" is an Err
-                .map(J::Number)
-                .unwrap_or_else(|_| {
-                    s.parse::<f64>()
-                        .ok()
-                        .and_then(Number::from_f64)
-                        .map_or(J::Null, J::Number)
-                })
-        }
-    }
-}
-
-/// A compiled jq program, shareable between steps.
-pub struct Program(pub JqFilter);
-
-impl std::fmt::Debug for Program {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("jq::Program")
-    }
+/// A jq program that parsed and compiled: what `data.transform` runs (in the
+/// sandbox, see `transform` in lib.rs).
+#[derive(Debug, Clone)]
+pub struct Program {
+    pub source: String,
 }
 
 impl Program {
+    /// Checks a program: its length, then parsing and compiling it with jaq
+    /// on a thread with a large stack, so that no program text (nested
+    /// brackets, long pipes) can overflow the caller's stack. Errors carry
+    /// line and column.
     pub fn compile(code: &str) -> Result<Program, String> {
-        compile_jq(code).map(Program)
+        if code.len() > MAX_PROGRAM_LEN {
+            return Err(format!(
+                "jq program is {} bytes long, more than the limit of {MAX_PROGRAM_LEN}",
+                code.len()
+            ));
+        }
+        let checked = std::thread::scope(|s| {
+            std::thread::Builder::new()
+                .name("sluice-jq-check".into())
+                .stack_size(COMPILE_STACK)
+                .spawn_scoped(s, || compile_jq(code).map(drop))
+                .map(|t| t.join())
+        });
+        match checked {
+            Ok(Ok(result)) => result.map(|()| Program {
+                source: code.to_string(),
+            }),
+            Ok(Err(_)) => Err("jq program could not be checked (the checker panicked)".into()),
+            Err(e) => Err(format!("jq program could not be checked: {e}")),
+        }
+    }
+}
+
+/// The checking thread's stack: enough for the deepest program of
+/// `MAX_PROGRAM_LEN` bytes (reserved, not committed, until used).
+const COMPILE_STACK: usize = 512 << 20;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn programs_compile_with_line_and_column_in_errors() {
+        assert!(Program::compile(".a | map(. + 1)").is_ok());
+        let e = Program::compile(".a |").unwrap_err();
+        assert!(e.starts_with("jq syntax error: line 1"), "{e}");
+        let e = Program::compile("nope(1)").unwrap_err();
+        assert!(e.contains("undefined filter nope/1"), "{e}");
+        assert!(Program::compile("now | floor").is_ok());
+        assert!(Program::compile("env").is_err());
+    }
+
+    /// The deepest programs of the longest allowed length are checked
+    /// without overflowing any stack (each would crash the process if it
+    /// did), and one byte more is refused by length.
+    #[test]
+    fn the_deepest_programs_are_checked_without_overflow() {
+        let n = MAX_PROGRAM_LEN / 2 - 2;
+        let half = n / 2;
+        let programs = [
+            format!("{}.{}", "(".repeat(half), ")".repeat(half)),
+            format!("{}1{}", "[".repeat(half), "]".repeat(half)),
+            format!(".{}", "|.".repeat(half)),
+            format!("1{}", "+1".repeat(half)),
+            format!("{}.", "-".repeat(n)),
+            format!("{}1{}", "{a:".repeat(n / 4), "}".repeat(n / 4)),
+            format!("{}.{}", "if . then ".repeat(n / 11), " end".repeat(n / 11)),
+            format!("{}.", "def f: ".repeat(n / 8)),
+            ".a".repeat(half),
+        ];
+        for p in programs {
+            assert!(p.len() <= MAX_PROGRAM_LEN);
+            let _ = Program::compile(&p);
+        }
+        let long = " ".repeat(MAX_PROGRAM_LEN + 1);
+        assert!(
+            Program::compile(&long)
+                .unwrap_err()
+                .contains("more than the limit")
+        );
     }
 }

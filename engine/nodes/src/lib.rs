@@ -461,50 +461,53 @@ async fn subworkflow(call: &Call<'_>) -> Result<Outputs> {
     out(Arc::new(result))
 }
 
-/// Longest a jq program may run.
-const JQ_DEADLINE: Duration = Duration::from_secs(10);
+/// Most memory a jq program may use (its input, the values it builds);
+/// its time limit is `[sandbox] timeout_ms`.
+const JQ_MEMORY: usize = 512 << 20;
+/// Most outputs a jq program may produce.
+const JQ_MAX_OUTPUTS: u32 = 10_000;
 
+/// Runs the node's jq program in the sandbox (jaq in WebAssembly): a
+/// program that recurses without end, loops or allocates without bound is
+/// stopped there, at a limit the error names, and takes no engine thread
+/// with it. The program was checked when the workflow was planned.
 async fn transform(call: &Call<'_>) -> Result<Outputs> {
-    let filter = match &call.jq {
-        Some(f) => f.clone(),
+    let program = match &call.jq {
+        Some(p) => p.source.clone(),
         None => {
             let code = call.raw.get("jq").and_then(Value::as_str).unwrap_or(".");
-            Arc::new(jq::Program::compile(code).map_err(Error::terminal)?)
+            jq::Program::compile(code).map_err(Error::terminal)?.source
         }
     };
-    let input = call.scope.input.clone();
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    // jaq has no fuel: run it on its own thread (with a large stack for deep
-    // programs) and give up waiting at the deadline.
-    let spawned = std::thread::Builder::new()
-        .name("sluice-jq".into())
-        .stack_size(64 << 20)
-        .spawn(move || {
-            let result = jq::run_jq(&filter.0, &input, 10_000);
-            // The receiver may have given up (deadline): nothing to do then.
-            tx.send(result).ok();
-        });
-    if let Err(e) = spawned {
-        return Err(Error::retryable(format!(
-            "data.transform: could not start jq: {e}"
-        )));
-    }
-    match tokio::time::timeout(JQ_DEADLINE, rx).await {
-        Err(_) => Err(Error::terminal(format!(
-            "data.transform: jq program ran longer than {} s",
-            JQ_DEADLINE.as_secs()
-        ))),
-        Ok(Err(_)) => Err(Error::terminal("data.transform: jq program crashed")),
-        Ok(Ok(Err(e))) => Err(Error::terminal(format!("data.transform: {e}"))),
-        Ok(Ok(Ok(mut values))) => {
-            let v = if values.len() == 1 {
-                values.remove(0)
-            } else {
-                Value::Array(values)
-            };
-            out(Arc::new(v))
-        }
-    }
+    let input = serde_json::to_string(&*call.scope.input)
+        .map_err(|e| Error::terminal(format!("data.transform: the input is not JSON: {e}")))?;
+    let limits = sluice_sandbox::Limits {
+        timeout: Duration::from_millis(call.io.settings.sandbox.timeout_ms),
+        memory: JQ_MEMORY,
+        ..sluice_sandbox::Limits::default()
+    };
+    let sandbox = call.io.sandbox()?;
+    let answer = sandbox
+        .run_jq(&program, &input, JQ_MAX_OUTPUTS, limits)
+        .await
+        .map_err(|e| match e {
+            sluice_sandbox::Error::Host(m) => {
+                Error::retryable(format!("data.transform: the sandbox failed: {m}"))
+            }
+            sluice_sandbox::Error::Trap(m) => {
+                Error::terminal(format!("data.transform: the jq program crashed: {m}"))
+            }
+            other => Error::terminal(format!("data.transform: jq program {other}")),
+        })?
+        .map_err(|e| Error::terminal(format!("data.transform: {e}")))?;
+    let values = sluice_sandbox::parse_output(&answer)
+        .map_err(|e| Error::terminal(format!("data.transform: {e}")))?;
+    let v = match values {
+        Value::Array(mut values) if values.len() == 1 => values.remove(0),
+        Value::Array(values) => Value::Array(values),
+        other => other,
+    };
+    out(Arc::new(v))
 }
 
 pub fn now_us() -> i64 {

@@ -130,6 +130,13 @@ pub struct ServerSettings {
     /// Runs in progress (executing or waiting their turn) beyond which new
     /// top-level runs are refused with 429.
     pub max_active_runs: NonZeroU64,
+    /// Open connections beyond which the oldest idle one is closed for a new
+    /// one (and a new one refused when none is idle). Also kept under the
+    /// process's open-files limit.
+    pub max_connections: NonZeroU64,
+    /// How long a client has to send its request headers, after connecting
+    /// or after its previous response (the keep-alive idle timeout too).
+    pub header_timeout_ms: NonZeroU64,
 }
 
 impl Default for ServerSettings {
@@ -138,6 +145,8 @@ impl Default for ServerSettings {
             body_limit_bytes: nonzero(16 << 20),
             wait_ms: nonzero(30_000),
             max_active_runs: nonzero(10_000),
+            max_connections: nonzero(4096),
+            header_timeout_ms: nonzero(30_000),
         }
     }
 }
@@ -195,6 +204,29 @@ impl Settings {
                 *p = data_dir.join(&*p);
             }
         }
+        // The data dir holds the API token, the vault key and compiled code:
+        // an allowed folder that contains it would hand them to workflows.
+        if let Ok(data) = std::fs::canonicalize(data_dir) {
+            for allowed in &settings.files.allow {
+                if let Ok(real) = std::fs::canonicalize(allowed)
+                    && data.starts_with(&real)
+                {
+                    let (line, column) =
+                        text.find("allow").map_or((1, 1), |at| line_col(&text, at));
+                    return Err(SettingsError::Invalid {
+                        path: path.clone(),
+                        line,
+                        column,
+                        message: format!(
+                            "`[files] allow` entry {} contains the data dir {}: workflows could \
+                             read its API token and keys; allow a folder beside it or inside it",
+                            allowed.display(),
+                            data.display()
+                        ),
+                    });
+                }
+            }
+        }
         Ok(settings)
     }
 
@@ -223,6 +255,23 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_allowed_folder_may_not_contain_the_data_dir() {
+        let root = tempfile::tempdir().unwrap();
+        let data = root.path().join("data");
+        std::fs::create_dir_all(data.join("files")).unwrap();
+        for allow in [root.path().to_path_buf(), data.clone(), data.join(".")] {
+            let text = format!("[files]\nallow = [{:?}]\n", allow.display().to_string());
+            std::fs::write(data.join(FILE_NAME), text).unwrap();
+            let e = Settings::load(&data).unwrap_err().to_string();
+            assert!(e.contains("config.toml:2:1: `[files] allow` entry"), "{e}");
+            assert!(e.contains("contains the data dir"), "{e}");
+        }
+        // A folder inside the data dir, or beside it, is fine.
+        std::fs::write(data.join(FILE_NAME), "[files]\nallow = [\"files\"]\n").unwrap();
+        assert!(Settings::load(&data).is_ok());
+    }
 
     #[test]
     fn missing_file_gives_defaults() {

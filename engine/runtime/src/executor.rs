@@ -77,14 +77,20 @@ pub struct Options {
     pub max_active_runs: usize,
     /// How many live events a subscriber may fall behind before it lags.
     pub event_capacity: usize,
+    /// How deep sub-workflows may nest: a run at this depth (its top-level
+    /// ancestor is depth 0) cannot start another sub-workflow.
+    pub max_subworkflow_depth: usize,
     /// One peer's edits this many seconds apart or closer are one version
     /// of a workflow (negative: every edit is a version).
     pub version_gap_secs: i64,
     /// User settings (`config.toml`): allowed folders, HTTP and SMTP defaults.
     pub settings: nodes::Settings,
-    /// Where compiled WebAssembly (components, the JavaScript runtime) is
-    /// cached; default `<data-dir>/cache/wasm`. Engines may share one: files
-    /// are written atomically and named by content and wasmtime version.
+    /// Where compiled WebAssembly (components, the script runtime) is
+    /// cached; default `SLUICE_WASM_CACHE`, else the user's cache dir
+    /// (`~/.cache/sluice/wasm`), else `<data-dir>/cache/wasm`. Engines
+    /// share one: files are written atomically, named by content and
+    /// wasmtime version, verified by hash before loading, and prepared by
+    /// one engine at a time.
     pub wasm_cache: Option<std::path::PathBuf>,
 }
 
@@ -95,6 +101,7 @@ impl Default for Options {
             exec_log: std::env::var_os("SLUICE_TEST_EXEC_LOG").map(Into::into),
             max_active_runs: 10_000,
             event_capacity: crate::events::CAPACITY,
+            max_subworkflow_depth: 16,
             version_gap_secs: sluice_model::doc::VERSION_GAP_SECS,
             settings: nodes::Settings::default(),
             wasm_cache: None,
@@ -116,6 +123,7 @@ struct Inner {
     /// Settings and the shared HTTP client for the I/O kinds.
     io: nodes::Io,
     max_active_runs: usize,
+    max_subworkflow_depth: usize,
     metrics: crate::metrics::Metrics,
     events: tokio::sync::broadcast::Sender<LiveEvent>,
     /// Ids of workflows created, changed or deleted (triggers re-arm on them).
@@ -212,7 +220,24 @@ impl Engine {
         let wasm_cache = options
             .wasm_cache
             .clone()
+            .or_else(machine_wasm_cache)
             .unwrap_or_else(|| store.data_dir().join("cache").join("wasm"));
+        // Compiled code in the cache is run as it is: no workflow may write
+        // there (nor into the data dir, which Settings::load checks).
+        if let Some(allowed) = options
+            .settings
+            .files
+            .allow
+            .iter()
+            .find(|a| contains(a, &wasm_cache))
+        {
+            return Err(Error::Usage(format!(
+                "`[files] allow` entry {} contains the compiled-code cache {}: workflows could \
+                 change code the engine runs; allow a folder beside it",
+                allowed.display(),
+                wasm_cache.display()
+            )));
+        }
         let exec_log = options.exec_log.as_ref().and_then(|p| {
             std::fs::OpenOptions::new()
                 .create(true)
@@ -234,6 +259,7 @@ impl Engine {
                 presence: Mutex::new(HashMap::new()),
                 version_gap_secs: options.version_gap_secs,
                 max_active_runs: options.max_active_runs.max(1),
+                max_subworkflow_depth: options.max_subworkflow_depth,
                 metrics: Default::default(),
                 events: tokio::sync::broadcast::channel(options.event_capacity.max(1)).0,
                 changes: tokio::sync::broadcast::channel(1024).0,
@@ -490,7 +516,7 @@ impl Engine {
         &self.inner.io.settings
     }
 
-    /// Gets the JavaScript runtime for `code.js` ready (from the compile
+    /// Gets the script runtime for `code.js` and `data.transform` ready (from the compile
     /// cache in about a millisecond; the first time on a machine,
     /// pre-initialized and compiled in a few seconds), so the first script
     /// does not wait for it. `sluice serve` calls it in the background.
@@ -507,8 +533,9 @@ impl Engine {
             .map_err(|e| Error::Usage(e.to_string()))
     }
 
-    /// Prepares the JavaScript runtime ([`Engine::prepare_code`]) once a
-    /// stored workflow has an enabled `code.js` node: at once if one does,
+    /// Prepares the script runtime ([`Engine::prepare_code`]) once a
+    /// stored workflow has an enabled `code.js` or `data.transform` node (jq
+    /// runs in the same runtime): at once if one does,
     /// else as soon as a workflow gets one. Until then the sandbox is not
     /// even started, so an engine without scripts carries none of its
     /// memory. Returns after preparing, or when the engine's change channel
@@ -518,7 +545,7 @@ impl Engine {
         let uses_js = |plan: &Plan| {
             plan.nodes
                 .iter()
-                .any(|n| n.kind == "code.js" && !n.disabled)
+                .any(|n| matches!(n.kind, "code.js" | "data.transform") && !n.disabled)
         };
         let mut any = false;
         for row in self.store().list_workflows().await? {
@@ -640,8 +667,14 @@ impl Engine {
         trigger: Option<&str>,
         input: Msg,
     ) -> Result<RunHandle> {
-        // Only new top-level runs are refused: sub-workflows, error triggers and
-        // retries belong to work already admitted.
+        self.admit()?;
+        self.start_detached(plan, trigger, input, true).await
+    }
+
+    /// Refuses a new run (top-level, or a new sub-workflow) while the engine
+    /// holds `max_active_runs`. Schedule fires, error triggers, retries and
+    /// resumes belong to work already admitted and are not refused.
+    fn admit(&self) -> Result<()> {
         let active = self
             .inner
             .active
@@ -651,7 +684,32 @@ impl Engine {
         if active >= self.inner.max_active_runs {
             return Err(Error::Busy(active));
         }
-        self.start_detached(plan, trigger, input, true).await
+        Ok(())
+    }
+
+    /// The workflows of a run and its ancestors, the run's own first, read
+    /// from the parent links of the run rows (at most `limit` of them). A
+    /// run whose row is not yet committed is a top-level run (only those
+    /// are queued rather than created), so the walk ends there.
+    async fn lineage(&self, run_id: &str, own_workflow: &str, limit: usize) -> Result<Vec<String>> {
+        let mut chain = vec![own_workflow.to_string()];
+        let mut parent = match self.store().get_run(run_id).await? {
+            Some(row) => row.parent_run,
+            None => None,
+        };
+        while let Some(id) = parent {
+            if chain.len() > limit {
+                break;
+            }
+            match self.store().get_run(&id).await? {
+                Some(row) => {
+                    chain.push(row.workflow_id);
+                    parent = row.parent_run;
+                }
+                None => break,
+            }
+        }
+        Ok(chain)
     }
 
     /// Creates and spawns a run on a task of its own: a caller that goes away
@@ -686,15 +744,7 @@ impl Engine {
         trigger: Option<&str>,
         input: Msg,
     ) -> Result<RunHandle> {
-        let active = self
-            .inner
-            .active
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .len();
-        if active >= self.inner.max_active_runs {
-            return Err(Error::Busy(active));
-        }
+        self.admit()?;
         self.start_detached(plan, trigger, input, false).await
     }
 
@@ -953,6 +1003,24 @@ impl Engine {
             done: Outcome::Own(own_rx),
         }
     }
+}
+
+/// The compile cache shared by every data dir of this user on this machine
+/// (the compiled script runtime is the same for all of them, so it is
+/// compiled once): `SLUICE_WASM_CACHE`, else the platform's cache dir
+/// (`~/.cache/sluice/wasm` on Linux).
+fn machine_wasm_cache() -> Option<std::path::PathBuf> {
+    if let Some(dir) = std::env::var_os("SLUICE_WASM_CACHE").filter(|d| !d.is_empty()) {
+        return Some(dir.into());
+    }
+    directories::ProjectDirs::from("dev", "sluice", "sluice").map(|d| d.cache_dir().join("wasm"))
+}
+
+/// Whether folder `outer` contains `inner` (or is it), by their real paths
+/// where they exist.
+fn contains(outer: &std::path::Path, inner: &std::path::Path) -> bool {
+    let real = |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    real(inner).starts_with(real(outer))
 }
 
 /// How long a cached plan is trusted without reading its stored text.
@@ -1508,8 +1576,16 @@ impl Driver {
         let blobs = self.engine.store().blobs().clone();
         let tx = self.tx.clone();
         let handle_key = key.clone();
+        // Kinds that only wait (for a timer, for a child run) hold no step
+        // permit: parents waiting on children must never starve the steps
+        // those children (or unrelated runs) need.
+        let waits = matches!(node.kind, "flow.wait" | "flow.subworkflow");
         let handle = self.tasks.spawn(async move {
-            let permit = permits.acquire_owned().await;
+            let permit = if waits {
+                None
+            } else {
+                permits.acquire_owned().await.ok()
+            };
             // Durations count the node's own time, not the wait for a permit.
             let mut step = step;
             step.started = Instant::now();
@@ -1599,6 +1675,7 @@ impl Prepared {
         Prepared {
             host: StepHost {
                 engine: driver.engine.clone(),
+                plan: plan.clone(),
                 idem,
                 logs: Mutex::new(Vec::new()),
                 secrets: Mutex::new(Redactor::default()),
@@ -1727,6 +1804,8 @@ impl NodeOutputs for HistView {
 
 struct StepHost {
     engine: Engine,
+    /// The plan of the step's run (its workflow, for sub-workflow limits).
+    plan: Arc<Plan>,
     idem: String,
     logs: Mutex<Vec<(String, String)>>,
     /// The secrets of the credentials this step asked for.
@@ -1883,6 +1962,26 @@ impl Host for StepHost {
                 }
                 Some(_) => engine.resume(&child_id).await,
                 None => {
+                    // A new child: bounded in depth (a workflow calling itself
+                    // would otherwise start runs without end) and counted
+                    // against the engine's run limit like any new run.
+                    let run_id = parent.as_deref().unwrap_or_default();
+                    let limit = engine.inner.max_subworkflow_depth;
+                    let mut chain = engine
+                        .lineage(run_id, &self.plan.workflow.id, limit)
+                        .await
+                        .map_err(|e| nodes::Error::retryable(e.to_string()))?;
+                    if chain.len() > limit {
+                        chain.reverse();
+                        chain.push(workflow.clone());
+                        return Err(nodes::Error::terminal(format!(
+                            "flow.subworkflow: sub-workflow depth limit {limit} reached: {}",
+                            chain.join(" → ")
+                        )));
+                    }
+                    engine
+                        .admit()
+                        .map_err(|e| nodes::Error::retryable(format!("flow.subworkflow: {e}")))?;
                     let plan = engine
                         .workflow(&workflow)
                         .await

@@ -38,7 +38,9 @@ async fn run_with(
         .start(plan(nodes, edges), trigger, Arc::new(input))
         .await
         .unwrap();
-    tokio::time::timeout(std::time::Duration::from_secs(20), handle.wait())
+    // Generous: the first jq step of a fresh machine prepares the script
+    // runtime (compiled once per machine, tens of seconds in a debug build).
+    tokio::time::timeout(std::time::Duration::from_secs(120), handle.wait())
         .await
         .unwrap()
 }
@@ -862,4 +864,64 @@ async fn an_absurd_concurrency_is_a_validation_error() {
         err.0[0].to_string(),
         "workflow settings.concurrency: must be a whole number from 1 to 100000"
     );
+}
+
+#[tokio::test]
+async fn a_workflow_that_calls_itself_stops_at_the_depth_limit_and_starves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    // Few step permits: before the limit, waiting parents held them all.
+    let options = Options {
+        max_concurrent_steps: 4,
+        ..Options::default()
+    };
+    let engine = Engine::open(dir.path(), options).await.unwrap();
+    let h = Harness { _dir: dir, engine };
+    put(
+        &h,
+        json!({"format": "sluice.workflow/v1", "id": "rec", "nodes": [
+            {"id": "by_hand", "kind": "trigger.manual"},
+            {"id": "called", "kind": "trigger.workflow"},
+            {"id": "again", "kind": "flow.subworkflow", "config": {"workflow": "rec"}},
+            {"id": "end", "kind": "output.end"}],
+            "edges": [{"from": "by_hand", "to": "again"}, {"from": "called", "to": "again"},
+                      {"from": "again", "to": "end"}]}),
+    )
+    .await;
+    let rec = h.engine.workflow("rec").await.unwrap();
+    let rec = h
+        .engine
+        .start(rec, Some("by_hand"), Arc::new(json!({})))
+        .await
+        .unwrap();
+    // An unrelated run whose step needs a permit finishes meanwhile.
+    let other = run_with(
+        &h,
+        json!([
+            {"id": "t", "kind": "trigger.manual"},
+            {"id": "x", "kind": "data.transform", "config": {"jq": ".n + 1"}},
+            {"id": "end", "kind": "output.end"}
+        ]),
+        json!([{"from": "t", "to": "x"}, {"from": "x", "to": "end"}]),
+        None,
+        json!({"n": 1}),
+    )
+    .await;
+    ok(&other, json!({"end": 2}));
+    let rec = tokio::time::timeout(std::time::Duration::from_secs(30), rec.wait())
+        .await
+        .expect("the recursion ends");
+    assert_eq!(rec.status, Status::Failed);
+    let message = rec.error.as_ref().unwrap()["message"].as_str().unwrap();
+    assert!(
+        message.contains("sub-workflow depth limit 16 reached: rec → rec"),
+        "{message}"
+    );
+    // Exactly the top-level run and 16 nested ones exist.
+    let filter = sluice_store::RunFilter {
+        workflow: Some("rec".into()),
+        limit: 100,
+        ..Default::default()
+    };
+    let runs = h.engine.store().find_runs(&filter).await.unwrap();
+    assert_eq!(runs.len(), 17);
 }

@@ -362,11 +362,15 @@ impl Sandbox {
             let prefix = if source.snapshot { "js-" } else { "js-raw-" };
             cache_file(d, engine, prefix, &Sandbox::id_of(&source.wasm))
         });
-        let cached = file.as_ref().filter(|f| f.exists()).and_then(|f| {
+        // One process (and one engine) prepares it; the others wait here
+        // and then load what it cached, instead of all compiling at once.
+        let _preparing = file.as_deref().and_then(crate::lock_cache_entry);
+        let cached = file.as_ref().filter(|f| crate::verified(f)).and_then(|f| {
             // SAFETY: the file is one this sandbox serialized into its own
             // cache dir (named by the runtime's hash and this build), not
-            // user input; wasmtime also checks that it was produced by a
-            // compatible engine and configuration.
+            // user input, and its bytes are the ones written (`verified`);
+            // wasmtime also checks that it was produced by a compatible
+            // engine and configuration.
             unsafe { Module::deserialize_file(engine, f) }.ok()
         });
         let module = match cached {
@@ -467,7 +471,9 @@ impl Sandbox {
         let seed = std::collections::hash_map::RandomState::new()
             .build_hasher()
             .finish();
-        let result = call(js, &mut store, source, input, seed).await;
+        let deadline = Instant::now() + limits.timeout;
+        let entry = Entry::Js { seed };
+        let result = call(self, js, &mut store, source, input, entry, deadline).await;
         let hit_memory = store.data().limiter.hit;
         drop(store);
         let (logs, dropped) = {
@@ -489,20 +495,102 @@ impl Sandbox {
     }
 }
 
+/// Which of the runtime's entry points a call uses.
+#[derive(Clone, Copy)]
+enum Entry {
+    /// `sluice_run(source, input, seed)`: JavaScript.
+    Js { seed: u64 },
+    /// `sluice_jq(program, input, max_outputs)`: jq.
+    Jq { max_outputs: u32 },
+}
+
+impl Sandbox {
+    /// Runs the jq `program` on `input` (JSON text) in a fresh instance of
+    /// the script runtime (jaq), under `limits`: a program that recurses
+    /// without end exhausts the guest's stack, one that loops stops at the
+    /// time limit, and neither touches the engine's own threads. The inner
+    /// result is the JSON array of the outputs (at most `max_outputs`), or
+    /// the program's error.
+    pub async fn run_jq(
+        &self,
+        program: &str,
+        input: &str,
+        max_outputs: u32,
+        limits: Limits,
+    ) -> Result<Result<String, String>, Error> {
+        let Some(rt) = &self.inner.runtime else {
+            return Err(Error::Host("the sandbox is shut down".into()));
+        };
+        let this = self.clone();
+        let (program, input) = (program.to_string(), input.to_string());
+        let handle = rt.spawn(async move {
+            let js = this.js().await?;
+            let mut store = new_store(&this.inner.engine, limits, Capabilities::default());
+            let entry = Entry::Jq { max_outputs };
+            let deadline = Instant::now() + limits.timeout;
+            let result = call(&this, js, &mut store, &program, &input, entry, deadline).await;
+            let hit_memory = store.data().limiter.hit;
+            drop(store);
+            match result {
+                Ok(bytes) => match decode_js_answer(&bytes).map_err(Error::Trap)? {
+                    Ok(json) => Ok(Ok(json)),
+                    Err(e) => Ok(Err(e.message)),
+                },
+                // The runtime's shadow stack sits at the bottom of its
+                // memory (`--stack-first`): jaq recursing past it wraps
+                // around to an address out of bounds. Nothing else in our
+                // own runtime touches memory it does not own.
+                Err(e)
+                    if e.downcast_ref::<wasmtime::Trap>()
+                        == Some(&wasmtime::Trap::MemoryOutOfBounds) =>
+                {
+                    Err(Error::Trap(
+                        "call stack exhausted: the program recursed too deeply".into(),
+                    ))
+                }
+                Err(e) => Err(classify(e, hit_memory, limits)),
+            }
+        });
+        let _abort = crate::AbortOnDrop(handle.abort_handle());
+        handle
+            .await
+            .map_err(|e| Error::Host(format!("the guest's task ended: {e}")))?
+    }
+}
+
+/// Instantiates the runtime in a free slot and calls `entry`, ending at
+/// `deadline` wherever it is (see `Sandbox::run_here`).
 async fn call(
+    sandbox: &Sandbox,
     js: &JsRuntime,
     store: &mut Store<JsState>,
     source: &str,
     input: &str,
-    seed: u64,
+    entry: Entry,
+    deadline: Instant,
+) -> wasmtime::Result<Vec<u8>> {
+    let work = async {
+        let _slot = sandbox.slot().await?;
+        call_in_slot(js, store, source, input, entry).await
+    };
+    match tokio::time::timeout_at(deadline.into(), work).await {
+        Ok(r) => r,
+        Err(_elapsed) => Err(wasmtime::Error::new(TimeLimitHit)),
+    }
+}
+
+async fn call_in_slot(
+    js: &JsRuntime,
+    store: &mut Store<JsState>,
+    source: &str,
+    input: &str,
+    entry: Entry,
 ) -> wasmtime::Result<Vec<u8>> {
     let instance = js.pre.instantiate_async(&mut *store).await?;
     let memory = instance
         .get_memory(&mut *store, "memory")
         .ok_or_else(|| wasmtime::Error::msg("the runtime exports no memory"))?;
     let alloc = instance.get_typed_func::<u32, u32>(&mut *store, "sluice_alloc")?;
-    let run =
-        instance.get_typed_func::<(u32, u32, u32, u32, u64), u64>(&mut *store, "sluice_run")?;
     let mut put = async |bytes: &[u8]| -> wasmtime::Result<(u32, u32)> {
         let len = u32::try_from(bytes.len())
             .map_err(|_| wasmtime::Error::msg("the source or input is over 4 GiB"))?;
@@ -512,7 +600,19 @@ async fn call(
     };
     let (sp, sl) = put(source.as_bytes()).await?;
     let (ip, il) = put(input.as_bytes()).await?;
-    let packed = run.call_async(&mut *store, (sp, sl, ip, il, seed)).await?;
+    let packed = match entry {
+        Entry::Js { seed } => {
+            let run = instance
+                .get_typed_func::<(u32, u32, u32, u32, u64), u64>(&mut *store, "sluice_run")?;
+            run.call_async(&mut *store, (sp, sl, ip, il, seed)).await?
+        }
+        Entry::Jq { max_outputs } => {
+            let run = instance
+                .get_typed_func::<(u32, u32, u32, u32, u32), u64>(&mut *store, "sluice_jq")?;
+            run.call_async(&mut *store, (sp, sl, ip, il, max_outputs))
+                .await?
+        }
+    };
     let (ptr, len) = ((packed >> 32) as u32, packed as u32);
     guest_bytes(memory.data(&*store), ptr, len)
         .map(<[u8]>::to_vec)

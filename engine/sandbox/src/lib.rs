@@ -26,11 +26,12 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
+use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
 use wasmtime::{ResourceLimiter, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
+mod grant;
 mod js;
 pub use js::{JsError, decode_js_answer, fuzz_guest_output, parse_output};
 
@@ -132,6 +133,10 @@ pub enum Error {
     FuelLimit(u64),
     #[error("the guest crashed: {0}")]
     Trap(String),
+    /// The guest called something it is not granted (a file, a socket, a
+    /// timer): the message names the call.
+    #[error("{0}")]
+    NotGranted(String),
     #[error("sandbox: {0}")]
     Host(String),
 }
@@ -165,6 +170,9 @@ struct Inner {
     js: tokio::sync::OnceCell<js::JsRuntime>,
     /// Which runtime: the built-in one, or another (engine comparisons).
     js_source: js::JsSource,
+    /// One permit per instance slot of the pool: a call waits for a free
+    /// slot (within its time limit) instead of failing when all are taken.
+    slots: Arc<tokio::sync::Semaphore>,
     stop: Arc<AtomicBool>,
 }
 
@@ -481,9 +489,8 @@ impl Sandbox {
             .async_stack_size(5 << 20)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&config).map_err(host)?;
-        let mut linker: Linker<GuestState> = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(host)?;
-        Node::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(host)?;
+        // Only what a code node is granted (DESIGN §4): see grant.rs.
+        let linker = grant::granted_linker(&engine).map_err(host)?;
         let stop = Arc::new(AtomicBool::new(false));
         {
             let engine = engine.clone();
@@ -518,6 +525,7 @@ impl Sandbox {
                 loaded: Mutex::new(HashMap::new()),
                 js: tokio::sync::OnceCell::new(),
                 js_source: js::JsSource::default(),
+                slots: Arc::new(tokio::sync::Semaphore::new(SLOTS as usize)),
                 stop,
             }),
         })
@@ -536,9 +544,11 @@ impl Sandbox {
             return Ok(id);
         }
         let component = self.compile_cached(&id, bytes)?;
-        let pre = self
-            .inner
-            .linker
+        // The granted interfaces, and a stop for each `wasi:*` function it
+        // imports beyond them (see grant.rs).
+        let linker = grant::linker_for(&self.inner.linker, &component)
+            .map_err(|e| Error::Invalid(format!("{e:#}")))?;
+        let pre = linker
             .instantiate_pre(&component)
             .map_err(|e| Error::Invalid(format!("{e:#}")))?;
         let pre = NodePre::new(pre).map_err(|e| Error::Invalid(format!("{e:#}")))?;
@@ -565,12 +575,13 @@ impl Sandbox {
             .as_ref()
             .map(|d| cache_file(d, engine, "", id));
         if let Some(file) = &file
-            && file.exists()
+            && verified(file)
         {
             // SAFETY: the file is one this sandbox serialized into its own
             // cache dir (named by the component's hash and this build), not
-            // user input; wasmtime also checks that it was produced by a
-            // compatible engine and configuration.
+            // user input, and its bytes are the ones written (`verified`);
+            // wasmtime also checks that it was produced by a compatible
+            // engine and configuration.
             if let Ok(c) = unsafe { Component::deserialize_file(engine, file) } {
                 return Ok(c);
             }
@@ -606,6 +617,15 @@ impl Sandbox {
         handle
             .await
             .map_err(|e| Error::Host(format!("the guest's task ended: {e}")))?
+    }
+
+    /// Waits for a free instance slot.
+    pub(crate) async fn slot(&self) -> wasmtime::Result<tokio::sync::SemaphorePermit<'_>> {
+        self.inner
+            .slots
+            .acquire()
+            .await
+            .map_err(|_| wasmtime::Error::msg("the sandbox is shut down"))
     }
 
     async fn run_here(
@@ -664,11 +684,20 @@ impl Sandbox {
                 Ok(UpdateDeadline::Yield(1))
             }
         });
-        let result = async {
+        let work = async {
+            let _slot = self.slot().await?;
             let node = pre.instantiate_async(&mut store).await?;
             node.call_run(&mut store, input).await
-        }
-        .await;
+        };
+        // Epoch deadlines fire only while wasm runs; this one ends the call
+        // wherever it is, waiting in a host function (a WASI sleep or poll)
+        // included. Dropping `work` cancels it: wasmtime resumes the parked
+        // fiber with an error, its stack returns to the pool, and dropping
+        // the store below returns the instance slot.
+        let result = match tokio::time::timeout_at(deadline.into(), work).await {
+            Ok(r) => r,
+            Err(_elapsed) => Err(wasmtime::Error::new(TimeLimitHit)),
+        };
         let hit_memory = store.data().limiter.hit;
         drop(store);
         let (logs, dropped) = {
@@ -740,6 +769,9 @@ fn classify(e: wasmtime::Error, hit_memory: bool, limits: Limits) -> Error {
     if e.downcast_ref::<TimeLimitHit>().is_some() {
         return Error::TimeLimit(limits.timeout);
     }
+    if let Some(n) = e.downcast_ref::<grant::NotGranted>() {
+        return Error::NotGranted(n.to_string());
+    }
     if hit_memory || e.downcast_ref::<MemoryLimitHit>().is_some() {
         return Error::MemoryLimit(limits.memory);
     }
@@ -765,10 +797,45 @@ fn root_message(e: &wasmtime::Error) -> String {
 }
 
 /// Writes a cache file whole or not at all: a crash never leaves half a
-/// file behind.
+/// file behind. Its BLAKE3 hash goes beside it (`<file>.b3`), so that a
+/// file changed or damaged on disk is never loaded (see [`verified`]):
+/// compiled code is run as it is, so its bytes must be the ones written.
 fn write_atomically(file: &Path, bytes: &[u8]) -> bool {
-    let tmp = file.with_extension(format!("{}.tmp", std::process::id()));
-    std::fs::write(&tmp, bytes).is_ok() && std::fs::rename(&tmp, file).is_ok()
+    let put = |path: &Path, bytes: &[u8]| {
+        let tmp = path.with_extension(format!("{}.tmp", std::process::id()));
+        std::fs::write(&tmp, bytes).is_ok() && std::fs::rename(&tmp, path).is_ok()
+    };
+    put(file, bytes) && put(&hash_file(file), blake3::hash(bytes).to_hex().as_bytes())
+}
+
+fn hash_file(file: &Path) -> PathBuf {
+    let mut name = file.as_os_str().to_owned();
+    name.push(".b3");
+    PathBuf::from(name)
+}
+
+/// An exclusive lock on a cache entry (`<file>.lock`), held while it is
+/// looked up and, if missing, compiled and written; `None` if the lock
+/// file cannot be used (then nothing waits).
+pub(crate) fn lock_cache_entry(file: &Path) -> Option<std::fs::File> {
+    let mut name = file.as_os_str().to_owned();
+    name.push(".lock");
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(PathBuf::from(name))
+        .ok()?;
+    lock.lock().ok()?;
+    Some(lock)
+}
+
+/// Whether a cache file exists and hashes to what was written beside it.
+pub(crate) fn verified(file: &Path) -> bool {
+    let (Ok(expected), Ok(bytes)) = (std::fs::read(hash_file(file)), std::fs::read(file)) else {
+        return false;
+    };
+    blake3::hash(&bytes).to_hex().as_bytes() == expected.as_slice()
 }
 
 /// Builds a Rust guest crate into a component (`cargo build --release

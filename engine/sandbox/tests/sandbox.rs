@@ -147,7 +147,9 @@ async fn files_sockets_and_the_environment_are_out_of_reach() {
 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
-    let out = s
+    // Sockets are not linked at all: the first socket call stops the guest
+    // with an error naming it.
+    let err = s
         .run(
             &id,
             &format!(r#"{{"do": "socket", "port": {port}}}"#),
@@ -155,9 +157,13 @@ async fn files_sockets_and_the_environment_are_out_of_reach() {
             caps(),
         )
         .await
-        .unwrap();
-    let text = out.result.unwrap();
-    assert!(text.contains("denied"), "{text}");
+        .unwrap_err();
+    assert!(matches!(err, Error::NotGranted(_)), "{err}");
+    let message = err.to_string();
+    assert!(
+        message.starts_with("wasi:sockets/") && message.contains("has no network"),
+        "{message}"
+    );
     let accepted = tokio::time::timeout(Duration::from_millis(200), listener.accept()).await;
     assert!(accepted.is_err(), "the guest reached a socket");
 
@@ -348,4 +354,78 @@ async fn log_lines_reach_a_sink_live_even_from_a_guest_that_is_then_stopped() {
             .all(|g| g.0 < t + Duration::from_millis(400) && g.0 < ended)
     );
     assert_eq!(got[2].1, "warn");
+}
+
+/// A guest that sleeps in WASI waits in a host function, where epoch
+/// deadlines never fire: it ran 20 s under a 1 s limit, and 260 of them held
+/// every instance slot. The host's own deadline now ends it at its limit,
+/// and the slots come back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guest_blocked_in_a_host_call_stops_at_its_time_limit() {
+    let (s, id) = sandbox();
+    // Waiting is not granted: a sleep stops at once, naming the call.
+    let t = Instant::now();
+    let err = s
+        .run(&id, r#"{"do": "sleep"}"#, limits(1000), caps())
+        .await
+        .unwrap_err();
+    let took = t.elapsed();
+    assert!(matches!(err, Error::NotGranted(_)), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with("wasi:clocks/monotonic-clock.subscribe-duration is not available"),
+        "{err}"
+    );
+    assert!(took < Duration::from_millis(900), "{took:?}");
+
+    // More sleepers than the pool has slots, all at once: each ends quickly,
+    // and a quick call after them finds a slot.
+    let t = Instant::now();
+    let sleepers: Vec<_> = (0..260)
+        .map(|_| {
+            let id = id.clone();
+            tokio::spawn(
+                async move { s.run(&id, r#"{"do": "sleep"}"#, limits(1000), caps()).await },
+            )
+        })
+        .collect();
+    for sleeper in sleepers {
+        let r = sleeper.await.unwrap();
+        assert!(matches!(r, Err(Error::NotGranted(_))), "{r:?}");
+    }
+    let all = t.elapsed();
+    assert!(all < Duration::from_secs(6), "260 sleepers took {all:?}");
+    let out = s.run(&id, "[3]", limits(5000), caps()).await.unwrap();
+    assert_eq!(out.result, Ok(r#"{"echo": [3]}"#.to_string()));
+}
+
+/// Compiled code in the cache runs as it is: a file changed on disk (by
+/// damage, or by anyone who can write there) is not loaded but compiled
+/// again and rewritten. (It was loaded without a check.)
+#[tokio::test]
+async fn a_changed_cache_file_is_never_loaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = Sandbox::new(Some(dir.path())).unwrap();
+    let id = first.load(guest()).unwrap();
+    let file = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .find(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().to_string();
+            name.starts_with(&id) && !name.ends_with(".b3")
+        })
+        .expect("the compiled guest is cached");
+    // (It runs mapped from that file: let it go before changing the file.)
+    drop(first);
+    let mut bytes = std::fs::read(&file).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(&file, &bytes).unwrap();
+    let other = Sandbox::new(Some(dir.path())).unwrap();
+    assert_eq!(other.load(guest()).unwrap(), id);
+    let out = other.run(&id, "4", limits(5000), caps()).await.unwrap();
+    assert_eq!(out.result, Ok(r#"{"echo": 4}"#.to_string()));
+    let rewritten = std::fs::read(&file).unwrap();
+    assert_ne!(rewritten, bytes, "the changed file was kept");
 }

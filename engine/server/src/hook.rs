@@ -40,6 +40,7 @@ pub(crate) async fn hook(
     Path((workflow, path)): Path<(String, String)>,
     Query(query): Query<BTreeMap<String, String>>,
     method: Method,
+    uri: axum::http::Uri,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
@@ -55,23 +56,49 @@ pub(crate) async fn hook(
     };
     let (trigger, config) = find_trigger(&plan, &method, &path).ok_or_else(no_hook)?;
     if let Some(secret) = config.get("secret").and_then(Value::as_str) {
-        check_signature(secret, &headers, &body)?;
+        if config.get("signature").and_then(Value::as_str) == Some("v0") {
+            check_signature_v0(secret, &headers, &body)?;
+        } else {
+            let signed = Signed {
+                method: method.as_str(),
+                path: uri.path(),
+                query: uri.query().unwrap_or(""),
+                content_type: headers
+                    .get(header::CONTENT_TYPE)
+                    .map(HeaderValue::as_bytes)
+                    .unwrap_or_default(),
+                body: &body,
+            };
+            check_signature_v1(secret, &headers, &signed, &s.replays, now_secs())?;
+        }
     }
+    let keep: Vec<String> = config
+        .get("keep_headers")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_ascii_lowercase)
+                .collect()
+        })
+        .unwrap_or_default();
     let message = json!({
         "method": method.as_str(),
         "path": path,
         "query": query,
-        "headers": header_map(&headers),
+        "headers": header_map(&headers, &keep),
         "body": parse_body(&headers, &body)?,
     });
     // `immediately` acknowledges the run: it must be on disk first.
     // `when_finished` answers after the run's finish, which commits it.
     let input = Arc::new(message);
     // A workflow that cannot start (a credential it names is missing) is the
-    // owner's problem, not the caller's: 500, like a failed run.
+    // owner's problem, not the caller's: 500, like a failed run, and the
+    // reason stays with the owner (the server's log).
     let cannot_start = |e: sluice_runtime::executor::Error| match e {
         sluice_runtime::executor::Error::Invalid(_) => {
-            ApiError::internal(format!("the workflow cannot start: {e}"))
+            eprintln!("sluice: webhook {workflow}/{path}: the workflow cannot start: {e}");
+            ApiError::internal("the workflow cannot start")
         }
         other => other.into(),
     };
@@ -96,24 +123,12 @@ pub(crate) async fn hook(
         return Ok(accepted(&run_id));
     };
     if result.status != Status::Succeeded {
-        let mut resp = ApiError::internal(format!(
-            "run {} {}{}: {}",
-            result.id,
-            result.status.as_str(),
-            result
-                .error
-                .as_ref()
-                .and_then(|e| e["node"].as_str())
-                .map(|n| format!(" at node `{n}`"))
-                .unwrap_or_default(),
-            result
-                .error
-                .as_ref()
-                .and_then(|e| e["message"].as_str())
-                .unwrap_or("no message"),
-        ))
-        .with_detail(json!({"run_id": result.id, "error": result.error}))
-        .into_response();
+        // The caller learns that the run failed and its id, not the error:
+        // a step's error can tell what exists on this machine (a file's
+        // path, a host's name). The run holds it for the owner.
+        let mut resp = ApiError::internal(format!("run {} {}", result.id, result.status.as_str()))
+            .with_detail(json!({"run_id": result.id}))
+            .into_response();
         set_run_id(&mut resp, &run_id);
         return Ok(resp);
     }
@@ -145,7 +160,128 @@ fn find_trigger(plan: &Plan, method: &Method, path: &str) -> Option<(String, Val
     })
 }
 
-fn check_signature(secret: &str, headers: &HeaderMap, body: &[u8]) -> Result<(), ApiError> {
+/// What a v1 signature covers, besides its timestamp.
+pub struct Signed<'a> {
+    pub method: &'a str,
+    /// The request path as sent (`/hook/{workflow}/{path}`).
+    pub path: &'a str,
+    /// The raw query string, without `?` (empty when none).
+    pub query: &'a str,
+    pub content_type: &'a [u8],
+    pub body: &'a [u8],
+}
+
+/// How far a v1 signature's timestamp may be from the server's clock.
+pub const SIGNATURE_WINDOW_SECS: u64 = 300;
+
+/// The v1 signature of a request at `t`: hex HMAC-SHA256 over
+/// `v1\n{t}\n{METHOD}\n{path}\n{query}\n{content type}\n{body}`.
+pub fn sign_v1(secret: &str, t: u64, r: &Signed<'_>) -> String {
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes())
+        .expect("HMAC takes any key length");
+    mac.update(format!("v1\n{t}\n{}\n{}\n{}\n", r.method, r.path, r.query).as_bytes());
+    mac.update(r.content_type);
+    mac.update(b"\n");
+    mac.update(r.body);
+    hex::encode(mac.finalize().into_bytes())
+}
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+type Seen = (
+    std::collections::HashSet<[u8; 32]>,
+    std::collections::VecDeque<(u64, [u8; 32])>,
+);
+
+/// Signatures seen within the window: a captured request cannot be sent
+/// again. Bounded: past the bound, the oldest are forgotten (they are the
+/// nearest to leaving the window anyway).
+#[derive(Default)]
+pub(crate) struct Replays {
+    seen: std::sync::Mutex<Seen>,
+}
+
+impl Replays {
+    const MAX: usize = 1 << 20;
+
+    /// True the first time `sig` (at `t`) is seen within the window.
+    fn first_use(&self, sig: &[u8], t: u64, now: u64) -> bool {
+        let key = key_of(sig);
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let (set, order) = &mut *seen;
+        while let Some(&(at, old)) = order.front() {
+            if at + SIGNATURE_WINDOW_SECS < now || order.len() >= Self::MAX {
+                order.pop_front();
+                set.remove(&old);
+            } else {
+                break;
+            }
+        }
+        if !set.insert(key) {
+            return false;
+        }
+        order.push_back((t, key));
+        true
+    }
+}
+
+/// A fixed-size key for a signature (SHA-256 of its bytes).
+fn key_of(sig: &[u8]) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(sig).into()
+}
+
+fn check_signature_v1(
+    secret: &str,
+    headers: &HeaderMap,
+    signed: &Signed<'_>,
+    replays: &Replays,
+    now: u64,
+) -> Result<(), ApiError> {
+    let unauthorized = |m: &str| ApiError::new(StatusCode::UNAUTHORIZED, m.to_string());
+    let given = headers
+        .get(SIGNATURE_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .ok_or_else(|| {
+            unauthorized("missing X-Sluice-Signature: t=<unix seconds>,v1=<hex hmac>")
+        })?;
+    let mut t = None;
+    let mut v1 = None;
+    for part in given.split(',') {
+        match part.trim().split_once('=') {
+            Some(("t", v)) => t = v.trim().parse::<u64>().ok(),
+            Some(("v1", v)) => v1 = Some(v.trim()),
+            _ => {}
+        }
+    }
+    let (Some(t), Some(v1)) = (t, v1) else {
+        return Err(unauthorized(
+            "X-Sluice-Signature must be `t=<unix seconds>,v1=<hex hmac>`",
+        ));
+    };
+    if t.abs_diff(now) > SIGNATURE_WINDOW_SECS {
+        return Err(unauthorized(
+            "X-Sluice-Signature's timestamp is more than 5 minutes from the server's clock",
+        ));
+    }
+    let expected = sign_v1(secret, t, signed);
+    if !crate::security::same(expected.as_bytes(), v1.to_ascii_lowercase().as_bytes()) {
+        return Err(unauthorized(
+            "X-Sluice-Signature does not match the request",
+        ));
+    }
+    if !replays.first_use(expected.as_bytes(), t, now) {
+        return Err(unauthorized("X-Sluice-Signature was used already"));
+    }
+    Ok(())
+}
+
+/// The weaker v0 form (`signature: "v0"`): an HMAC of the body alone.
+fn check_signature_v0(secret: &str, headers: &HeaderMap, body: &[u8]) -> Result<(), ApiError> {
     let unauthorized = |m: &str| ApiError::new(StatusCode::UNAUTHORIZED, m.to_string());
     let given = headers
         .get(SIGNATURE_HEADER)
@@ -163,11 +299,27 @@ fn check_signature(secret: &str, headers: &HeaderMap, body: &[u8]) -> Result<(),
         .map_err(|_| unauthorized("X-Sluice-Signature does not match the body"))
 }
 
-/// Request headers as a JSON object (lower-case names; repeated headers joined by ", ").
-fn header_map(headers: &HeaderMap) -> Value {
+/// Headers that carry a caller's credentials: stored masked unless the
+/// trigger keeps them (`keep_headers`).
+const SENSITIVE: [&str; 5] = [
+    "authorization",
+    "cookie",
+    "proxy-authorization",
+    "x-api-key",
+    SIGNATURE_HEADER,
+];
+
+/// Request headers as a JSON object (lower-case names; repeated headers
+/// joined by ", "), credentials masked as `***` unless in `keep`.
+fn header_map(headers: &HeaderMap, keep: &[String]) -> Value {
     let mut out = Map::new();
     for (name, value) in headers {
-        let v = String::from_utf8_lossy(value.as_bytes()).into_owned();
+        let masked = SENSITIVE.contains(&name.as_str()) && !keep.iter().any(|k| k == name.as_str());
+        let v = if masked {
+            "***".to_string()
+        } else {
+            String::from_utf8_lossy(value.as_bytes()).into_owned()
+        };
         match out.get_mut(name.as_str()) {
             Some(Value::String(prev)) => {
                 prev.push_str(", ");

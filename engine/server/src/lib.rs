@@ -7,9 +7,10 @@
 //! HTTP responses once, in [`ApiError`].
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+mod accept;
 mod api;
 mod error;
-mod hook;
+pub mod hook;
 mod live;
 mod openapi;
 mod security;
@@ -27,7 +28,7 @@ use axum::extract::DefaultBodyLimit;
 use sluice_runtime::Engine;
 
 pub use error::ApiError;
-pub use security::ensure_token;
+pub use security::{ensure_token, ensure_token_new};
 
 /// The port Sluice listens on when none is given (127.0.0.1 only).
 pub const DEFAULT_PORT: u16 = 4260;
@@ -48,6 +49,13 @@ pub struct Options {
     pub ui_embedded: &'static [(&'static str, &'static [u8])],
     /// One-time sign-in codes for the editor (`/ui/login?code=…`).
     pub codes: Arc<Codes>,
+    /// Open connections (WebSockets included) beyond which the oldest idle
+    /// one is closed for a new one, or the new one refused when none is idle.
+    pub max_connections: usize,
+    /// A client must send complete request headers within this long after
+    /// connecting or after its previous response (the keep-alive idle
+    /// timeout too).
+    pub header_read_timeout: Duration,
 }
 
 impl Options {
@@ -59,6 +67,8 @@ impl Options {
             ui_dir: None,
             ui_embedded: &[],
             codes: Arc::new(Codes::default()),
+            max_connections: 4096,
+            header_read_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -69,6 +79,8 @@ struct AppState {
     token: Arc<str>,
     codes: Arc<Codes>,
     options: Arc<Options>,
+    /// Webhook signatures already used (replays are refused).
+    replays: Arc<hook::Replays>,
 }
 
 /// The whole HTTP surface.
@@ -79,6 +91,7 @@ pub fn router(engine: Engine, token: &str, options: Options) -> Router {
         token: Arc::from(token),
         codes: options.codes.clone(),
         options: Arc::new(options),
+        replays: Arc::default(),
     };
     let protect = |r: Router<AppState>| {
         r.route_layer(axum::middleware::from_fn_with_state(
@@ -144,8 +157,11 @@ async fn request_timeout(
     }
 }
 
-/// Serves until `shutdown` resolves, then stops accepting and lets requests
-/// in progress finish.
+/// Serves until `shutdown` resolves, then stops accepting, closes idle
+/// connections and lets requests in progress finish. Connections are bounded
+/// (`max_connections`, the oldest idle one closed for a new one) and must
+/// send their request headers in time (`header_read_timeout`): idle or
+/// silent clients cannot use up the process's file descriptors.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     engine: Engine,
@@ -153,10 +169,53 @@ pub async fn serve(
     options: Options,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let limits = accept::Limits {
+        max_connections: options.max_connections.max(1),
+        header_read_timeout: options.header_read_timeout,
+    };
     let app = router(engine, token, options);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
+    accept::run(listener, app, limits, shutdown).await;
+    Ok(())
+}
+
+/// Raises the soft limit on open files to the hard one (as Go does at
+/// start): connections, the store and file watches share it. Returns the
+/// soft limit in force.
+#[cfg(unix)]
+#[allow(unsafe_code)]
+pub fn raise_open_files_limit() -> std::io::Result<u64> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid, writable rlimit; getrlimit writes only into it.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let mut want = lim.rlim_max.min(1 << 20);
+    if cfg!(target_os = "macos") {
+        want = want.min(10_240); // OPEN_MAX: macOS refuses more
+    }
+    if want > lim.rlim_cur {
+        let new = libc::rlimit {
+            rlim_cur: want,
+            rlim_max: lim.rlim_max,
+        };
+        // SAFETY: a valid rlimit; only the soft limit is raised, never above the hard one.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &new) } == 0 {
+            lim.rlim_cur = want;
+        }
+    }
+    #[allow(clippy::unnecessary_cast)] // rlim_t is not u64 everywhere
+    Ok(lim.rlim_cur as u64)
+}
+
+/// The connection cap that leaves room under an open-files limit of
+/// `nofile` for the store, the journal, the caches and outbound requests.
+pub fn connection_cap(wanted: usize, nofile: u64) -> usize {
+    let nofile = usize::try_from(nofile).unwrap_or(usize::MAX);
+    let reserve = (nofile / 8).max(256);
+    wanted.min(nofile.saturating_sub(reserve)).max(1)
 }
 
 /// Whether binding this address exposes the port beyond this machine.

@@ -82,7 +82,10 @@ pub(crate) async fn ws(
     let rx = s.engine.subscribe();
     let docs = s.engine.doc_events();
     let engine = s.engine.clone();
-    upgrade.on_upgrade(move |socket| {
+    // The editor offers `sluice` (and its session as a second subprotocol,
+    // checked by the token middleware); a browser closes a socket whose
+    // server picks none of what it offered.
+    upgrade.protocols(["sluice"]).on_upgrade(move |socket| {
         let client = Client {
             engine,
             id: NEXT_CLIENT.fetch_add(1, Ordering::Relaxed),

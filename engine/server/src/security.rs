@@ -14,9 +14,15 @@ use crate::{ApiError, AppState};
 
 /// Returns the data dir's API token, creating it (mode 0600) on first start.
 pub fn ensure_token(data_dir: &Path) -> std::io::Result<String> {
+    ensure_token_new(data_dir).map(|(token, _)| token)
+}
+
+/// [`ensure_token`], and whether the token was created just now (so a
+/// command can show it this once, and never again on its own).
+pub fn ensure_token_new(data_dir: &Path) -> std::io::Result<(String, bool)> {
     let path = data_dir.join("api-token");
     match std::fs::read_to_string(&path) {
-        Ok(t) if !t.trim().is_empty() => return Ok(t.trim().to_string()),
+        Ok(t) if !t.trim().is_empty() => return Ok((t.trim().to_string(), false)),
         Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(e),
@@ -37,7 +43,7 @@ pub fn ensure_token(data_dir: &Path) -> std::io::Result<String> {
     f.write_all(token.as_bytes())?;
     f.sync_all()?;
     std::fs::rename(&tmp, &path)?;
-    Ok(token)
+    Ok((token, true))
 }
 
 /// Equal in constant time, so the token cannot be guessed byte by byte.
@@ -50,8 +56,9 @@ pub(crate) async fn require_token(
     req: Request,
     next: Next,
 ) -> Response {
-    // The editor in a browser signs in with a session cookie instead.
-    if crate::ui::has_session(req.headers(), &state.token) {
+    // The editor's WebSocket carries its session as a subprotocol.
+    if crate::ui::ws_session(req.headers()).is_some_and(|s| crate::ui::is_session(s, &state.token))
+    {
         return next.run(req).await;
     }
     let given = req
@@ -63,6 +70,8 @@ pub(crate) async fn require_token(
         .map(|(_, t)| t.trim());
     let refused = match given {
         Some(t) if same(t.as_bytes(), state.token.as_bytes()) => return next.run(req).await,
+        // The editor in a browser: a signed session instead of the token.
+        Some(t) if crate::ui::is_session(t, &state.token) => return next.run(req).await,
         Some(_) => ApiError::new(StatusCode::UNAUTHORIZED, "wrong API token"),
         None => ApiError::new(
             StatusCode::UNAUTHORIZED,

@@ -2,9 +2,13 @@
 //! without copying a token.
 //!
 //! `sluice serve` prints a link with a one-time code
-//! (`/ui/login?code=…`). Opening it trades the code for a session cookie
-//! (`HttpOnly`, `SameSite=Strict`) that the API and the WebSocket accept in
-//! place of the bearer token. A session is a random id signed with the API
+//! (`/ui/login?code=…`). Opening it trades the code for a session that the
+//! sign-in page puts in this origin's `localStorage`; the editor sends it as
+//! `Authorization: Bearer <session>` (and, on the WebSocket, as the
+//! subprotocol `sluice.session.<session>`), which the API accepts in place
+//! of the token. Not a cookie: browsers send cookies to every port of a
+//! host, so any other local server could replay it; storage is scoped to
+//! the origin, port included. A session is a random id signed with the API
 //! token (HMAC-SHA256): it survives restarts, needs no storage, and every
 //! session ends when the token is replaced.
 
@@ -16,12 +20,14 @@ use std::time::{Duration, Instant};
 use axum::body::Bytes;
 use axum::extract::{Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::response::{Html, IntoResponse, Response};
 use hmac::{KeyInit, Mac};
 
 use crate::AppState;
 
-pub(crate) const COOKIE: &str = "sluice_session";
+/// The name of the session in `localStorage` (and of the cookie earlier
+/// versions set, which signing in now clears).
+pub(crate) const SESSION_KEY: &str = "sluice_session";
 /// How long a printed sign-in link works (it works once).
 const CODE_TTL: Duration = Duration::from_secs(24 * 3600);
 /// How long a browser stays signed in.
@@ -74,27 +80,49 @@ fn sign(token: &str, id: &str) -> String {
     hex::encode(mac.finalize().into_bytes())
 }
 
-/// A new session cookie value: `<id>.<signature>`.
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// A new session: `<id>.<expiry, unix seconds>.<signature of both>`.
 fn new_session(token: &str) -> String {
-    let id = random_hex(16);
+    session_until(token, now_secs() + SESSION_DAYS * 24 * 3600)
+}
+
+fn session_until(token: &str, expires: u64) -> String {
+    let id = format!("{}.{expires}", random_hex(16));
     let sig = sign(token, &id);
     format!("{id}.{sig}")
 }
 
-/// Whether the request carries a valid session cookie.
-pub(crate) fn has_session(headers: &HeaderMap, token: &str) -> bool {
+/// Whether `value` is a session signed with `token` that has not expired.
+pub(crate) fn is_session(value: &str, token: &str) -> bool {
+    let Some((id, sig)) = value.rsplit_once('.') else {
+        return false;
+    };
+    let Some((random, expires)) = id.split_once('.') else {
+        return false;
+    };
+    random.len() == 32
+        && expires.parse::<u64>().is_ok_and(|e| e > now_secs())
+        && crate::security::same(sign(token, id).as_bytes(), sig.as_bytes())
+}
+
+/// The session a WebSocket request offers as a subprotocol
+/// (`sluice.session.<session>`), if any.
+pub(crate) fn ws_session(headers: &HeaderMap) -> Option<&str> {
     headers
-        .get_all(header::COOKIE)
+        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|c| c.trim().strip_prefix(COOKIE)?.strip_prefix('='))
-        .any(|value| {
-            value.split_once('.').is_some_and(|(id, sig)| {
-                id.len() == 32 && crate::security::same(sign(token, id).as_bytes(), sig.as_bytes())
-            })
-        })
+        .flat_map(|v| v.split(','))
+        .find_map(|p| p.trim().strip_prefix(WS_SESSION))
 }
+
+/// The subprotocol prefix that carries a session on a WebSocket.
+pub(crate) const WS_SESSION: &str = "sluice.session.";
 
 #[derive(serde::Deserialize)]
 pub(crate) struct Login {
@@ -131,15 +159,47 @@ pub(crate) async fn login(State(s): State<AppState>, Query(q): Query<Login>) -> 
         )
             .into_response();
     }
-    let cookie = format!(
-        "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}",
-        new_session(&s.token),
-        SESSION_DAYS * 24 * 3600
+    signed_in_page(&new_session(&s.token), local_path(q.then.as_deref()))
+}
+
+/// The page that keeps the session in this origin's storage and goes on to
+/// `then`. Its one script is allowed by a nonce; nothing else runs, it is
+/// never cached, and it sends no referrer.
+fn signed_in_page(session: &str, then: &str) -> Response {
+    let nonce = random_hex(16);
+    // JSON strings, with `<` escaped so no text can close the script.
+    let js = |v: &str| {
+        serde_json::Value::from(v)
+            .to_string()
+            .replace('<', "\\u003c")
+    };
+    let body = format!(
+        "<!doctype html><meta charset=utf-8><title>Sluice</title>\
+         <body style=\"font:16px system-ui;margin:4em\"><p>Signing in…</p>\
+         <script nonce=\"{nonce}\">localStorage.setItem({key}, {session});\
+         location.replace({then});</script>",
+        key = js(SESSION_KEY),
+        session = js(session),
+        then = js(then),
     );
-    let mut resp = Redirect::to(local_path(q.then.as_deref())).into_response();
-    if let Ok(v) = HeaderValue::from_str(&cookie) {
-        resp.headers_mut().insert(header::SET_COOKIE, v);
+    let mut resp = Html(body).into_response();
+    let headers = resp.headers_mut();
+    let csp = format!(
+        "default-src 'none'; script-src 'nonce-{nonce}'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    );
+    if let Ok(v) = HeaderValue::from_str(&csp) {
+        headers.insert(header::CONTENT_SECURITY_POLICY, v);
     }
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    // The cookie of earlier versions, which other local ports received.
+    headers.insert(
+        header::SET_COOKIE,
+        HeaderValue::from_static("sluice_session=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict"),
+    );
     resp
 }
 
@@ -194,7 +254,39 @@ pub(crate) async fn static_file(State(s): State<AppState>, req: Request) -> Resp
         header::HeaderName::from_static("x-content-type-options"),
         HeaderValue::from_static("nosniff"),
     );
+    if path.ends_with(".html")
+        && let Ok(v) = HeaderValue::from_str(&editor_csp(req.headers()))
+    {
+        headers.insert(header::CONTENT_SECURITY_POLICY, v);
+    }
     resp
+}
+
+/// The editor page's Content-Security-Policy: scripts, WebAssembly and
+/// connections from this server only (the WebSocket named by the Host the
+/// page was loaded under), no inline script, no plugins, no framing. An
+/// injected `<script>` or a link to elsewhere cannot run or call home.
+/// Inline styles stay allowed: the editor sets `style` attributes.
+fn editor_csp(headers: &HeaderMap) -> String {
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .filter(|h| {
+            h.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | ':' | '[' | ']' | '-'))
+        })
+        .unwrap_or("");
+    let ws = if host.is_empty() {
+        String::new()
+    } else {
+        format!(" ws://{host} wss://{host}")
+    };
+    format!(
+        "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; \
+         style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; \
+         connect-src 'self'{ws}; object-src 'none'; base-uri 'none'; \
+         form-action 'none'; frame-ancestors 'none'"
+    )
 }
 
 /// `path` under `dir`, refusing anything that could leave it.
@@ -225,18 +317,33 @@ mod tests {
 
     #[test]
     fn sessions_are_signed_with_the_token() {
-        let cookie = new_session("tok");
+        let session = new_session("tok");
+        assert!(is_session(&session, "tok"));
+        assert!(!is_session(&session, "another token"));
+        let (id, _) = session.rsplit_once('.').unwrap();
+        assert!(!is_session(&format!("{id}.{}", "0".repeat(64)), "tok"));
+        // An expired session, though signed, is refused.
+        assert!(!is_session(&session_until("tok", now_secs() - 1), "tok"));
+        assert!(is_session(&session_until("tok", now_secs() + 60), "tok"));
         let mut headers = HeaderMap::new();
         headers.insert(
-            header::COOKIE,
-            HeaderValue::from_str(&format!("a=b; {COOKIE}={cookie}")).unwrap(),
+            header::SEC_WEBSOCKET_PROTOCOL,
+            HeaderValue::from_str(&format!("sluice, {WS_SESSION}{session}")).unwrap(),
         );
-        assert!(has_session(&headers, "tok"));
-        assert!(!has_session(&headers, "another token"));
-        let (id, _) = cookie.split_once('.').unwrap();
-        let forged = format!("{COOKIE}={id}.{}", "0".repeat(64));
-        headers.insert(header::COOKIE, HeaderValue::from_str(&forged).unwrap());
-        assert!(!has_session(&headers, "tok"));
+        assert_eq!(ws_session(&headers), Some(session.as_str()));
+    }
+
+    #[test]
+    fn the_sign_in_page_runs_only_its_own_script() {
+        let resp = signed_in_page("abc.def", "/#/w/</script>");
+        let csp = resp.headers()[header::CONTENT_SECURITY_POLICY]
+            .to_str()
+            .unwrap();
+        assert!(
+            csp.starts_with("default-src 'none'; script-src 'nonce-"),
+            "{csp}"
+        );
+        assert_eq!(resp.headers()[header::CACHE_CONTROL], "no-store");
     }
 
     #[test]

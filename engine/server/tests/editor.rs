@@ -1126,3 +1126,56 @@ async fn the_list_renames_duplicates_deletes_exports_and_imports() {
     screenshot(&a, "list").await;
     a.close().await.ok();
 }
+
+/// Signed in, the browser sends nothing of its session to another server
+/// on this machine (another port of 127.0.0.1): the session lives in the
+/// editor origin's storage and travels as a header, not as a cookie, which
+/// browsers send to every port of a host. (Issue 16: a replayed cookie read
+/// credentials metadata and wrote workflows for 30 days.)
+#[tokio::test]
+async fn another_local_port_never_receives_the_session() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (s, codes) = editor_server().await;
+    let other = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let other_port = other.local_addr().unwrap().port();
+    let seen = tokio::spawn(async move {
+        let (mut conn, _) = other.accept().await.unwrap();
+        let mut head = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = conn.read(&mut buf).await.unwrap();
+            if n == 0 {
+                break;
+            }
+            head.extend_from_slice(&buf[..n]);
+        }
+        conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok")
+            .await
+            .ok();
+        String::from_utf8_lossy(&head).to_string()
+    });
+    let driver = driver().await;
+    let a = browser(&driver).await;
+    // Signed in: the editor lists workflows (through the API, with the session).
+    a.goto(&format!("{}/ui/login?code={}", s.base, codes.issue()))
+        .await
+        .unwrap();
+    a.wait()
+        .at_most(Duration::from_secs(20))
+        .for_element(Locator::Css("ul.workflows"))
+        .await
+        .unwrap();
+    a.goto(&format!("http://127.0.0.1:{other_port}/"))
+        .await
+        .unwrap();
+    let head = tokio::time::timeout(Duration::from_secs(10), seen)
+        .await
+        .expect("the other server was asked")
+        .unwrap();
+    let lower = head.to_ascii_lowercase();
+    assert!(
+        !lower.contains("sluice_session") && !lower.contains("\r\ncookie:"),
+        "the other port received: {head}"
+    );
+    a.close().await.ok();
+}

@@ -1,5 +1,7 @@
-//! The editor's door: signing in with a one-time code for a session cookie
-//! that the API and the WebSocket accept, and its static files.
+//! The editor's door: signing in with a one-time code for a session the
+//! page keeps in its origin's storage and sends as a header (never a
+//! cookie, which other ports of the host would receive), and its static
+//! files.
 
 mod common;
 
@@ -41,28 +43,49 @@ async fn a_one_time_code_signs_a_browser_in() {
         .unwrap();
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
 
-    // The code: a cookie, HttpOnly and SameSite=Strict, and on to the editor.
+    // The code: a page that keeps the session in this origin's storage and
+    // goes on to the editor. No session cookie (only the clearing of one
+    // an earlier version set), and only its own script may run.
     let r = no_redirects
-        .get(format!("{}/ui/login?code={code}", s.base))
+        .get(format!(
+            "{}/ui/login?code={code}&then=/%23/w/orders",
+            s.base
+        ))
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), StatusCode::SEE_OTHER);
-    assert_eq!(r.headers()[header::LOCATION], "/");
+    assert_eq!(r.status(), StatusCode::OK);
     let set = r.headers()[header::SET_COOKIE]
         .to_str()
         .unwrap()
         .to_string();
-    assert!(set.starts_with("sluice_session="), "{set}");
-    for attr in ["HttpOnly", "SameSite=Strict", "Path=/"] {
-        assert!(set.contains(attr), "{set}");
-    }
-    let cookie = set.split(';').next().unwrap().to_string();
+    assert!(
+        set.starts_with("sluice_session=;") && set.contains("Max-Age=0"),
+        "{set}"
+    );
+    let csp = r.headers()[header::CONTENT_SECURITY_POLICY]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        csp.starts_with("default-src 'none'; script-src 'nonce-"),
+        "{csp}"
+    );
+    assert_eq!(r.headers()[header::CACHE_CONTROL], "no-store");
+    let page = r.text().await.unwrap();
+    let session = page
+        .split("localStorage.setItem(\"sluice_session\", \"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_else(|| panic!("no session in {page}"))
+        .to_string();
+    assert!(page.contains("location.replace(\"/#/w/orders\")"), "{page}");
 
-    // The cookie works like the token, for the API and the WebSocket.
+    // The session works like the token, for the API and (as a subprotocol)
+    // the WebSocket.
     let r = no_redirects
         .get(format!("{}/api/v1/workflows", s.base))
-        .header(header::COOKIE, &cookie)
+        .bearer_auth(&session)
         .send()
         .await
         .unwrap();
@@ -72,30 +95,42 @@ async fn a_one_time_code_signs_a_browser_in() {
         let mut req = format!("ws://{}/api/v1/ws?events=none", s.addr)
             .into_client_request()
             .unwrap();
-        req.headers_mut().insert("cookie", cookie.parse().unwrap());
+        req.headers_mut().insert(
+            "sec-websocket-protocol",
+            format!("sluice, sluice.session.{session}").parse().unwrap(),
+        );
         req.headers_mut()
             .insert("origin", format!("http://{}", s.addr).parse().unwrap());
-        tokio_tungstenite::connect_async(req).await.unwrap();
+        let (_, resp) = tokio_tungstenite::connect_async(req).await.unwrap();
+        assert_eq!(resp.headers()["sec-websocket-protocol"], "sluice");
     }
+    // A cookie is no credential any more.
+    let r = no_redirects
+        .get(format!("{}/api/v1/workflows", s.base))
+        .header(header::COOKIE, format!("sluice_session={session}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
     // A page elsewhere cannot use it: the Origin check still applies.
     let r = no_redirects
         .request(Method::DELETE, format!("{}/api/v1/workflows/x", s.base))
-        .header(header::COOKIE, &cookie)
+        .bearer_auth(&session)
         .header(header::ORIGIN, "http://evil.example")
         .send()
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::FORBIDDEN);
-    // A forged or damaged cookie is refused.
-    let forged = format!("{}0", &cookie[..cookie.len() - 1]);
-    let forged = if forged == cookie {
-        format!("{}1", &cookie[..cookie.len() - 1])
+    // A forged or damaged session is refused.
+    let forged = format!("{}0", &session[..session.len() - 1]);
+    let forged = if forged == session {
+        format!("{}1", &session[..session.len() - 1])
     } else {
         forged
     };
     let r = no_redirects
         .get(format!("{}/api/v1/workflows", s.base))
-        .header(header::COOKIE, forged)
+        .bearer_auth(forged)
         .send()
         .await
         .unwrap();

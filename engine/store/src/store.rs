@@ -324,7 +324,8 @@ impl Store {
         let blobs = {
             let dir = dir.clone();
             tokio::task::spawn_blocking(move || {
-                std::fs::create_dir_all(&dir).map_err(Error::io(&dir))?;
+                private_dir(&dir)?;
+                private_file(&dir.join("sluice.db"))?;
                 Blobs::open(dir.join("blobs"))
             })
             .await??
@@ -967,4 +968,59 @@ pub(crate) fn now_us() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+}
+
+/// Creates the data dir, readable by its owner only (0700), and takes an
+/// existing one down to that: it holds the journal, the token and the
+/// vault key, none of them for other local users.
+fn private_dir(dir: &Path) -> Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(Error::io(dir))?;
+        let meta = std::fs::metadata(dir).map_err(Error::io(dir))?;
+        if meta.permissions().mode() & 0o077 != 0 {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+                .map_err(Error::io(dir))?;
+        }
+    }
+    #[cfg(not(unix))]
+    std::fs::create_dir_all(dir).map_err(Error::io(dir))?;
+    Ok(())
+}
+
+/// Creates `file` empty with mode 0600 when it does not exist, or takes it
+/// down to 0600 (SQLite gives its WAL and shared-memory files the mode of
+/// the database file).
+fn private_file(file: &Path) -> Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(file)
+            .map_err(Error::io(file))?;
+        for f in [
+            file.to_path_buf(),
+            file.with_extension("db-wal"),
+            file.with_extension("db-shm"),
+        ] {
+            if let Ok(meta) = std::fs::metadata(&f)
+                && meta.permissions().mode() & 0o077 != 0
+            {
+                std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600))
+                    .map_err(Error::io(&f))?;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = file;
+    Ok(())
 }

@@ -25,10 +25,12 @@ pub(crate) fn arm(
         .map(|i| &plan.nodes[i])
         .ok_or_else(|| format!("no node `{trigger}`"))?;
     let cfg = &node.raw_config;
-    let dir = PathBuf::from(cfg.get("path").and_then(Value::as_str).unwrap_or(""));
-    if !dir.is_dir() {
-        return Err(format!("`{}` is not a folder", dir.display()));
-    }
+    // Only folders the user allowed (`[files] allow`), like the file nodes:
+    // a workflow cannot watch, and learn the file names of, anything else.
+    let given = cfg.get("path").and_then(Value::as_str).unwrap_or("");
+    let dir =
+        sluice_nodes::files::resolve_dir("trigger.file", &engine.settings().files.allow, given)
+            .map_err(|e| e.message)?;
     let glob = cfg.get("glob").and_then(Value::as_str).map(str::to_string);
     let events: Vec<String> = match cfg.get("events").and_then(Value::as_array) {
         Some(list) => list

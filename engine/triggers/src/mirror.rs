@@ -152,8 +152,10 @@ impl Mirror {
         self.reports.send(r).ok();
     }
 
-    fn path_of(&self, id: &str) -> PathBuf {
-        self.dir.join(format!("{id}{SUFFIX}"))
+    /// The file of workflow `id`; only a slug names one, so no id can
+    /// reach outside the folder (`..`, `/`).
+    fn path_of(&self, id: &str) -> Option<PathBuf> {
+        sluice_model::validate::is_slug(id).then(|| self.dir.join(format!("{id}{SUFFIX}")))
     }
 
     /// The workflow id a file in the folder mirrors, if it is one.
@@ -163,7 +165,7 @@ impl Mirror {
         }
         let name = path.file_name()?.to_str()?;
         let id = name.strip_suffix(SUFFIX)?;
-        (!id.is_empty() && !id.starts_with('.')).then(|| id.to_string())
+        sluice_model::validate::is_slug(id).then(|| id.to_string())
     }
 
     /// Syncs the folder with the engine, then follows both until the
@@ -261,7 +263,9 @@ impl Mirror {
 
     /// A file changed (or appeared, or went away).
     async fn file_changed(&mut self, id: &str) {
-        let path = self.path_of(id);
+        let Some(path) = self.path_of(id) else {
+            return;
+        };
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -358,7 +362,12 @@ impl Mirror {
     /// Writes workflow `id`'s file if it differs from the workflow (or
     /// removes it when the workflow is gone).
     async fn write_out(&mut self, id: &str) {
-        let path = self.path_of(id);
+        let Some(path) = self.path_of(id) else {
+            return self.report(Report::Failed {
+                file: self.dir.clone(),
+                message: format!("`{id}` is not a workflow id; it has no file"),
+            });
+        };
         let current = match self.engine.workflow_text(id).await {
             Ok(c) => c,
             Err(e) => {

@@ -87,7 +87,9 @@ async fn a_file_trigger_fires_on_real_files() {
     let dir = tempfile::tempdir().unwrap();
     let inbox = dir.path().join("inbox");
     std::fs::create_dir(&inbox).unwrap();
-    let engine = Engine::open(&dir.path().join("data"), Options::default())
+    let mut options = Options::default();
+    options.settings.files.allow = vec![inbox.clone()];
+    let engine = Engine::open(&dir.path().join("data"), options)
         .await
         .unwrap();
     put(
@@ -129,6 +131,47 @@ async fn a_file_trigger_fires_on_real_files() {
             .all(|o| !o["end"].as_str().unwrap().contains("ignored.txt")),
         "{all:?}"
     );
+    triggers.abort();
+}
+
+/// A file trigger watches only a folder the user allowed (`[files] allow`),
+/// like the file nodes: it cannot watch, and hand out the file names of,
+/// anything else. (It watched any folder before.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_file_trigger_outside_the_allowed_folders_is_not_armed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (allowed, elsewhere) = (dir.path().join("allowed"), dir.path().join("elsewhere"));
+    std::fs::create_dir(&allowed).unwrap();
+    std::fs::create_dir(&elsewhere).unwrap();
+    let mut options = Options::default();
+    options.settings.files.allow = vec![allowed.clone()];
+    let engine = Engine::open(&dir.path().join("data"), options)
+        .await
+        .unwrap();
+    let watch = |id: &str, folder: &std::path::Path| {
+        json!({"format": "sluice.workflow/v1", "id": id, "nodes": [
+            {"id": "watch", "kind": "trigger.file", "config": {
+                "path": folder.display().to_string(), "debounce_ms": 50}},
+            {"id": "end", "kind": "output.end", "config": {"value": "{{ input.name }}"}}],
+            "edges": [{"from": "watch", "to": "end"}]})
+    };
+    put(&engine, watch("outside", &elsewhere)).await;
+    put(&engine, watch("inside", &allowed)).await;
+    let triggers = tokio::spawn(Triggers::new(engine.clone()).run());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    std::fs::write(elsewhere.join("secret.txt"), "x").unwrap();
+    std::fs::write(allowed.join("fine.txt"), "x").unwrap();
+    wait_for(
+        async || {
+            finished_runs(&engine, "inside")
+                .await
+                .contains(&json!({"end": "fine.txt"}))
+        },
+        "the allowed folder's event",
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(finished_runs(&engine, "outside").await.is_empty());
     triggers.abort();
 }
 

@@ -270,6 +270,14 @@ impl Engine {
         }
         let state = self.doc_state(&mut docs, id).await?;
         let wf = state.doc.to_workflow().map_err(doc_usage)?;
+        // A document is stored (and mirrored) as JSON only when it names
+        // this workflow and its nodes by slugs. Other problems (a field
+        // still being typed) are allowed in the stored JSON: runs refuse it
+        // with the problem named.
+        if let Err(e) = check_identity(id, &wf) {
+            self.dirty().insert(id.to_string());
+            return Err(e);
+        }
         let head = state.doc.head();
         self.store()
             .put_workflow_at(id, &wf.name, &wf.to_json_pretty(), Some(&head))
@@ -455,6 +463,10 @@ impl Engine {
         docs: &'a mut HashMap<String, DocState>,
         id: &str,
     ) -> Result<&'a mut DocState> {
+        // Every document operation comes through here (API, WebSocket,
+        // files, peers): an id that is not a slug names no workflow, and
+        // could name a path.
+        check_id(id)?;
         if !docs.contains_key(id) {
             let corrupt = |e: sluice_model::doc::DocError| Error::Corrupt {
                 run: format!("document of workflow {id}"),
@@ -573,4 +585,37 @@ impl Engine {
 
 pub(super) fn doc_usage(e: sluice_model::doc::DocError) -> Error {
     Error::Usage(e.to_string())
+}
+
+/// Refuses an id that is not a workflow id (a slug).
+fn check_id(id: &str) -> Result<()> {
+    if sluice_model::validate::is_slug(id) {
+        Ok(())
+    } else {
+        Err(Error::Usage(format!(
+            "`{}` is not a workflow id (letters, digits, `-`, `_`; at most 64)",
+            id.chars().take(80).collect::<String>()
+        )))
+    }
+}
+
+/// A materialized document must name workflow `id` and its nodes by slugs.
+fn check_identity(id: &str, wf: &Workflow) -> Result<()> {
+    if wf.id != id {
+        return Err(Error::Usage(format!(
+            "the document of workflow `{id}` names itself `{}`",
+            wf.id.chars().take(80).collect::<String>()
+        )));
+    }
+    if let Some(n) = wf
+        .nodes
+        .iter()
+        .find(|n| !sluice_model::validate::is_slug(&n.id))
+    {
+        return Err(Error::Usage(format!(
+            "workflow `{id}`: node id `{}` is not a slug",
+            n.id.chars().take(80).collect::<String>()
+        )));
+    }
+    Ok(())
 }

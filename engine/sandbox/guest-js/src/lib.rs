@@ -15,10 +15,26 @@
 //!   environment, not even WASI.
 #![allow(clippy::missing_safety_doc)]
 
+mod jq;
+
 use std::cell::RefCell;
 
 use rquickjs::function::Func;
 use rquickjs::{CaughtError, Context, Ctx, Function, Promise, Runtime, Value};
+
+#[link(wasm_import_module = "env")]
+unsafe extern "C" {
+    /// The host's clock, in microseconds since the Unix epoch (the import
+    /// rquickjs declares too).
+    #[link_name = "__rquickjs_host_now_us"]
+    fn host_now_us() -> f64;
+}
+
+/// Now, in microseconds since the Unix epoch.
+pub(crate) fn now_us() -> f64 {
+    // SAFETY: a host function with no arguments.
+    unsafe { host_now_us() }
+}
 
 #[link(wasm_import_module = "sluice")]
 unsafe extern "C" {
@@ -154,6 +170,43 @@ pub unsafe extern "C" fn sluice_run(
     let answer = match (std::str::from_utf8(source), std::str::from_utf8(input)) {
         (Ok(source), Ok(input)) => run(source, input),
         _ => error_answer("TypeError", "the source or the input is not UTF-8", None),
+    };
+    ANSWER.with(|a| {
+        let mut a = a.borrow_mut();
+        *a = answer;
+        ((a.as_ptr() as u64) << 32) | a.len() as u64
+    })
+}
+
+/// Runs the jq `program` on `input` (JSON text): `o` + a JSON array of the
+/// outputs (at most `max_outputs`), or `e` + an error object. Same memory
+/// convention as [`sluice_run`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sluice_jq(
+    program: *const u8,
+    program_len: usize,
+    input: *const u8,
+    input_len: usize,
+    max_outputs: u32,
+) -> u64 {
+    // SAFETY: the host wrote these ranges through `sluice_alloc`.
+    let (program, input) = unsafe {
+        (
+            std::slice::from_raw_parts(program, program_len),
+            std::slice::from_raw_parts(input, input_len),
+        )
+    };
+    let answer = match (std::str::from_utf8(program), std::str::from_utf8(input)) {
+        (Ok(program), Ok(input)) => match jq::run(program, input, max_outputs as usize) {
+            Ok(json) => {
+                let mut out = Vec::with_capacity(json.len() + 1);
+                out.push(b'o');
+                out.extend_from_slice(json.as_bytes());
+                out
+            }
+            Err(message) => error_answer("jq", &message, None),
+        },
+        _ => error_answer("jq", "the program or the input is not UTF-8", None),
     };
     ANSWER.with(|a| {
         let mut a = a.borrow_mut();

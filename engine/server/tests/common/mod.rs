@@ -56,7 +56,9 @@ pub async fn server_with(configure: impl FnOnce(&mut sluice_server::Options)) ->
             sluice_nodes::http::install_crypto_provider();
             reqwest::Client::builder()
         }
-        .timeout(Duration::from_secs(20))
+        // Generous: the first jq or code.js step of a fresh machine prepares
+        // the script runtime (tens of seconds in a debug build).
+        .timeout(Duration::from_secs(120))
         .build()
         .unwrap(),
         addr,

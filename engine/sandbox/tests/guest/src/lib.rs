@@ -36,6 +36,12 @@ impl Guest for Node {
                 std::hint::black_box(&keep);
             }
         }
+        if wants(&input, "sleep") {
+            // Blocks in WASI (monotonic-clock subscribe + pollable.block),
+            // where epoch deadlines never fire.
+            std::thread::sleep(std::time::Duration::from_secs(20));
+            return Ok("{\"slept\": true}".to_string());
+        }
         if wants(&input, "passwd") {
             return match std::fs::read_to_string("/etc/passwd") {
                 Ok(text) => Ok(format!("{{\"read\": {}}}", text.len())),
