@@ -615,9 +615,12 @@ async fn a_jq_program_that_builds_a_very_deep_value_fails_its_step() {
     )
     .await;
     assert_eq!(r.status, Status::Failed);
-    assert_eq!(
-        r.error.unwrap()["message"],
-        "data.transform: jq output is nested more than 128 levels deep"
+    // Refused by depth, or (this deep) by the guest's stack while it drops
+    // the value: either way in the sandbox, never on an engine thread.
+    let message = r.error.unwrap()["message"].as_str().unwrap().to_string();
+    assert!(
+        message.starts_with("data.transform: ") && message.contains("nested"),
+        "{message}"
     );
 }
 
