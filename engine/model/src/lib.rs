@@ -12,6 +12,7 @@ pub mod graph;
 pub mod kinds;
 pub mod template;
 pub mod validate;
+pub mod value;
 pub mod workflow;
 
 pub use graph::Graph;

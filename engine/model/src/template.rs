@@ -169,11 +169,50 @@ fn has_template(v: &Value) -> bool {
     }
 }
 
+/// Most tokens in one `{{ }}` or `{% %}` block. minijinja's parser
+/// recurses without a depth guard through unary operators (`not not …`,
+/// `- - …`), and its code generator and the syntax tree's drop through
+/// operator and filter chains: 100,000 `not`s overflow any thread's stack.
+/// Statements and brackets nest at most 150 deep (minijinja's own guard), so
+/// bounding the length of one block bounds every nesting in a template, far
+/// from the stack's end (a thousand levels fit on 1 MiB in a debug build;
+/// tested). Real expressions are a few dozen tokens.
+pub const MAX_BLOCK_TOKENS: usize = 1_000;
+
+/// Refuses a block longer than [`MAX_BLOCK_TOKENS`], before minijinja parses
+/// it. Lexing is flat (no recursion); lexing errors are left for the parser
+/// to report.
+fn check_block_lengths(s: &str) -> Result<(), Error> {
+    use minijinja::machinery::{Token, tokenize};
+    let mut tokens = 0usize;
+    for item in tokenize(s, false, minijinja::syntax::SyntaxConfig::default()) {
+        let Ok((token, span)) = item else {
+            return Ok(());
+        };
+        match token {
+            Token::VariableStart | Token::BlockStart => tokens = 0,
+            Token::VariableEnd | Token::BlockEnd | Token::TemplateData(_) => {}
+            _ => {
+                tokens += 1;
+                if tokens > MAX_BLOCK_TOKENS {
+                    return Err(Error::Syntax(format!(
+                        "expression too long: more than {MAX_BLOCK_TOKENS} tokens in one \
+                         {{{{ }}}} or {{% %}} block (template line {})",
+                        span.start_line
+                    )));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Compiles one string.
 pub fn compile_str(s: &str) -> Result<Compiled, Error> {
     if !is_template(s) {
         return Ok(Compiled::Literal(Value::String(s.to_string())));
     }
+    check_block_lengths(s)?;
     if let Some(expr) = lone_expression(s) {
         if let Some((root, segs)) = simple_path(expr) {
             return Ok(Compiled::Path(root, segs));
@@ -693,6 +732,63 @@ mod tests {
             matches!(err, Err(Error::OutOfFuel | Error::TooLarge)),
             "{err:?}"
         );
+    }
+
+    /// Templates come from workflows (and peers): no nesting in the text,
+    /// in macros or in the values they reach may overflow the stack. Each
+    /// ends as an error (run on a thread with 1 MiB of stack, half a tokio
+    /// worker's, so a stack overflow would show here).
+    #[test]
+    fn deep_templates_are_errors_not_crashes() {
+        std::thread::Builder::new()
+            .stack_size(1024 * 1024)
+            .spawn(|| {
+                let constructs = |n: usize| {
+                    [
+                        format!("{{{{ {}1{} }}}}", "(".repeat(n), ")".repeat(n)),
+                        format!("{{{{ {}1{} }}}}", "[".repeat(n), "]".repeat(n)),
+                        format!("{{{{ {}true }}}}", "not ".repeat(n)),
+                        format!("{{{{ {}1 }}}}", "- ".repeat(n)),
+                        format!("{}x{}", "{% if true %}".repeat(n), "{% endif %}".repeat(n)),
+                        format!("a {{{{ 1{} }}}} b", "|abs".repeat(n)),
+                        format!("{{{{ 1{} }}}}", "+1".repeat(n)),
+                        format!("{{{{ input{} }}}}", ".a".repeat(n)),
+                        format!("{{{{ range{} }}}}", "(1)".repeat(n)),
+                        format!("{{% set x = {}1 %}}{{{{ x }}}}", "not ".repeat(n)),
+                    ]
+                };
+                // Far too deep: refused, naming the limit or the nesting.
+                for src in constructs(100_000) {
+                    let err = compile_str(&src).unwrap_err();
+                    assert!(
+                        matches!(&err, Error::Syntax(m) if m.contains("too long") || m.contains("recursion")),
+                        "{}: {err}",
+                        &src[..30]
+                    );
+                }
+                // As deep as the limit lets through: no crash, either way.
+                let within = MAX_BLOCK_TOKENS - 3;
+                for src in constructs(within) {
+                    if let Ok(c) = compile_str(&src) {
+                        let _ = c.eval(&Scope::with_input(json!({"a": {"a": 1}})));
+                    }
+                }
+                let macros = "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}";
+                let err = eval(macros, json!(null)).unwrap_err();
+                assert!(err.to_string().contains("recursion"), "{err}");
+                // A value nested as deep as JSON input allows is read (how
+                // deep a step's output may be is the engine's check, see
+                // `crate::value`).
+                let mut deep = json!(1);
+                for _ in 0..127 {
+                    deep = json!([deep]);
+                }
+                assert_eq!(eval("{{ input | length }}", deep.clone()), Ok(json!(1)));
+                assert!(eval("{{ [[[[[[[[[[input]]]]]]]]]] }}", deep).is_ok());
+            })
+            .unwrap()
+            .join()
+            .unwrap();
     }
 
     #[test]

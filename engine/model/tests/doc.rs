@@ -595,3 +595,52 @@ fn versions_are_viewed_and_summarized_exactly() {
     assert!(err.contains("99@12345"), "{err}");
     assert!(d.at("garbage").is_err());
 }
+
+/// A document is data from peers and browsers: containers nested
+/// absurdly deep (built one level at a time, as an attacker's own Loro
+/// would) are imported, read, summarized and exported without overflowing
+/// the stack. Run on a thread with 256 KiB of stack, an eighth of a tokio
+/// worker's, where any recursion over the nesting would overflow.
+#[test]
+fn deeply_nested_containers_cannot_overflow_the_stack() {
+    std::thread::Builder::new()
+        .stack_size(256 * 1024)
+        .spawn(|| {
+            let wf = base();
+            let attacker = WorkflowDoc::from_workflow(&wf, 7).unwrap();
+            let before = attacker.loro().oplog_vv();
+            let mut map = attacker
+                .loro()
+                .get_map("meta")
+                .insert_container("deep", loro::LoroMap::new())
+                .unwrap();
+            for _ in 0..5_000 {
+                map = map.insert_container("d", loro::LoroMap::new()).unwrap();
+            }
+            let mut list = attacker
+                .loro()
+                .get_map("meta")
+                .insert_container("deeper", loro::LoroList::new())
+                .unwrap();
+            for _ in 0..5_000 {
+                list = list.insert_container(0, loro::LoroList::new()).unwrap();
+            }
+            attacker.loro().commit();
+            let update = attacker.updates_since(&before).unwrap();
+            let snapshot = attacker.snapshot().unwrap();
+
+            let victim = WorkflowDoc::from_workflow(&wf, 8).unwrap();
+            victim
+                .import(&attacker.updates_since(&Default::default()).unwrap())
+                .unwrap();
+            victim.import(&update).unwrap();
+            assert_eq!(victim.to_workflow().unwrap().id, wf.id);
+            let _ = victim.raw_value();
+            let again = WorkflowDoc::from_bytes(&snapshot).unwrap();
+            assert_eq!(again.to_workflow().unwrap().id, wf.id);
+            let _ = again.snapshot().unwrap();
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+}

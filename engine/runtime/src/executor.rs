@@ -48,6 +48,12 @@ pub enum Error {
     /// Too many runs in progress: try again later.
     #[error("the engine has {0} runs in progress, its limit: try again later")]
     Busy(usize),
+    /// A run's input nested deeper than any value in a run may be.
+    #[error(
+        "the run's input is nested more than {} levels deep (the limit for values in a run)",
+        sluice_model::value::MAX_DEPTH
+    )]
+    InputTooDeep,
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -773,6 +779,9 @@ impl Engine {
         durable: bool,
     ) -> Result<RunHandle> {
         let entry = plan.entry(trigger).map_err(Error::Usage)?;
+        if sluice_model::value::deeper_than(&input, sluice_model::value::MAX_DEPTH) {
+            return Err(Error::InputTooDeep);
+        }
         self.check_credentials(&plan.workflow).await?;
         let slot = match self.claim(&id) {
             Ok(slot) => slot,
@@ -1718,6 +1727,18 @@ impl Prepared {
         let mut logs = self.host.logs.into_inner().unwrap_or_default();
         let secrets = self.host.secrets.into_inner().unwrap_or_default();
         let mut result = result;
+        // Every value in a run stays readable (see `sluice_model::value`): a
+        // node that built a deeper one fails here, before it is journaled.
+        if let Ok(outputs) = &result
+            && let Some((port, _)) = outputs.iter().find(|(_, msg)| {
+                sluice_model::value::deeper_than(msg, sluice_model::value::MAX_DEPTH)
+            })
+        {
+            result = Err(nodes::Error::terminal(format!(
+                "output `{port}` is nested more than {} levels deep (the limit for values in a run)",
+                sluice_model::value::MAX_DEPTH
+            )));
+        }
         // A step that used a credential: mask its secrets in all it produced
         // before anything reaches the journal, the events or the caller.
         if !secrets.is_empty() {

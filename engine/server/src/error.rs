@@ -70,6 +70,7 @@ impl From<sluice_runtime::executor::Error> for ApiError {
             E::RunNotFound(id) => ApiError::not_found(format!("run `{id}` not found")),
             E::WorkflowNotFound(id) => ApiError::not_found(format!("workflow `{id}` not found")),
             e @ E::Busy(_) => ApiError::new(StatusCode::TOO_MANY_REQUESTS, e.to_string()),
+            e @ E::InputTooDeep => ApiError::bad_request(e.to_string()),
             other => ApiError::internal(other),
         }
     }
@@ -82,6 +83,12 @@ pub fn parse_json(bytes: &[u8]) -> Result<Value, ApiError> {
     }
     serde_json::from_slice(bytes).map_err(|e| {
         let msg = e.to_string();
+        // serde_json's own guard, in words a caller understands.
+        let msg = if msg.starts_with("recursion limit exceeded") {
+            "nested more than 128 levels deep".to_string()
+        } else {
+            msg
+        };
         let msg = msg.rfind(" at line ").map(|i| &msg[..i]).unwrap_or(&msg);
         ApiError::bad_request(format!(
             "invalid JSON body at line {}, column {}: {msg}",

@@ -446,3 +446,65 @@ async fn what_held_still_holds() {
     }
     assert!(sluice_nodes::files::resolve_read("file.read", &allow, "ok.txt").is_ok());
 }
+
+/// Values nested deeply, from a caller or built by a workflow, never make a
+/// run unreadable (every reader of JSON stops at 128 levels): a run's input
+/// and every step's output are at most 100 levels deep. A deeper body is
+/// refused at the door, and a step that builds a deeper value fails, naming
+/// the limit, while its run stays readable.
+#[tokio::test]
+async fn deep_values_never_make_a_run_unreadable() {
+    let s = server().await;
+    s.put_workflow(hook_flow(
+        "deep",
+        json!([
+            {"id": "hook", "kind": "trigger.webhook", "config": {"path": "in"}},
+            {"id": "wrap", "kind": "data.set", "config": {
+                "values": {"v": "{{ [[[[[[[[[[[[[[[[[[[[input.body]]]]]]]]]]]]]]]]]]]] }}"}}},
+            {"id": "end", "kind": "output.end", "config": {"value": "{{ input }}"}}]),
+        json!([{"from": "hook", "to": "wrap"}, {"from": "wrap", "to": "end"}]),
+    ))
+    .await;
+    let nested = |n: usize| format!("{}1{}", "[".repeat(n), "]".repeat(n));
+    for n in [100, 127, 5000] {
+        let r = s
+            .hook(Method::POST, "deep/in")
+            .header("content-type", "application/json")
+            .body(nested(n))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::BAD_REQUEST, "{n}");
+        let text = r.text().await.unwrap();
+        assert!(text.contains("nested"), "{n}: {text}");
+    }
+    // Within the limit, but deeper once wrapped: the step fails, and the
+    // run, its input and its steps can all be read back.
+    let r = s
+        .hook(Method::POST, "deep/in")
+        .header("content-type", "application/json")
+        .body(nested(90))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    let run_id = r.headers()["x-sluice-run"].to_str().unwrap().to_string();
+    let run = json_of(
+        s.api(Method::GET, &format!("/runs/{run_id}"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(run["status"], "failed", "{run}");
+    let text = run.to_string();
+    assert!(text.contains("nested more than 100 levels"), "{text}");
+    let r = s
+        .hook(Method::POST, "deep/in")
+        .header("content-type", "application/json")
+        .body(nested(60))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+}
