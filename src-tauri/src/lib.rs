@@ -568,6 +568,13 @@ pub fn with_commands<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R
     ])
 }
 
+/// The app's context: tauri.conf.json, the bundled page and the access
+/// control list built from capabilities/ (what the tests check windows
+/// against, on the mock runtime).
+pub fn context<R: Runtime>() -> tauri::Context<R> {
+    tauri::generate_context!("../tauri.conf.json")
+}
+
 /// Starts the app; returns when it quits.
 pub fn run() {
     started();
@@ -632,7 +639,7 @@ pub fn run() {
             });
             Ok(())
         });
-    let app = match with_commands(builder).build(tauri::generate_context!("../tauri.conf.json")) {
+    let app = match with_commands(builder).build(context()) {
         Ok(app) => app,
         Err(e) => {
             eprintln!("sluice: cannot start: {e}");

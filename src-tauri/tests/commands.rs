@@ -9,11 +9,15 @@ use tauri::test::{INVOKE_KEY, get_ipc_response, mock_builder, mock_context, noop
 use tauri::webview::InvokeRequest;
 
 fn request(cmd: &str, body: Value) -> InvokeRequest {
+    request_from("tauri://localhost", cmd, body)
+}
+
+fn request_from(url: &str, cmd: &str, body: Value) -> InvokeRequest {
     InvokeRequest {
         cmd: cmd.into(),
         callback: tauri::ipc::CallbackFn(0),
         error: tauri::ipc::CallbackFn(1),
-        url: "tauri://localhost".parse().unwrap(),
+        url: url.parse().unwrap(),
         body: tauri::ipc::InvokeBody::Json(body),
         headers: Default::default(),
         invoke_key: INVOKE_KEY.to_string(),
@@ -104,6 +108,51 @@ fn status_import_and_export_go_to_the_engine() {
     app.state::<Desktop>().stop();
     let err = get_ipc_response(&window, request("status", json!({}))).unwrap_err();
     assert!(err.to_string().contains("stopped"), "{err}");
+}
+
+/// The window shows the editor from the engine's port, a remote origin to
+/// Tauri: under the app's real access control list (capabilities/), no
+/// script there can call a command (export a workflow to any path, say),
+/// while the app's own bundled page can.
+#[test]
+fn only_the_bundled_page_may_call_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = HostOptions::new(dir.path().join("data"));
+    options.listen = "127.0.0.1:0".parse().unwrap();
+    let host = tauri::async_runtime::block_on(Host::start(options)).unwrap();
+    let editor = format!("{}/", host.base_url());
+    let app = with_commands(mock_builder())
+        .manage(Desktop::new(host))
+        .build(sluice_desktop::context())
+        .unwrap();
+    let window = tauri::WebviewWindowBuilder::new(&app, "main", Default::default())
+        .build()
+        .unwrap();
+    let out = dir.path().join("stolen.flow.json");
+    for (cmd, body) in [
+        ("status", json!({})),
+        ("export_workflow", json!({"id": "x", "path": out})),
+        ("import_workflow", json!({"path": "/etc/passwd"})),
+        ("open", json!({"link": "sluice://workflow/x"})),
+    ] {
+        for url in [editor.as_str(), "https://evil.example/"] {
+            let err = get_ipc_response(&window, request_from(url, cmd, body.clone())).unwrap_err();
+            assert!(err.to_string().contains("not allowed"), "{cmd} from {url}: {err}");
+        }
+    }
+    assert!(!out.exists());
+    // The bundled page (the local origin) may.
+    let status: Value = get_ipc_response(&window, request("status", json!({})))
+        .unwrap()
+        .deserialize()
+        .unwrap();
+    assert_eq!(status["active_runs"], 0);
+    // Another window is granted nothing, even from the local origin.
+    let other = tauri::WebviewWindowBuilder::new(&app, "other", Default::default())
+        .build()
+        .unwrap();
+    let err = get_ipc_response(&other, request("status", json!({}))).unwrap_err();
+    assert!(err.to_string().contains("not allowed"), "{err}");
 }
 
 #[test]
