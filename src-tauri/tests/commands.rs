@@ -137,7 +137,10 @@ fn only_the_bundled_page_may_call_commands() {
     ] {
         for url in [editor.as_str(), "https://evil.example/"] {
             let err = get_ipc_response(&window, request_from(url, cmd, body.clone())).unwrap_err();
-            assert!(err.to_string().contains("not allowed"), "{cmd} from {url}: {err}");
+            assert!(
+                err.to_string().contains("not allowed"),
+                "{cmd} from {url}: {err}"
+            );
         }
     }
     assert!(!out.exists());
