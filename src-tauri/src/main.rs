@@ -1,3 +1,5 @@
+//! The desktop app's entry point (the app itself is the library, `run`).
+
 // No console window on Windows release builds.
 #![cfg_attr(not(debug_assertions), windows_subsystem = "windows")]
 

@@ -12,7 +12,7 @@ usage: cargo xtask <command>
 
   run               build the engine and the editor, run the example workflows, then the desktop
                     app when there is a display, else `sluice serve` (the editor in a browser)
-  test              fmt check, clippy -D warnings, the whole test suite, wasm32 build of the model
+  test              fmt check, clippy -D warnings, the whole test suite, wasm32 build of the model and the core
   dist              build the desktop app's .deb into target/dist
   bench [engine|webhook|http|docs|sandbox|js-engines|editor|desktop]
                     print the engine figures, or load the trigger port with wrk (docs/benchmarks.md)
@@ -172,12 +172,14 @@ fn test() -> Result<()> {
         "warnings",
     ]))?;
     step(
-        "cargo build -p sluice-model --target wasm32-unknown-unknown (the shared crate stays pure)",
+        "cargo build -p sluice-model -p sluice-core --target wasm32-unknown-unknown (the pure crates stay pure)",
     );
     check(cargo().args([
         "build",
         "-p",
         "sluice-model",
+        "-p",
+        "sluice-core",
         "--target",
         "wasm32-unknown-unknown",
         "--locked",
@@ -436,7 +438,7 @@ fn bench(which: &str) -> Result<()> {
     }
 }
 
-/// Runs one of the `sluice-cli` benchmark binaries, built in release.
+/// Runs one of the benchmark binaries (`engine/bench`), built in release.
 fn run_bench_bin(bin: &str) -> Result<()> {
     run_bench_bin_with(bin, &[])
 }
@@ -449,7 +451,7 @@ fn run_bench_bin_with(bin: &str, args: &[&str]) -> Result<()> {
                 "--release",
                 "--locked",
                 "-p",
-                "sluice-cli",
+                "sluice-bench",
                 "--bin",
                 bin,
                 "--",

@@ -457,15 +457,6 @@ pub async fn write(call: &Call<'_>) -> Result<Outputs> {
     ))
 }
 
-impl Error {
-    fn with_prefix(self, prefix: &str) -> Error {
-        Error {
-            message: format!("{prefix}: {}", self.message),
-            retryable: self.retryable,
-        }
-    }
-}
-
 /// Temp file beside the target, fsync, rename, fsync the folder.
 fn atomic_write(target: &Path, data: Data, overwrite: bool) -> Result<u64> {
     let dir = target.parent().unwrap_or(Path::new("/"));

@@ -8,7 +8,6 @@ mod code;
 pub mod email;
 pub mod files;
 pub mod http;
-pub mod jq;
 pub mod redact;
 pub mod settings;
 
@@ -25,34 +24,11 @@ use sluice_model::template::{self, Compiled, Scope};
 
 pub type Msg = Arc<Value>;
 
-/// A node failure: terminal (never retried) or retryable.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{message}")]
-pub struct Error {
-    pub message: String,
-    pub retryable: bool,
-}
-
-impl Error {
-    pub fn terminal(message: impl Into<String>) -> Self {
-        Error {
-            message: message.into(),
-            retryable: false,
-        }
-    }
-    pub fn retryable(message: impl Into<String>) -> Self {
-        Error {
-            message: message.into(),
-            retryable: true,
-        }
-    }
-}
-
-impl From<template::Error> for Error {
-    fn from(e: template::Error) -> Self {
-        Error::terminal(format!("template: {e}"))
-    }
-}
+/// A node failure: terminal (never retried) or retryable (the core's
+/// [`sluice_core::StepError`]).
+pub use sluice_core::StepError as Error;
+/// jq checking lives in the core (plans check programs); nodes run them.
+pub use sluice_core::jq;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub type Outputs = Vec<(String, Msg)>;

@@ -792,7 +792,10 @@ impl Engine {
         let new_run = NewRun {
             id: id.clone(),
             workflow_id: plan.workflow.id.clone(),
-            definition: plan.definition.clone(),
+            definition: sluice_store::Definition::from_hashed(
+                plan.definition.shared_text().clone(),
+                plan.definition.shared_hash().clone(),
+            ),
             trigger: plan.nodes[entry].id.to_string(),
             input: input.clone(),
             created_at_us,

@@ -1,14 +1,16 @@
-//! The Sluice runtime: the pure run state machine ([`machine`]), the plan it
-//! runs ([`plan`]), and the tokio executor that drives it with a durable
-//! journal in SQLite ([`executor`]).
+//! The Sluice runtime: the tokio executor ([`executor`]) that drives the
+//! core's pure run state machine ([`machine`], [`plan`], from sluice-core)
+//! with a durable journal in SQLite.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod events;
 pub mod executor;
-pub mod machine;
 pub mod metrics;
-pub mod plan;
 pub mod report;
+
+/// The run state machine and the plan live in the pure core; the executor
+/// here is the local driver of them.
+pub use sluice_core::{machine, plan};
 
 pub use executor::{Engine, Options, RunHandle, RunResult};
 pub use machine::{Action, Activation, Event, Lineage, Msg, Run, Status, StepError, StepKey};

@@ -60,6 +60,12 @@ impl Definition {
         Definition { text, hash }
     }
 
+    /// A definition whose hash the caller computed already (a plan's, see
+    /// `sluice_core::Definition`): shared, not hashed again.
+    pub fn from_hashed(text: Arc<str>, hash: Arc<str>) -> Definition {
+        Definition { text, hash }
+    }
+
     pub fn text(&self) -> &str {
         &self.text
     }

@@ -124,9 +124,7 @@ pub struct Hist {
     pub parents: Vec<Arc<Hist>>,
 }
 
-/// Why a step failed: the node error itself, terminal or retryable; the
-/// retry policy branches on it.
-pub use sluice_nodes::Error as StepError;
+pub use crate::error::StepError;
 
 /// What happens to a run.
 #[derive(Debug, Clone)]

@@ -9,7 +9,9 @@ use sluice_model::graph::Graph;
 use sluice_model::kinds::MergeMode;
 use sluice_model::template::{self, Compiled};
 use sluice_model::{OnError, Problem, RetryPolicy, Workflow, validate};
-use sluice_store::Definition;
+
+use crate::definition::Definition;
+use crate::jq;
 
 /// How the state machine treats a node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,7 +43,7 @@ pub struct PlanNode {
     /// The raw config (for kinds that read it directly).
     pub raw_config: Value,
     /// `data.transform`: the compiled jq program.
-    pub jq: Option<Arc<sluice_nodes::jq::Program>>,
+    pub jq: Option<Arc<jq::Program>>,
     /// Split nodes this node runs inside, outermost first.
     pub scope: Vec<usize>,
 }
@@ -141,7 +143,7 @@ impl Plan {
             };
             let jq = if spec.kind == "data.transform" {
                 let code = n.config.get("jq").and_then(Value::as_str).unwrap_or(".");
-                match sluice_nodes::jq::Program::compile(code) {
+                match jq::Program::compile(code) {
                     Ok(f) => Some(Arc::new(f)),
                     Err(message) => {
                         problems.push(Problem {

@@ -1,5 +1,6 @@
-//! data.transform: jq programs checked with jaq here (syntax, names); they run
-//! in the sandbox (`sluice_sandbox::Sandbox::run_jq`).
+//! data.transform: jq programs checked with jaq here (syntax, names), when a
+//! workflow is planned; they run in the sandbox
+//! (`sluice_sandbox::Sandbox::run_jq`).
 
 use jaq_core::load::{self, Arena, File, Loader};
 use jaq_core::{Compiler, compile, data::JustLut};
@@ -120,6 +121,12 @@ impl Program {
                 code.len()
             ));
         }
+        // (A browser has no threads: the editor checks in line, and a
+        // program too deep for its stack stops that check, not the engine.)
+        #[cfg(target_arch = "wasm32")]
+        let checked: std::io::Result<std::thread::Result<Result<(), String>>> =
+            Ok(Ok(compile_jq(code).map(drop)));
+        #[cfg(not(target_arch = "wasm32"))]
         let checked = std::thread::scope(|s| {
             std::thread::Builder::new()
                 .name("sluice-jq-check".into())
@@ -139,6 +146,7 @@ impl Program {
 
 /// The checking thread's stack: enough for the deepest program of
 /// `MAX_PROGRAM_LEN` bytes (reserved, not committed, until used).
+#[cfg(not(target_arch = "wasm32"))]
 const COMPILE_STACK: usize = 512 << 20;
 
 #[cfg(test)]
