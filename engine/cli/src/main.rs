@@ -207,6 +207,10 @@ async fn open(flag: Option<PathBuf>) -> Result<Engine, Exit> {
     let settings = Settings::load(&dir).map_err(|e| usage(e.to_string()))?;
     let options = Options {
         settings,
+        // How the crash tests (tests/crash.rs) count a killed process's
+        // side effects: read here, at the binary's edge, never by the
+        // library's defaults.
+        exec_log: std::env::var_os("SLUICE_TEST_EXEC_LOG").map(Into::into),
         ..Options::default()
     };
     Engine::open(&dir, options)

@@ -15,4 +15,4 @@ pub mod plan;
 pub use definition::Definition;
 pub use error::StepError;
 pub use machine::{Action, Activation, Event, Lineage, Msg, Run, Status, StepKey};
-pub use plan::{Invalid, Plan, Role};
+pub use plan::{EntryError, Invalid, Plan, Role};

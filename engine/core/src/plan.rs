@@ -68,6 +68,23 @@ pub struct Plan {
     pub concurrency: Option<usize>,
 }
 
+/// Why a run cannot start at the trigger asked for (or at none named).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EntryError {
+    #[error("node `{0}` is not a trigger")]
+    NotATrigger(String),
+    #[error("no node `{node}` in workflow `{workflow}`")]
+    NoSuchNode { node: String, workflow: String },
+    #[error(
+        "workflow `{workflow}` has several triggers ({}): choose one (`--trigger`, or `trigger` in the API)",
+        .triggers.join(", ")
+    )]
+    Ambiguous {
+        workflow: String,
+        triggers: Vec<String>,
+    },
+}
+
 /// Why a workflow cannot be planned.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("invalid workflow:\n{}", .0.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n"))]
@@ -215,18 +232,18 @@ impl Plan {
 
     /// The trigger a run starts at: the one named, else the only
     /// `trigger.manual`, else the only trigger.
-    pub fn entry(&self, name: Option<&str>) -> Result<usize, String> {
+    pub fn entry(&self, name: Option<&str>) -> Result<usize, EntryError> {
         let triggers: Vec<usize> = (0..self.nodes.len())
             .filter(|&i| self.nodes[i].role == Role::Trigger)
             .collect();
         if let Some(name) = name {
             return match self.node_index(name) {
                 Some(i) if self.nodes[i].role == Role::Trigger => Ok(i),
-                Some(_) => Err(format!("node `{name}` is not a trigger")),
-                None => Err(format!(
-                    "no node `{name}` in workflow `{}`",
-                    self.workflow.id
-                )),
+                Some(_) => Err(EntryError::NotATrigger(name.to_string())),
+                None => Err(EntryError::NoSuchNode {
+                    node: name.to_string(),
+                    workflow: self.workflow.id.clone(),
+                }),
             };
         }
         let manual: Vec<usize> = triggers
@@ -236,15 +253,13 @@ impl Plan {
             .collect();
         match (manual.as_slice(), triggers.as_slice()) {
             ([one], _) | ([], [one]) => Ok(*one),
-            _ => Err(format!(
-                "workflow `{}` has several triggers ({}): choose one (`--trigger`, or `trigger` in the API)",
-                self.workflow.id,
-                triggers
+            _ => Err(EntryError::Ambiguous {
+                workflow: self.workflow.id.clone(),
+                triggers: triggers
                     .iter()
-                    .map(|&i| self.nodes[i].id.as_ref())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )),
+                    .map(|&i| self.nodes[i].id.to_string())
+                    .collect(),
+            }),
         }
     }
 }

@@ -37,6 +37,10 @@ pub enum Error {
     Store(#[from] sluice_store::Error),
     #[error(transparent)]
     Invalid(#[from] Invalid),
+    /// The trigger asked for cannot start a run (or none was named and
+    /// the workflow has several).
+    #[error(transparent)]
+    Entry(#[from] sluice_core::EntryError),
     #[error("{0}")]
     Usage(String),
     #[error("run `{0}` not found")]
@@ -75,8 +79,8 @@ pub struct RunResult {
 pub struct Options {
     /// Steps running at once across all runs.
     pub max_concurrent_steps: usize,
-    /// Test hook: append `<idempotency key> <attempt>` to this file each time
-    /// a step executes, to count side effects (default: `SLUICE_TEST_EXEC_LOG`).
+    /// Append `<idempotency key> <attempt>` to this file each time a step
+    /// executes, to count side effects (the crash tests do; default none).
     pub exec_log: Option<std::path::PathBuf>,
     /// Runs in progress (executing or waiting for their workflow's
     /// concurrency) beyond which new runs are refused with `Error::Busy`.
@@ -104,7 +108,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             max_concurrent_steps: 256,
-            exec_log: std::env::var_os("SLUICE_TEST_EXEC_LOG").map(Into::into),
+            exec_log: None,
             max_active_runs: 10_000,
             event_capacity: crate::events::CAPACITY,
             max_subworkflow_depth: 16,
@@ -778,7 +782,7 @@ impl Engine {
         parent: Option<String>,
         durable: bool,
     ) -> Result<RunHandle> {
-        let entry = plan.entry(trigger).map_err(Error::Usage)?;
+        let entry = plan.entry(trigger)?;
         if sluice_model::value::deeper_than(&input, sluice_model::value::MAX_DEPTH) {
             return Err(Error::InputTooDeep);
         }
@@ -850,7 +854,9 @@ impl Engine {
         };
         let wf = Workflow::from_json(&row.definition).map_err(|e| corrupt(e.to_string()))?;
         let plan = Plan::new(wf)?;
-        let entry = plan.entry(Some(&row.trigger)).map_err(corrupt)?;
+        let entry = plan
+            .entry(Some(&row.trigger))
+            .map_err(|e| corrupt(e.to_string()))?;
         let records = self.store().run_records(run_id).await?;
         let (mut run, actions) = Run::start(plan.clone(), entry, row.input.clone());
         let mut replay = Replay::default();

@@ -67,6 +67,7 @@ impl From<sluice_runtime::executor::Error> for ApiError {
             E::Invalid(invalid) => ApiError::bad_request("invalid workflow")
                 .with_detail(serde_json::to_value(&invalid.0).unwrap_or(Value::Null)),
             E::Usage(m) => ApiError::bad_request(m),
+            e @ E::Entry(_) => ApiError::bad_request(e.to_string()),
             E::RunNotFound(id) => ApiError::not_found(format!("run `{id}` not found")),
             E::WorkflowNotFound(id) => ApiError::not_found(format!("workflow `{id}` not found")),
             e @ E::Busy(_) => ApiError::new(StatusCode::TOO_MANY_REQUESTS, e.to_string()),
