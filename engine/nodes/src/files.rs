@@ -521,6 +521,71 @@ mod tests {
         assert_eq!(String::from_utf8(text).unwrap(), "a,b,c\n1,x,\n,\"y,z\",\n");
     }
 
+    /// What is read is what was checked: while another thread swaps the
+    /// name between a file inside and a symlink to a secret outside, no
+    /// read ever returns the secret (checking the name and opening it
+    /// afterwards let a swap in between through). A FIFO is refused at
+    /// once, not waited on.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_name_swapped_for_a_symlink_never_reads_outside() {
+        use std::io::Read;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let root = tempfile::tempdir().unwrap();
+        let allowed = root.path().join("in");
+        std::fs::create_dir_all(&allowed).unwrap();
+        let secret = root.path().join("secret.txt");
+        std::fs::write(&secret, "SECRET").unwrap();
+        let (inside, link) = (allowed.join("inside.tmp"), allowed.join("link.tmp"));
+        let name = allowed.join("target");
+        std::fs::write(&name, "fine").unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let swapper = {
+            let stop = stop.clone();
+            let (name, inside, link, secret) =
+                (name.clone(), inside.clone(), link.clone(), secret.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    std::fs::write(&inside, "fine").unwrap();
+                    std::fs::rename(&inside, &name).unwrap();
+                    let _ = std::fs::remove_file(&link);
+                    std::os::unix::fs::symlink(&secret, &link).unwrap();
+                    std::fs::rename(&link, &name).unwrap();
+                }
+            })
+        };
+        let allow = vec![allowed.clone()];
+        let (mut read, mut refused) = (0, 0);
+        for _ in 0..5_000 {
+            match open_read("file.read", &allow, "target") {
+                Ok((mut file, _)) => {
+                    let mut text = String::new();
+                    file.read_to_string(&mut text).unwrap();
+                    assert_eq!(text, "fine", "read outside the allowed folder");
+                    read += 1;
+                }
+                Err(_) => refused += 1,
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        swapper.join().unwrap();
+        assert!(
+            read > 0 && refused > 0,
+            "the swap was not exercised: {read} read, {refused} refused"
+        );
+
+        let fifo = allowed.join("pipe");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let t = std::time::Instant::now();
+        let e = open_read("file.read", &allow, "pipe").unwrap_err();
+        assert!(e.message.contains("is not a file"), "{e}");
+        assert!(t.elapsed() < std::time::Duration::from_secs(1));
+    }
+
     #[test]
     fn paths_outside_or_through_symlinks_are_refused() {
         let root = tempfile::tempdir().unwrap();
