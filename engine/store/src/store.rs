@@ -128,7 +128,7 @@ pub struct RunRow {
     pub doc_version: Option<String>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
 pub struct WorkflowRow {
     pub id: String,
     pub name: String,
@@ -191,11 +191,8 @@ pub struct VersionMark<'a> {
     pub gap_us: i64,
 }
 
-/// `doc_versions` columns in [`VersionRow`]'s order.
-type VersionTuple = (i64, String, String, String, Option<String>, i64, i64, i64);
-
 /// A version of a workflow: a burst of edits by one author.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct VersionRow {
     pub seq: i64,
     pub parent: String,
@@ -233,14 +230,29 @@ async fn mark_version(
     mark: &VersionMark<'_>,
     now: i64,
 ) -> Result<()> {
-    let last: Option<(i64, String, String, Option<String>, i64)> = sqlx::query_as(
+    /// The newest version of a workflow, as much as extending it needs.
+    #[derive(sqlx::FromRow)]
+    struct Last {
+        seq: i64,
+        version: String,
+        author: String,
+        message: Option<String>,
+        at_us: i64,
+    }
+    let last: Option<Last> = sqlx::query_as(
         "SELECT seq, version, author, message, at_us FROM doc_versions \
          WHERE workflow_id = ? ORDER BY seq DESC LIMIT 1",
     )
     .bind(id)
     .fetch_optional(&mut *conn)
     .await?;
-    if let Some((seq, version, author, message, at_us)) = &last
+    if let Some(Last {
+        seq,
+        version,
+        author,
+        message,
+        at_us,
+    }) = &last
         && version == mark.parent
         && author == mark.author
         && message.as_deref() == mark.message
@@ -264,7 +276,7 @@ async fn mark_version(
          started_at_us, at_us, edits) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1)",
     )
     .bind(id)
-    .bind(last.map_or(1, |l| l.0 + 1))
+    .bind(last.map_or(1, |l| l.seq + 1))
     .bind(mark.parent)
     .bind(mark.version)
     .bind(mark.author)
@@ -277,49 +289,54 @@ async fn mark_version(
 }
 
 /// A stored credential, without its value.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
 pub struct CredentialRow {
     pub name: String,
     pub kind: String,
     pub updated_at_us: i64,
 }
 
-type RunTuple = (
-    String,
-    String,
-    String,
-    String,
-    String,
-    String,
-    Option<String>,
-    Option<String>,
-    i64,
-    Option<i64>,
-    Option<String>,
-    Option<String>,
-);
+/// A `runs` row as [`RUN_COLUMNS`] selects it, before its values are
+/// resolved (blobs loaded, JSON parsed) into a [`RunRow`].
+#[derive(sqlx::FromRow)]
+struct RunColumns {
+    id: String,
+    workflow_id: String,
+    definition: String,
+    trigger: String,
+    input: String,
+    status: String,
+    output: Option<String>,
+    error: Option<String>,
+    created_at_us: i64,
+    finished_at_us: Option<i64>,
+    parent_run: Option<String>,
+    doc_version: Option<String>,
+}
 
 /// The `definition` column holds "#" + a hash into `definitions` (or, in rows
 /// written before migration 0003, the text itself).
 const RUN_COLUMNS: &str = "id, workflow_id, \
     CASE WHEN substr(runs.definition, 1, 1) = '#' \
         THEN (SELECT text FROM definitions WHERE hash = substr(runs.definition, 2)) \
-        ELSE runs.definition END, \
+        ELSE runs.definition END AS definition, \
     \"trigger\", input, status, output, error, created_at_us, finished_at_us, parent_run, doc_version";
 
-type RecordTuple = (
-    i64,
-    i64,
-    String,
-    String,
-    String,
-    i64,
-    i64,
-    Option<String>,
-    Option<String>,
-    Option<i64>,
-    Option<String>,
-);
+/// A `journal` row before its values are resolved into a [`Record`].
+#[derive(sqlx::FromRow)]
+struct RecordColumns {
+    seq: i64,
+    kind: i64,
+    node: String,
+    lineage: String,
+    activation: String,
+    attempt: i64,
+    at_us: i64,
+    data: Option<String>,
+    error: Option<String>,
+    duration_us: Option<i64>,
+    input: Option<String>,
+}
 
 impl Store {
     /// Opens (creating) the store in `dir`: `sluice.db` in WAL mode with
@@ -402,28 +419,32 @@ impl Store {
 
     /// Names and kinds only, by name.
     pub async fn list_credentials(&self) -> Result<Vec<CredentialRow>> {
-        let rows: Vec<(String, String, i64)> =
+        Ok(
             sqlx::query_as("SELECT name, kind, updated_at_us FROM credentials ORDER BY name")
                 .fetch_all(&self.inner.pool)
-                .await?;
-        Ok(rows
-            .into_iter()
-            .map(|(name, kind, updated_at_us)| CredentialRow {
-                name,
-                kind,
-                updated_at_us,
-            })
-            .collect())
+                .await?,
+        )
     }
 
     /// A credential's kind and decrypted value (for the nodes that use it).
     pub async fn get_credential(&self, name: &str) -> Result<Option<(String, Value)>> {
-        let row: Option<(String, Vec<u8>, Vec<u8>)> =
+        #[derive(sqlx::FromRow)]
+        struct Sealed {
+            kind: String,
+            nonce: Vec<u8>,
+            secret: Vec<u8>,
+        }
+        let row: Option<Sealed> =
             sqlx::query_as("SELECT kind, nonce, secret FROM credentials WHERE name = ?")
                 .bind(name)
                 .fetch_optional(&self.inner.pool)
                 .await?;
-        let Some((kind, nonce, secret)) = row else {
+        let Some(Sealed {
+            kind,
+            nonce,
+            secret,
+        }) = row
+        else {
             return Ok(None);
         };
         let plain = self.vault().await?.open_sealed(name, &nonce, &secret)?;
@@ -549,7 +570,7 @@ impl Store {
         offset: u32,
         limit: u32,
     ) -> Result<Vec<VersionRow>> {
-        let rows: Vec<VersionTuple> = sqlx::query_as(
+        Ok(sqlx::query_as(
             "SELECT seq, parent, version, author, message, started_at_us, at_us, edits \
              FROM doc_versions WHERE workflow_id = ? ORDER BY seq DESC LIMIT ? OFFSET ?",
         )
@@ -557,22 +578,7 @@ impl Store {
         .bind(i64::from(limit))
         .bind(i64::from(offset))
         .fetch_all(&self.inner.pool)
-        .await?;
-        Ok(rows
-            .into_iter()
-            .map(
-                |(seq, parent, version, author, message, started_at_us, at_us, edits)| VersionRow {
-                    seq,
-                    parent,
-                    version,
-                    author,
-                    message,
-                    started_at_us,
-                    at_us,
-                    edits,
-                },
-            )
-            .collect())
+        .await?)
     }
 
     /// Workflows whose document changed after their JSON was last written
@@ -590,13 +596,23 @@ impl Store {
     /// A workflow's document as stored: the snapshot (if any) and the
     /// updates after it, oldest first.
     pub async fn load_doc(&self, id: &str) -> Result<StoredDoc> {
-        let snapshot: Option<(i64, Vec<u8>)> =
+        #[derive(sqlx::FromRow)]
+        struct Snapshot {
+            upto_seq: i64,
+            bytes: Vec<u8>,
+        }
+        #[derive(sqlx::FromRow)]
+        struct Update {
+            seq: i64,
+            bytes: Vec<u8>,
+        }
+        let snapshot: Option<Snapshot> =
             sqlx::query_as("SELECT upto_seq, bytes FROM doc_snapshots WHERE workflow_id = ?")
                 .bind(id)
                 .fetch_optional(&self.inner.pool)
                 .await?;
-        let upto = snapshot.as_ref().map_or(0, |(u, _)| *u);
-        let updates: Vec<(i64, Vec<u8>)> = sqlx::query_as(
+        let upto = snapshot.as_ref().map_or(0, |s| s.upto_seq);
+        let updates: Vec<Update> = sqlx::query_as(
             "SELECT seq, bytes FROM doc_updates WHERE workflow_id = ? AND seq > ? ORDER BY seq",
         )
         .bind(id)
@@ -604,9 +620,9 @@ impl Store {
         .fetch_all(&self.inner.pool)
         .await?;
         Ok(StoredDoc {
-            snapshot: snapshot.map(|(_, b)| b),
+            snapshot: snapshot.map(|s| s.bytes),
             upto_seq: upto,
-            updates,
+            updates: updates.into_iter().map(|u| (u.seq, u.bytes)).collect(),
         })
     }
 
@@ -666,28 +682,26 @@ impl Store {
     /// The workflow JSON text with the document version it was written
     /// from (None: not written from a document).
     pub async fn get_workflow_at(&self, id: &str) -> Result<Option<(String, Option<String>)>> {
-        Ok(
+        #[derive(sqlx::FromRow)]
+        struct At {
+            definition: String,
+            doc_version: Option<String>,
+        }
+        let row: Option<At> =
             sqlx::query_as("SELECT definition, doc_version FROM workflows WHERE id = ?")
                 .bind(id)
                 .fetch_optional(&self.inner.pool)
-                .await?,
-        )
+                .await?;
+        Ok(row.map(|r| (r.definition, r.doc_version)))
     }
 
     /// All workflows, by id.
     pub async fn list_workflows(&self) -> Result<Vec<WorkflowRow>> {
-        let rows: Vec<(String, String, i64)> =
+        Ok(
             sqlx::query_as("SELECT id, name, updated_at_us FROM workflows ORDER BY id")
                 .fetch_all(&self.inner.pool)
-                .await?;
-        Ok(rows
-            .into_iter()
-            .map(|(id, name, updated_at_us)| WorkflowRow {
-                id,
-                name,
-                updated_at_us,
-            })
-            .collect())
+                .await?,
+        )
     }
 
     /// Creates a run (status `running`). Goes through the journal queue, so it
@@ -727,7 +741,7 @@ impl Store {
 
     pub async fn get_run(&self, id: &str) -> Result<Option<RunRow>> {
         let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?");
-        let row: Option<RunTuple> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        let row: Option<RunColumns> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(id)
             .fetch_optional(&self.inner.pool)
             .await?;
@@ -738,7 +752,7 @@ impl Store {
     pub async fn list_runs(&self, limit: u32) -> Result<Vec<RunRow>> {
         let sql =
             format!("SELECT {RUN_COLUMNS} FROM runs ORDER BY created_at_us DESC, id DESC LIMIT ?");
-        let rows: Vec<RunTuple> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        let rows: Vec<RunColumns> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(i64::from(limit))
             .fetch_all(&self.inner.pool)
             .await?;
@@ -765,7 +779,7 @@ impl Store {
         }
         q.push(" ORDER BY created_at_us DESC, id DESC LIMIT ")
             .push_bind(i64::from(filter.limit));
-        let rows: Vec<RunTuple> = q.build_query_as().fetch_all(&self.inner.pool).await?;
+        let rows: Vec<RunColumns> = q.build_query_as().fetch_all(&self.inner.pool).await?;
         self.decode_runs(rows).await
     }
 
@@ -780,7 +794,7 @@ impl Store {
             "SELECT {RUN_COLUMNS} FROM runs WHERE workflow_id = ? AND \"trigger\" = ? \
              ORDER BY created_at_us DESC, id DESC LIMIT 1"
         );
-        let rows: Vec<RunTuple> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        let rows: Vec<RunColumns> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(workflow_id)
             .bind(trigger)
             .fetch_all(&self.inner.pool)
@@ -802,7 +816,7 @@ impl Store {
         let sql = format!(
             "SELECT {RUN_COLUMNS} FROM runs WHERE status = 'running' ORDER BY created_at_us, id"
         );
-        let rows: Vec<RunTuple> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        let rows: Vec<RunColumns> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .fetch_all(&self.inner.pool)
             .await?;
         self.decode_runs(rows).await
@@ -811,7 +825,7 @@ impl Store {
     /// The committed journal of one run in seq order, values loaded
     /// (`Record::data` is `Stored::Loaded`).
     pub async fn run_records(&self, run_id: &str) -> Result<Vec<Record>> {
-        let rows: Vec<RecordTuple> = sqlx::query_as(
+        let rows: Vec<RecordColumns> = sqlx::query_as(
             "SELECT seq, kind, node, lineage, activation, attempt, at_us, data, error, duration_us, input \
              FROM journal WHERE run_id = ? ORDER BY seq",
         )
@@ -826,7 +840,15 @@ impl Store {
 
     /// The committed log lines of one run, in the order they were queued.
     pub async fn run_logs(&self, run_id: &str) -> Result<Vec<LogLine>> {
-        let rows: Vec<(String, String, String, String, i64)> = sqlx::query_as(
+        #[derive(sqlx::FromRow)]
+        struct Line {
+            node: String,
+            lineage: String,
+            level: String,
+            message: String,
+            at_us: i64,
+        }
+        let rows: Vec<Line> = sqlx::query_as(
             "SELECT node, lineage, level, message, at_us FROM logs WHERE run_id = ? ORDER BY id",
         )
         .bind(run_id)
@@ -835,18 +857,18 @@ impl Store {
         let run_id: Arc<str> = run_id.into();
         Ok(rows
             .into_iter()
-            .map(|(node, lineage, level, message, at_us)| LogLine {
+            .map(|l| LogLine {
                 run_id: run_id.clone(),
-                node,
-                lineage,
-                level,
-                message,
-                at_us,
+                node: l.node,
+                lineage: l.lineage,
+                level: l.level,
+                message: l.message,
+                at_us: l.at_us,
             })
             .collect())
     }
 
-    async fn decode_runs(&self, rows: Vec<RunTuple>) -> Result<Vec<RunRow>> {
+    async fn decode_runs(&self, rows: Vec<RunColumns>) -> Result<Vec<RunRow>> {
         if rows.is_empty() {
             return Ok(Vec::new());
         }
@@ -860,8 +882,8 @@ impl Store {
     }
 }
 
-fn decode_run(blobs: &Blobs, row: RunTuple) -> Result<RunRow> {
-    let (
+fn decode_run(blobs: &Blobs, row: RunColumns) -> Result<RunRow> {
+    let RunColumns {
         id,
         workflow_id,
         definition,
@@ -874,7 +896,7 @@ fn decode_run(blobs: &Blobs, row: RunTuple) -> Result<RunRow> {
         finished_at_us,
         parent_run,
         doc_version,
-    ) = row;
+    } = row;
     let corrupt = |column: &str, e: Error| Error::Corrupt {
         table: "runs",
         key: id.clone(),
@@ -905,24 +927,28 @@ fn decode_run(blobs: &Blobs, row: RunTuple) -> Result<RunRow> {
     })
 }
 
-fn decode_records(blobs: &Blobs, run_id: &Arc<str>, rows: Vec<RecordTuple>) -> Result<Vec<Record>> {
+fn decode_records(
+    blobs: &Blobs,
+    run_id: &Arc<str>,
+    rows: Vec<RecordColumns>,
+) -> Result<Vec<Record>> {
     // Records of one run share few node names: share their allocations.
     let mut nodes: HashMap<String, Arc<str>> = HashMap::new();
     rows.into_iter()
         .map(
-            |(
-                seq,
-                kind,
-                node,
-                lineage,
-                activation,
-                attempt,
-                at_us,
-                data,
-                error,
-                duration_us,
-                input,
-            )| {
+            |RecordColumns {
+                 seq,
+                 kind,
+                 node,
+                 lineage,
+                 activation,
+                 attempt,
+                 at_us,
+                 data,
+                 error,
+                 duration_us,
+                 input,
+             }| {
                 let corrupt = |detail: String| Error::Corrupt {
                     table: "journal",
                     key: format!("{run_id}/{seq}"),

@@ -5,7 +5,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
-use sluice_store::{Error, LogLine, NewRun, Record, RecordKind, Store, Stored, status};
+use sluice_store::{
+    CredentialRow, Error, LogLine, NewRun, Record, RecordKind, RunFilter, Store, Stored,
+    VersionMark, VersionRow, status,
+};
 use tempfile::TempDir;
 
 /// Every test gets a hard timeout.
@@ -717,6 +720,199 @@ async fn the_journal_checkpoints_its_wal_as_it_goes() -> Result<()> {
         assert!(
             wal < 4 << 20,
             "the WAL grew to {wal} bytes: it is not checkpointed"
+        );
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn documents_and_their_versions_read_back() -> Result<()> {
+    timed(async {
+        let (_dir, store) = open().await?;
+        let mark = |parent, version, author, message| VersionMark {
+            parent,
+            version,
+            author,
+            message,
+            gap_us: 3_600_000_000,
+        };
+        let seq = store
+            .put_workflow_update(
+                "wf",
+                "WF",
+                r#"{"v":1}"#,
+                b"u1",
+                &mark("", "v1", "alice", Some("api")),
+            )
+            .await?;
+        assert_eq!(seq, 1);
+        // The same author soon after, from the same place: the same version.
+        store
+            .append_doc_update("wf", b"u2", &mark("v1", "v2", "alice", Some("api")))
+            .await?;
+        // Another author: a new version.
+        store
+            .append_doc_update("wf", b"u3", &mark("v2", "v3", "bob", None))
+            .await?;
+        let versions = store.list_versions("wf", 0, 10).await?;
+        let seen: Vec<_> = versions
+            .iter()
+            .map(|v| {
+                (
+                    v.seq,
+                    v.parent.as_str(),
+                    v.version.as_str(),
+                    v.author.as_str(),
+                    v.message.as_deref(),
+                    v.edits,
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (2, "v2", "v3", "bob", None, 1),
+                (1, "", "v2", "alice", Some("api"), 2)
+            ]
+        );
+        let VersionRow {
+            started_at_us,
+            at_us,
+            ..
+        } = versions[1];
+        assert!(0 < started_at_us && started_at_us <= at_us);
+        assert_eq!(store.list_versions("wf", 1, 10).await?, versions[1..]);
+
+        assert_eq!(
+            store.get_workflow_at("wf").await?,
+            Some((r#"{"v":1}"#.to_string(), Some("v1".to_string())))
+        );
+        store.put_workflow("plain", "Plain", r#"{"v":0}"#).await?;
+        assert_eq!(
+            store.get_workflow_at("plain").await?,
+            Some((r#"{"v":0}"#.to_string(), None))
+        );
+        assert_eq!(store.get_workflow_at("missing").await?, None);
+
+        let doc = store.load_doc("wf").await?;
+        assert_eq!((doc.snapshot, doc.upto_seq), (None, 0));
+        assert_eq!(
+            doc.updates,
+            [
+                (1, b"u1".to_vec()),
+                (2, b"u2".to_vec()),
+                (3, b"u3".to_vec())
+            ]
+        );
+        store.compact_doc("wf", b"snap", 2).await?;
+        let doc = store.load_doc("wf").await?;
+        assert_eq!(
+            (doc.snapshot.as_deref(), doc.upto_seq),
+            (Some(&b"snap"[..]), 2)
+        );
+        assert_eq!(doc.updates, [(3, b"u3".to_vec())]);
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn credentials_are_listed_by_name_without_values() -> Result<()> {
+    timed(async {
+        let (_dir, store) = open().await?;
+        store
+            .put_credential("b", "basic", &json!({"user": "u"}))
+            .await?;
+        store
+            .put_credential("a", "bearer", &json!({"token": "t"}))
+            .await?;
+        let list = store.list_credentials().await?;
+        let names: Vec<_> = list
+            .iter()
+            .map(|CredentialRow { name, kind, .. }| (name.as_str(), kind.as_str()))
+            .collect();
+        assert_eq!(names, [("a", "bearer"), ("b", "basic")]);
+        assert!(list.iter().all(|c| c.updated_at_us > 0));
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn runs_are_found_by_workflow_status_trigger_and_cursor() -> Result<()> {
+    timed(async {
+        let (_dir, store) = open().await?;
+        for (id, at, workflow, trigger) in [
+            ("a", 10, "wf", "start"),
+            ("b", 20, "wf", "cron"),
+            ("c", 30, "other", "cron"),
+            ("d", 40, "wf", "cron"),
+        ] {
+            store
+                .create_run(&NewRun {
+                    workflow_id: workflow.into(),
+                    trigger: trigger.into(),
+                    doc_version: Some(format!("v-{id}")),
+                    ..new_run(id, at)
+                })
+                .await?;
+        }
+        store
+            .journal()
+            .finish_run("d", status::FAILED, None, Some(json!({"message": "x"})), 50)
+            .await?;
+        let ids =
+            |rows: Vec<sluice_store::RunRow>| rows.into_iter().map(|r| r.id).collect::<Vec<_>>();
+        let find = |workflow: Option<&str>, status: Option<&str>, before: Option<&str>| RunFilter {
+            workflow: workflow.map(Into::into),
+            status: status.map(Into::into),
+            before: before.map(Into::into),
+            limit: 10,
+        };
+        assert_eq!(
+            ids(store.find_runs(&find(None, None, None)).await?),
+            ["d", "c", "b", "a"]
+        );
+        assert_eq!(
+            ids(store.find_runs(&find(Some("wf"), None, None)).await?),
+            ["d", "b", "a"]
+        );
+        assert_eq!(
+            ids(store
+                .find_runs(&find(Some("wf"), Some("running"), None))
+                .await?),
+            ["b", "a"]
+        );
+        assert_eq!(
+            ids(store.find_runs(&find(None, None, Some("c"))).await?),
+            ["b", "a"]
+        );
+        let failed = store.find_runs(&find(None, Some("failed"), None)).await?;
+        assert_eq!(failed.len(), 1);
+        assert_eq!(failed[0].error, Some(json!({"message": "x"})));
+        assert_eq!(failed[0].finished_at_us, Some(50));
+        assert_eq!(failed[0].doc_version.as_deref(), Some("v-d"));
+        assert_eq!(failed[0].definition, new_run("d", 0).definition.text());
+
+        let latest = store
+            .latest_run_for_trigger("wf", "cron")
+            .await?
+            .context("a cron run")?;
+        assert_eq!(latest.id, "d");
+        assert_eq!(
+            store
+                .latest_run_for_trigger("wf", "start")
+                .await?
+                .map(|r| r.id)
+                .as_deref(),
+            Some("a")
+        );
+        assert!(
+            store
+                .latest_run_for_trigger("other", "start")
+                .await?
+                .is_none()
         );
         Ok(())
     })

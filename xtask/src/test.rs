@@ -1,0 +1,63 @@
+//! `cargo xtask test`: what CI runs. Format check, clippy `-D warnings`,
+//! the wasm32 build of the pure crates, the editor, and the whole test suite.
+
+use anyhow::Result;
+
+use crate::cmd::{cargo, check, step};
+use crate::frontend;
+use crate::toolchain::{
+    ensure_apt, ensure_apt_probe, ensure_components, ensure_desktop_toolchain, ensure_js_toolchain,
+    ensure_target,
+};
+
+pub(crate) fn run() -> Result<()> {
+    ensure_components()?;
+    ensure_js_toolchain()?;
+    // The sandbox tests build their guest component for WASI preview 2.
+    ensure_target("wasm32-wasip2")?;
+    // The email tests talk to a real SMTP server: Python's aiosmtpd.
+    ensure_apt_probe(
+        "/usr/bin/python3 -c 'import aiosmtpd'",
+        "aiosmtpd (Python)",
+        "python3-aiosmtpd",
+    )?;
+    // The vault tests use a real Secret Service on a private session bus.
+    ensure_apt("dbus-daemon", "dbus")?;
+    ensure_apt("gnome-keyring-daemon", "gnome-keyring")?;
+    ensure_apt("secret-tool", "libsecret-tools")?;
+    // The editor's end-to-end tests: Debian's Chromium through chromedriver.
+    ensure_apt("chromium", "chromium")?;
+    ensure_apt("chromedriver", "chromium-driver")?;
+    ensure_desktop_toolchain()?;
+    step("cargo fmt --check");
+    check(cargo().args(["fmt", "--all", "--check"]))?;
+    step("cargo clippy --workspace --all-targets -- -D warnings");
+    check(cargo().args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--locked",
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
+    step(
+        "cargo build -p sluice-model -p sluice-core --target wasm32-unknown-unknown (the pure crates stay pure)",
+    );
+    check(cargo().args([
+        "build",
+        "-p",
+        "sluice-model",
+        "-p",
+        "sluice-core",
+        "--target",
+        "wasm32-unknown-unknown",
+        "--locked",
+    ]))?;
+    // The editor, built as users get it, for its end-to-end tests.
+    frontend::build()?;
+    step("cargo test --workspace");
+    check(cargo().args(["test", "--workspace", "--locked"]))?;
+    step("all checks passed");
+    Ok(())
+}

@@ -1,0 +1,124 @@
+//! Installing what the tasks need when it is missing: rustup targets and
+//! components, Debian packages, tauri-driver, and the wasm-bindgen version
+//! Cargo.lock pins.
+
+use std::process::Command;
+
+use anyhow::{Result, bail};
+
+use crate::cmd::{cargo, check, output, step};
+
+/// Installs a rustup target when it is missing.
+pub(crate) fn ensure_target(target: &str) -> Result<()> {
+    let installed = output(Command::new("rustup").args(["target", "list", "--installed"]))?;
+    if !installed.lines().any(|l| l.trim() == target) {
+        step(&format!("installing rustup target {target}"));
+        check(Command::new("rustup").args(["target", "add", target]))?;
+    }
+    Ok(())
+}
+
+pub(crate) fn ensure_components() -> Result<()> {
+    let installed = output(Command::new("rustup").args(["component", "list", "--installed"]))?;
+    for c in ["rustfmt", "clippy"] {
+        if !installed.lines().any(|l| l.starts_with(c)) {
+            step(&format!("installing rustup component {c}"));
+            check(Command::new("rustup").args(["component", "add", c]))?;
+        }
+    }
+    Ok(())
+}
+
+/// What building the sandbox's JavaScript runtime (engine/sandbox/build.rs)
+/// needs: QuickJS is C, compiled by clang for wasm32-unknown-unknown.
+pub(crate) fn ensure_js_toolchain() -> Result<()> {
+    ensure_target("wasm32-unknown-unknown")?;
+    ensure_apt("clang", "clang")?;
+    ensure_apt("llvm-ar", "llvm")
+}
+
+/// What the desktop app (`src-tauri`, Tauri 2 on WebKitGTK) needs to build,
+/// and to be driven end to end: Xvfb, WebKitWebDriver and tauri-driver.
+pub(crate) fn ensure_desktop_toolchain() -> Result<()> {
+    ensure_apt("pkg-config", "pkg-config")?;
+    for (module, package) in [
+        ("webkit2gtk-4.1", "libwebkit2gtk-4.1-dev"),
+        ("gtk+-3.0", "libgtk-3-dev"),
+        ("ayatana-appindicator3-0.1", "libayatana-appindicator3-dev"),
+        ("librsvg-2.0", "librsvg2-dev"),
+        ("dbus-1", "libdbus-1-dev"),
+    ] {
+        ensure_apt_probe(&format!("pkg-config --exists {module}"), module, package)?;
+    }
+    ensure_apt("Xvfb", "xvfb")?;
+    ensure_apt("xauth", "xauth")?;
+    ensure_apt("WebKitWebDriver", "webkit2gtk-driver")?;
+    // A window manager, to close the app's window as a user does.
+    ensure_apt("openbox", "openbox")?;
+    ensure_apt("wmctrl", "wmctrl")?;
+    // A session bus and a notification server with a command line: the
+    // single instance, link hand-over and notification clicks run over them.
+    ensure_apt("dbus-daemon", "dbus")?;
+    ensure_apt("dunst", "dunst")?;
+    // tauri-driver has no --version: ask cargo what it installed.
+    let installed = output(cargo().args(["install", "--list"])).unwrap_or_default();
+    if !installed.contains(&format!("tauri-driver v{TAURI_DRIVER}:")) {
+        step(&format!("installing tauri-driver {TAURI_DRIVER}"));
+        check(cargo().args([
+            "install",
+            "tauri-driver",
+            "--version",
+            TAURI_DRIVER,
+            "--locked",
+        ]))?;
+    }
+    Ok(())
+}
+
+/// The tauri-driver the desktop's end-to-end test runs against.
+const TAURI_DRIVER: &str = "2.1.0";
+
+/// Installs a Debian package when its command is missing (as root only).
+pub(crate) fn ensure_apt(command: &str, package: &str) -> Result<()> {
+    ensure_apt_probe(&format!("command -v {command}"), command, package)
+}
+
+/// Installs a Debian package unless the shell command `probe` succeeds.
+pub(crate) fn ensure_apt_probe(probe: &str, what: &str, package: &str) -> Result<()> {
+    if Command::new("sh")
+        .args(["-c", probe])
+        .output()?
+        .status
+        .success()
+    {
+        return Ok(());
+    }
+    let root = output(Command::new("id").arg("-u"))?.trim() == "0";
+    if !root {
+        bail!("`{what}` is missing: install the Debian package `{package}`");
+    }
+    step(&format!("installing {package} (apt-get)"));
+    if !Command::new("apt-get")
+        .args(["install", "-y", package])
+        .status()?
+        .success()
+    {
+        check(Command::new("apt-get").arg("update"))?;
+        check(Command::new("apt-get").args(["install", "-y", package]))?;
+    }
+    Ok(())
+}
+
+/// The wasm-bindgen version in Cargo.lock: the CLI must match it exactly.
+pub(crate) fn locked_wasm_bindgen() -> Result<String> {
+    let lock = std::fs::read_to_string("Cargo.lock")?;
+    let mut lines = lock.lines();
+    while let Some(line) = lines.next() {
+        if line == "name = \"wasm-bindgen\""
+            && let Some(v) = lines.next().and_then(|l| l.strip_prefix("version = \""))
+        {
+            return Ok(v.trim_end_matches('"').to_string());
+        }
+    }
+    bail!("wasm-bindgen is not in Cargo.lock")
+}
