@@ -4,10 +4,15 @@
 //! show at once and merge with other windows.
 //!
 //! - [`state`]: the editor's state and reducers, pure and tested natively.
+//! - [`sync`]: the workflow's document and presence as the canvas syncs
+//!   them, pure and tested natively.
 //! - `app`, `canvas`, `scene`, `inspector`, `net`: the browser side
 //!   (wasm32 only).
 
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
 pub mod state;
+pub mod sync;
 
 #[cfg(target_arch = "wasm32")]
 mod app;

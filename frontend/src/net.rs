@@ -1,5 +1,5 @@
 //! Talking to `sluice serve` from the page: JSON over fetch, and the
-//! WebSocket for document sync.
+//! WebSocket for document sync (whose messages [`crate::sync`] makes).
 //!
 //! The session (from a sign-in link, see `engine/server/src/ui.rs`) is in
 //! this origin's `localStorage`, which no other origin (another port on
@@ -11,7 +11,6 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use base64::Engine as _;
 use serde_json::Value;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
@@ -86,16 +85,6 @@ pub async fn call(method: &str, path: &str, body: Option<&Value>) -> Result<Valu
             .unwrap_or_else(|| value.to_string());
         Err(format!("{} {}: {message}", response.status(), path))
     }
-}
-
-pub fn b64(bytes: &[u8]) -> String {
-    base64::engine::general_purpose::STANDARD.encode(bytes)
-}
-
-pub fn unb64(text: &str) -> Result<Vec<u8>, String> {
-    base64::engine::general_purpose::STANDARD
-        .decode(text)
-        .map_err(|e| e.to_string())
 }
 
 /// The live socket: JSON messages in both directions.

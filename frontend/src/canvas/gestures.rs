@@ -1,0 +1,361 @@
+//! The canvas's pointer and keyboard gestures: panning, zooming, moving
+//! nodes, box selection, wiring ports, dropping a palette entry, and the
+//! keyboard shortcuts.
+
+use wasm_bindgen::JsCast;
+use wasm_bindgen::closure::Closure;
+use web_sys::{Element, KeyboardEvent, PointerEvent, WheelEvent};
+use yew::prelude::*;
+
+use super::{Canvas, Msg, focus, now_ms, runs};
+use crate::state::{Action, NODE_H, NODE_W, Rect};
+use crate::sync::CursorStep;
+
+/// What the pointer is doing.
+pub enum Drag {
+    None,
+    Pan {
+        last: (f64, f64),
+    },
+    Nodes {
+        last: (f64, f64),
+        moved: bool,
+    },
+    Band {
+        start: (f64, f64),
+        now: (f64, f64),
+        additive: bool,
+    },
+    Wire {
+        from: String,
+        port: String,
+        now: (f64, f64),
+    },
+    /// A palette entry being dragged in (screen point of the page).
+    Palette {
+        kind: String,
+        start: (f64, f64),
+        now: Option<(f64, f64)>,
+    },
+}
+
+/// The gestures' part of the canvas's state.
+pub struct Gestures {
+    pub drag: Drag,
+    /// Space is held: a drag anywhere pans.
+    space: bool,
+    /// A drag is one undo step: one was started.
+    grouping: bool,
+    clipboard: Option<String>,
+}
+
+impl Default for Gestures {
+    fn default() -> Gestures {
+        Gestures {
+            drag: Drag::None,
+            space: false,
+            grouping: false,
+            clipboard: None,
+        }
+    }
+}
+
+impl Canvas {
+    pub(super) fn on_down(&mut self, e: PointerEvent) -> bool {
+        self.refused = None;
+        self.palette.close_quick();
+        self.size();
+        let at = self.point(&e);
+        if let Some(svg) = self.svg.cast::<Element>() {
+            svg.set_pointer_capture(e.pointer_id()).ok();
+        }
+        let viewing = self.viewing();
+        let Some(editor) = self.shown() else {
+            return false;
+        };
+        let world = editor.viewport.to_world(at.0, at.1);
+        let selected = editor.selected.clone();
+        if self.gestures.space {
+            self.gestures.drag = Drag::Pan { last: at };
+            return true;
+        }
+        match hit(&e) {
+            (Some(node), Some(port)) if port != "in" && !viewing => {
+                self.gestures.drag = Drag::Wire {
+                    from: node,
+                    port,
+                    now: world,
+                };
+                true
+            }
+            (Some(node), _) => {
+                if !selected.contains(&node) || e.shift_key() {
+                    self.act(Action::Select {
+                        id: node,
+                        additive: e.shift_key(),
+                    });
+                }
+                if !viewing {
+                    self.gestures.drag = Drag::Nodes {
+                        last: world,
+                        moved: false,
+                    };
+                    self.gestures.grouping = self.sync.group_start();
+                }
+                true
+            }
+            (None, _) if e.shift_key() => {
+                self.gestures.drag = Drag::Band {
+                    start: world,
+                    now: world,
+                    additive: true,
+                };
+                true
+            }
+            (None, _) => {
+                self.act(Action::ClearSelection);
+                self.gestures.drag = if e.alt_key() || e.button() == 1 {
+                    Drag::Band {
+                        start: world,
+                        now: world,
+                        additive: false,
+                    }
+                } else {
+                    Drag::Pan { last: at }
+                };
+                true
+            }
+        }
+    }
+
+    pub(super) fn on_move(&mut self, ctx: &Context<Self>, e: PointerEvent) -> bool {
+        let at = self.point(&e);
+        if let Drag::Palette { start, now, .. } = &mut self.gestures.drag {
+            let p = (f64::from(e.client_x()), f64::from(e.client_y()));
+            if now.is_some() || (p.0 - start.0).hypot(p.1 - start.1) > 4.0 {
+                *now = Some(p);
+                return true;
+            }
+            return false;
+        }
+        let Some(world) = self.shown().map(|e| e.viewport.to_world(at.0, at.1)) else {
+            return false;
+        };
+        let mut drag = std::mem::replace(&mut self.gestures.drag, Drag::None);
+        let changed = match &mut drag {
+            Drag::None | Drag::Palette { .. } => false,
+            Drag::Pan { last } => {
+                if let Some(editor) = self.shown_mut() {
+                    editor.viewport.pan(at.0 - last.0, at.1 - last.1);
+                }
+                *last = at;
+                true
+            }
+            Drag::Nodes { last, moved } => {
+                let (dx, dy) = (world.0 - last.0, world.1 - last.1);
+                *last = world;
+                *moved = true;
+                self.act(Action::MoveSelected { dx, dy })
+            }
+            Drag::Band { now, .. } | Drag::Wire { now, .. } => {
+                *now = world;
+                true
+            }
+        };
+        self.gestures.drag = drag;
+        // The cursor for the others, at most 20 times a second;
+        // the last position is always sent (a trailing flush).
+        if !self.viewing() {
+            match self.sync.hold_cursor(world, now_ms()) {
+                CursorStep::Send => self.send_cursor(),
+                CursorStep::Schedule => {
+                    let link = ctx.link().clone();
+                    let flush = Closure::once_into_js(move || link.send_message(Msg::FlushCursor));
+                    if let Some(w) = web_sys::window() {
+                        w.set_timeout_with_callback_and_timeout_and_arguments_0(
+                            flush.unchecked_ref(),
+                            60,
+                        )
+                        .ok();
+                    }
+                }
+                CursorStep::Wait => {}
+            }
+        }
+        changed
+    }
+
+    pub(super) fn on_up(&mut self, e: PointerEvent) -> bool {
+        let drag = std::mem::replace(&mut self.gestures.drag, Drag::None);
+        let grouped = std::mem::take(&mut self.gestures.grouping);
+        match drag {
+            Drag::Nodes { moved, .. } => {
+                if moved {
+                    self.act(Action::SnapSelected);
+                }
+                if grouped {
+                    self.sync.group_end();
+                }
+                true
+            }
+            Drag::Band {
+                start,
+                now,
+                additive,
+            } => {
+                let rect = Rect::spanning(start, now);
+                self.act(Action::SelectBox { rect, additive })
+            }
+            Drag::Wire { from, port, .. } => {
+                match hit(&e) {
+                    (Some(to), _) if to != from => {
+                        self.act(Action::Connect { from, port, to });
+                    }
+                    _ => {}
+                }
+                true
+            }
+            Drag::Palette { kind, now, .. } => {
+                let Some(_) = now else {
+                    return false;
+                };
+                self.palette.swallow_click_until = now_ms() + 400.0;
+                let on_canvas = under(&e)
+                    .and_then(|el| el.closest(".surface").ok().flatten())
+                    .is_some();
+                if on_canvas && !self.viewing() {
+                    let at = self.point(&e);
+                    if let Some(editor) = &self.editor {
+                        let (x, y) = editor.viewport.to_world(at.0, at.1);
+                        let at = (x - NODE_W / 2.0, y - NODE_H / 2.0);
+                        self.act(Action::AddNode { kind, at });
+                    }
+                }
+                true
+            }
+            Drag::Pan { .. } | Drag::None => true,
+        }
+    }
+
+    pub(super) fn on_wheel(&mut self, e: WheelEvent) -> bool {
+        e.prevent_default();
+        let at = self.point(&e);
+        let Some(editor) = self.shown_mut() else {
+            return false;
+        };
+        let factor = (-e.delta_y() * 0.0015).exp();
+        editor.viewport.zoom_at(at.0, at.1, factor);
+        true
+    }
+
+    pub(super) fn on_key(&mut self, ctx: &Context<Self>, e: KeyboardEvent) -> bool {
+        let typing = e
+            .target()
+            .and_then(|t| t.dyn_into::<Element>().ok())
+            .is_some_and(|el| matches!(el.tag_name().as_str(), "INPUT" | "TEXTAREA" | "SELECT"));
+        let command = e.ctrl_key() || e.meta_key();
+        let key = e.key();
+        if typing && !(command && key == "Enter") {
+            return false;
+        }
+        let action = match (command, key.as_str()) {
+            (false, " ") => {
+                self.gestures.space = true;
+                e.prevent_default();
+                return false;
+            }
+            (false, "Delete" | "Backspace") => Some(Action::DeleteSelected),
+            (false, "Escape") if self.history.view.is_some() => {
+                self.history.view = None;
+                self.touch();
+                return true;
+            }
+            (false, "Escape") if self.viewing() => {
+                ctx.link().send_message(Msg::CloseRun);
+                None
+            }
+            (false, "Escape") => Some(Action::ClearSelection),
+            (false, "/") => {
+                focus(&self.palette.search_box);
+                None
+            }
+            (true, "a") => Some(Action::SelectAll),
+            (true, "z" | "Z") => {
+                ctx.link()
+                    .send_message(if e.shift_key() { Msg::Redo } else { Msg::Undo });
+                None
+            }
+            (true, "y") => {
+                ctx.link().send_message(Msg::Redo);
+                None
+            }
+            (true, "Enter") => {
+                ctx.link().send_message(runs::Msg::Run);
+                None
+            }
+            (true, "d") => Some(Action::DuplicateSelected),
+            (true, "c") => {
+                if let Some(editor) = self.shown() {
+                    let text = editor.copy_selected();
+                    if let Some(w) = web_sys::window() {
+                        let _ = w.navigator().clipboard().write_text(&text);
+                    }
+                    self.gestures.clipboard = Some(text);
+                }
+                None
+            }
+            (true, "v") => self.gestures.clipboard.clone().map(|json| {
+                let (w, h) = self.size();
+                let at = self
+                    .editor
+                    .as_ref()
+                    .map_or((0.0, 0.0), |ed| ed.viewport.to_world(w / 3.0, h / 3.0));
+                Action::Paste { json, at }
+            }),
+            (false, "f") => {
+                ctx.link().send_message(Msg::Fit);
+                None
+            }
+            _ => return false,
+        };
+        e.prevent_default();
+        match action {
+            Some(a) => self.act(a),
+            None => false,
+        }
+    }
+
+    pub(super) fn on_key_up(&mut self, e: KeyboardEvent) -> bool {
+        if e.key() == " " {
+            self.gestures.space = false;
+        }
+        false
+    }
+}
+
+/// What is under the pointer: a port, a node, or the background. By
+/// position, not the event's target: the surface captures the pointer
+/// during a drag, so every event then targets it.
+pub fn hit(e: &web_sys::MouseEvent) -> (Option<String>, Option<String>) {
+    let Some(target) = under(e) else {
+        return (None, None);
+    };
+    let port = target
+        .closest("[data-port]")
+        .ok()
+        .flatten()
+        .and_then(|el| el.get_attribute("data-port"));
+    let node = target
+        .closest("[data-node]")
+        .ok()
+        .flatten()
+        .and_then(|el| el.get_attribute("data-node"));
+    (node, port)
+}
+
+fn under(e: &web_sys::MouseEvent) -> Option<Element> {
+    web_sys::window()
+        .and_then(|w| w.document())
+        .and_then(|d| d.element_from_point(e.client_x() as f32, e.client_y() as f32))
+        .or_else(|| e.target().and_then(|t| t.dyn_into::<Element>().ok()))
+}

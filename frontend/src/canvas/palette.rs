@@ -1,0 +1,262 @@
+//! The canvas's palette (the node kinds to add, searchable, clicked or
+//! dragged onto the canvas) and the quick-add box (a double click on the
+//! background).
+
+use sluice_model::kinds;
+use wasm_bindgen::JsCast;
+use web_sys::{Element, KeyboardEvent, PointerEvent};
+use yew::prelude::*;
+
+use super::gestures::{Drag, hit};
+use super::{Canvas, focus, now_ms};
+use crate::state::{Action, NODE_H, NODE_W};
+
+pub enum Msg {
+    /// A palette entry clicked (added at the middle of the view).
+    Add(String),
+    /// A palette entry pressed: it may be dragged onto the canvas.
+    Down(String, PointerEvent),
+    Search(String),
+    SearchKey(KeyboardEvent),
+    /// Double click on the background: quick-add at that point.
+    QuickAdd(web_sys::MouseEvent),
+    QuickSearch(String),
+    QuickKey(KeyboardEvent),
+    QuickPick(String),
+    QuickClose,
+}
+
+impl From<Msg> for super::Msg {
+    fn from(msg: Msg) -> super::Msg {
+        super::Msg::Palette(msg)
+    }
+}
+
+/// The palette part of the canvas's state.
+#[derive(Default)]
+pub struct Palette {
+    search: String,
+    pub search_box: NodeRef,
+    quick: Option<QuickAdd>,
+    quick_box: NodeRef,
+    /// Focus the quick-add box after the next render.
+    focus_quick: bool,
+    /// A palette drag just ended: the click that follows (until this
+    /// time, ms) is not an add.
+    pub swallow_click_until: f64,
+}
+
+/// The quick-add box (double click on the background).
+struct QuickAdd {
+    screen: (f64, f64),
+    world: (f64, f64),
+    query: String,
+}
+
+impl Palette {
+    /// Closes the quick-add box (a gesture elsewhere).
+    pub fn close_quick(&mut self) {
+        self.quick = None;
+    }
+
+    /// After a render: focus the quick-add box if it just opened.
+    pub fn rendered(&mut self) {
+        if std::mem::take(&mut self.focus_quick) {
+            focus(&self.quick_box);
+        }
+    }
+}
+
+impl Canvas {
+    pub(super) fn on_palette(&mut self, msg: Msg) -> bool {
+        match msg {
+            Msg::Add(kind) => {
+                if now_ms() < self.palette.swallow_click_until {
+                    return false;
+                }
+                self.add_at_center(kind)
+            }
+            Msg::Down(kind, e) => {
+                if let Some(el) = e.target().and_then(|t| t.dyn_into::<Element>().ok()) {
+                    el.set_pointer_capture(e.pointer_id()).ok();
+                }
+                self.gestures.drag = Drag::Palette {
+                    kind,
+                    start: (f64::from(e.client_x()), f64::from(e.client_y())),
+                    now: None,
+                };
+                false
+            }
+            Msg::Search(q) => {
+                self.palette.search = q;
+                true
+            }
+            Msg::SearchKey(e) => match e.key().as_str() {
+                "Enter" => {
+                    let first = palette_matches(&self.palette.search)
+                        .first()
+                        .map(|k| k.kind);
+                    match first {
+                        Some(kind) => self.add_at_center(kind.to_string()),
+                        None => false,
+                    }
+                }
+                "Escape" => {
+                    self.palette.search.clear();
+                    focus(&self.svg);
+                    true
+                }
+                _ => false,
+            },
+            Msg::QuickAdd(e) => {
+                if self.viewing() || hit(&e).0.is_some() {
+                    return false;
+                }
+                let at = self.point(&e);
+                let Some(editor) = &self.editor else {
+                    return false;
+                };
+                self.palette.quick = Some(QuickAdd {
+                    screen: at,
+                    world: editor.viewport.to_world(at.0, at.1),
+                    query: String::new(),
+                });
+                self.palette.focus_quick = true;
+                true
+            }
+            Msg::QuickSearch(q) => {
+                if let Some(quick) = &mut self.palette.quick {
+                    quick.query = q;
+                }
+                true
+            }
+            Msg::QuickKey(e) => match e.key().as_str() {
+                "Enter" => {
+                    e.prevent_default();
+                    let first = self.palette.quick.as_ref().and_then(|q| {
+                        palette_matches(&q.query)
+                            .first()
+                            .map(|k| k.kind.to_string())
+                    });
+                    match first {
+                        Some(kind) => self.on_palette(Msg::QuickPick(kind)),
+                        None => false,
+                    }
+                }
+                "Escape" => self.on_palette(Msg::QuickClose),
+                _ => false,
+            },
+            Msg::QuickPick(kind) => {
+                let Some(quick) = self.palette.quick.take() else {
+                    return false;
+                };
+                let at = (quick.world.0, quick.world.1 - NODE_H / 2.0);
+                self.act(Action::AddNode { kind, at });
+                focus(&self.svg);
+                true
+            }
+            Msg::QuickClose => {
+                self.palette.quick = None;
+                focus(&self.svg);
+                true
+            }
+        }
+    }
+
+    fn add_at_center(&mut self, kind: String) -> bool {
+        let (w, h) = self.size();
+        let Some(editor) = &self.editor else {
+            return false;
+        };
+        let at = editor.viewport.to_world(w / 2.0 - NODE_W / 2.0, h / 2.0);
+        self.act(Action::AddNode { kind, at })
+    }
+
+    /// The left-hand panel: the node kinds by category.
+    pub(super) fn palette_view(&self, ctx: &Context<Self>) -> Html {
+        let link = ctx.link();
+        let matches = palette_matches(&self.palette.search);
+        let mut groups: Vec<(&str, Vec<&kinds::KindSpec>)> = Vec::new();
+        for k in matches {
+            match groups.iter_mut().find(|(c, _)| *c == k.category) {
+                Some((_, list)) => list.push(k),
+                None => groups.push((k.category, vec![k])),
+            }
+        }
+        let groups = groups.into_iter().map(|(category, list)| {
+            html! {
+                <li class="category">
+                    <h3>{ category }</h3>
+                    <ul>
+                        { for list.into_iter().map(|k| {
+                            let kind = k.kind.to_string();
+                            let onclick = { let kind = kind.clone(); link.callback(move |_| Msg::Add(kind.clone())) };
+                            let onpointerdown = link.callback(move |e: PointerEvent| Msg::Down(kind.clone(), e));
+                            html! {
+                                <li><button class="kind" data-kind={k.kind} title={k.summary} {onclick} {onpointerdown}>
+                                    <span class={classes!("dot", k.category)}></span>{ k.kind }
+                                </button></li>
+                            }
+                        }) }
+                    </ul>
+                </li>
+            }
+        });
+        html! {
+            <aside class="palette">
+                <h2>{ "Nodes" }</h2>
+                <input ref={self.palette.search_box.clone()} class="palette-search" type="search" placeholder="Search ( / )"
+                    aria-label="Search node kinds" value={self.palette.search.clone()}
+                    oninput={link.callback(|e: InputEvent| { let i: web_sys::HtmlInputElement = e.target_unchecked_into(); Msg::Search(i.value()) })}
+                    onkeydown={link.callback(Msg::SearchKey)} />
+                <ul class="categories">{ for groups }</ul>
+            </aside>
+        }
+    }
+
+    /// The quick-add box, when open.
+    pub(super) fn quick_add(&self, ctx: &Context<Self>) -> Option<Html> {
+        let link = ctx.link();
+        self.palette.quick.as_ref().map(|q| {
+            let matches = palette_matches(&q.query);
+            html! {
+                <div class="quick-add" style={format!("left: {}px; top: {}px", q.screen.0, q.screen.1)}>
+                    <input ref={self.palette.quick_box.clone()} class="quick-search" placeholder="Add a node…" value={q.query.clone()}
+                        aria-label="Search node kinds"
+                        oninput={link.callback(|e: InputEvent| { let i: web_sys::HtmlInputElement = e.target_unchecked_into(); Msg::QuickSearch(i.value()) })}
+                        onkeydown={link.callback(Msg::QuickKey)} />
+                    <ul>
+                        { for matches.iter().take(8).map(|k| {
+                            let kind = k.kind.to_string();
+                            html! { <li><button class="kind" data-kind={k.kind} onclick={link.callback(move |_| Msg::QuickPick(kind.clone()))}>
+                                <span class={classes!("dot", k.category)}></span>{ k.kind }</button></li> }
+                        }) }
+                    </ul>
+                </div>
+            }
+        })
+    }
+}
+
+/// The kinds matching `query`: in the kind's name first, then its
+/// category, then its summary; catalog order within each.
+fn palette_matches(query: &str) -> Vec<&'static kinds::KindSpec> {
+    let q = query.trim().to_lowercase();
+    let mut ranked: Vec<(u8, &'static kinds::KindSpec)> = kinds::catalog()
+        .iter()
+        .filter_map(|k| {
+            let rank = if q.is_empty() || k.kind.contains(&q) {
+                0
+            } else if k.category.contains(&q) {
+                1
+            } else if k.summary.to_lowercase().contains(&q) {
+                2
+            } else {
+                return None;
+            };
+            Some((rank, k))
+        })
+        .collect();
+    ranked.sort_by_key(|(rank, _)| *rank);
+    ranked.into_iter().map(|(_, k)| k).collect()
+}

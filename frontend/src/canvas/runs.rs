@@ -1,0 +1,568 @@
+//! The canvas's runs: running the workflow, the runs list (live, paged),
+//! and the shown run (its statuses on the nodes, its output, a run opened
+//! from the list over its pinned workflow, retries).
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+use yew::prelude::*;
+
+use super::Canvas;
+use crate::net;
+use crate::scene::{StepMark, error_text};
+use crate::state::Editor;
+
+/// Runs per page of the runs list.
+const RUNS_PAGE: usize = 20;
+
+pub enum Msg {
+    Input(String),
+    Run,
+    /// A run started; true when it is a retry (it keeps the pinned view).
+    Started(Result<Value, String>, bool),
+    /// A run's detail (`GET /runs/{id}`) arrived.
+    Detail(Result<Value, String>),
+    Logs(String, Result<Value, String>),
+    /// The first page of the runs list arrived.
+    Loaded(Result<Value, String>),
+    /// Show the next page of older runs.
+    Older,
+    OlderLoaded(Result<Value, String>),
+    /// Open a run from the list: its pinned workflow, read-only.
+    Open(String),
+    Pinned(String, Result<Value, String>),
+    Retry(&'static str),
+}
+
+impl From<Msg> for super::Msg {
+    fn from(msg: Msg) -> super::Msg {
+        super::Msg::Runs(msg)
+    }
+}
+
+/// The runs part of the canvas's state.
+pub struct Runs {
+    /// The run input (JSON text).
+    input: String,
+    /// The run shown on the canvas.
+    pub run: Option<RunView>,
+    running: bool,
+    /// Run pressed while edits were still on their way: run once they land,
+    /// so a run always runs what the window shows.
+    pub run_when_saved: bool,
+    /// The runs list, newest first: at most `shown` rows.
+    rows: Vec<RunRow>,
+    /// Rows the list shows: a page, plus a page per "Older runs".
+    shown: usize,
+    /// Older runs exist beyond the list (the last page was full, or live
+    /// runs pushed rows off its end).
+    more: bool,
+}
+
+impl Default for Runs {
+    fn default() -> Runs {
+        Runs {
+            input: "{}".into(),
+            run: None,
+            running: false,
+            run_when_saved: false,
+            rows: Vec::new(),
+            shown: RUNS_PAGE,
+            more: false,
+        }
+    }
+}
+
+/// One node's part of the shown run: its last attempt.
+#[derive(Clone, Debug, Default)]
+pub struct StepView {
+    mark: Option<StepMark>,
+    input: Option<Value>,
+    output: Option<Value>,
+    error: Option<Value>,
+}
+
+/// The run shown on the canvas: the last one started here (over the live
+/// workflow), or one opened from the list (over its pinned version).
+pub struct RunView {
+    id: String,
+    status: String,
+    output: Value,
+    error: Value,
+    steps: BTreeMap<String, StepView>,
+    logs: Vec<Value>,
+    /// The workflow as this run ran it, when opened from the list.
+    pub pinned: Option<Editor>,
+    version: Option<String>,
+}
+
+impl RunView {
+    fn new(id: String) -> RunView {
+        RunView {
+            id,
+            status: "running".into(),
+            output: Value::Null,
+            error: Value::Null,
+            steps: BTreeMap::new(),
+            logs: Vec::new(),
+            pinned: None,
+            version: None,
+        }
+    }
+
+    pub fn marks(&self) -> BTreeMap<String, StepMark> {
+        self.steps
+            .iter()
+            .filter_map(|(k, v)| Some((k.clone(), v.mark.clone()?)))
+            .collect()
+    }
+
+    fn apply_detail(&mut self, detail: &Value) {
+        self.status = detail["status"]
+            .as_str()
+            .unwrap_or(&self.status)
+            .to_string();
+        self.output = detail["output"].clone();
+        self.error = detail["error"].clone();
+        if let Some(v) = detail["version"].as_str() {
+            self.version = Some(v.to_string());
+        }
+        for step in detail["steps"].as_array().into_iter().flatten() {
+            let Some(node) = step["node"].as_str() else {
+                continue;
+            };
+            let error = step.get("error").cloned();
+            self.steps.insert(
+                node.to_string(),
+                StepView {
+                    mark: Some(StepMark {
+                        status: step["status"].as_str().unwrap_or_default().to_string(),
+                        attempt: step["attempt"].as_u64().unwrap_or(1),
+                        duration_us: step["duration_us"].as_u64(),
+                        error: error.as_ref().map(error_text),
+                    }),
+                    input: step.get("input").cloned(),
+                    output: step.get("output").cloned(),
+                    error,
+                },
+            );
+        }
+    }
+}
+
+/// A row of the runs list.
+#[derive(Clone, Debug)]
+struct RunRow {
+    id: String,
+    status: String,
+    trigger: String,
+    created_at_us: u64,
+}
+
+impl Canvas {
+    pub(super) fn on_runs(&mut self, ctx: &Context<Self>, msg: Msg) -> bool {
+        match msg {
+            Msg::Input(text) => {
+                self.runs.input = text;
+                false
+            }
+            Msg::Run if self.sync.pending() && self.socket.is_some() => {
+                // Edits still on their way to the engine: run after them.
+                self.runs.run_when_saved = true;
+                self.runs.running = true;
+                true
+            }
+            Msg::Run => {
+                let input: Value = match serde_json::from_str(&self.runs.input) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        self.status = format!("the run input is not JSON: {e}");
+                        return true;
+                    }
+                };
+                self.runs.running = true;
+                let path = format!("/api/v1/workflows/{}/runs", ctx.props().workflow);
+                ctx.link().send_future(async move {
+                    let body = json!({"input": input});
+                    Msg::Started(net::call("POST", &path, Some(&body)).await, false)
+                });
+                true
+            }
+            Msg::Started(result, retry) => {
+                self.runs.running = false;
+                match result {
+                    Ok(run) => {
+                        let id = run["id"].as_str().unwrap_or_default().to_string();
+                        // A retry keeps the pinned workflow it runs.
+                        let pinned = self
+                            .runs
+                            .run
+                            .take()
+                            .and_then(|r| r.pinned)
+                            .filter(|_| retry);
+                        let mut view = RunView::new(id.clone());
+                        view.pinned = pinned;
+                        self.runs.run = Some(view);
+                        self.touch();
+                        // It may be over already: read what happened so far.
+                        self.fetch_detail(ctx, &id);
+                    }
+                    Err(e) => self.status = e,
+                }
+                true
+            }
+            Msg::Detail(result) => {
+                match result {
+                    Ok(detail) => {
+                        let id = detail["id"].as_str().unwrap_or_default();
+                        if let Some(r) = self.runs.rows.iter_mut().find(|r| r.id == id) {
+                            r.status = detail["status"].as_str().unwrap_or_default().to_string();
+                        }
+                        if let Some(run) = self.runs.run.as_mut().filter(|r| r.id == id) {
+                            run.apply_detail(&detail);
+                            self.touch();
+                        }
+                    }
+                    Err(e) => self.status = e,
+                }
+                true
+            }
+            Msg::Logs(id, result) => {
+                if let (Ok(Value::Array(lines)), Some(run)) =
+                    (result, self.runs.run.as_mut().filter(|r| r.id == id))
+                {
+                    run.logs = lines;
+                    return true;
+                }
+                false
+            }
+            Msg::Loaded(result) => {
+                match result {
+                    Ok(list) => {
+                        self.runs.rows = run_rows(&list);
+                        self.runs.shown = RUNS_PAGE;
+                        self.runs.more = self.runs.rows.len() >= RUNS_PAGE;
+                    }
+                    Err(e) => self.status = e,
+                }
+                true
+            }
+            Msg::Older => {
+                let mut path = format!(
+                    "/api/v1/runs?workflow={}&limit={RUNS_PAGE}",
+                    ctx.props().workflow
+                );
+                if let Some(last) = self.runs.rows.last() {
+                    path.push_str(&format!("&before={}", last.id));
+                }
+                ctx.link().send_future(async move {
+                    Msg::OlderLoaded(net::call("GET", &path, None).await)
+                });
+                false
+            }
+            Msg::OlderLoaded(result) => {
+                match result {
+                    Ok(list) => {
+                        let page = run_rows(&list);
+                        let runs = &mut self.runs;
+                        runs.more = page.len() >= RUNS_PAGE;
+                        for r in page {
+                            // A run can be on both sides of a page boundary
+                            // that live runs moved.
+                            if !runs.rows.iter().any(|x| x.id == r.id) {
+                                runs.rows.push(r);
+                            }
+                        }
+                        runs.shown = runs.rows.len().max(RUNS_PAGE);
+                    }
+                    Err(e) => self.status = e,
+                }
+                true
+            }
+            Msg::Open(id) => {
+                let path = format!("/api/v1/runs/{id}/workflow");
+                ctx.link().send_future(async move {
+                    let wf = net::call("GET", &path, None).await;
+                    Msg::Pinned(id, wf)
+                });
+                false
+            }
+            Msg::Pinned(id, result) => {
+                let wf = result
+                    .and_then(|v| sluice_model::Workflow::from_value(v).map_err(|e| e.to_string()));
+                match wf {
+                    Ok(wf) => {
+                        let mut pinned = Editor::new(wf);
+                        if let Some(live) = &self.editor {
+                            pinned.viewport = live.viewport;
+                        }
+                        let mut view = RunView::new(id.clone());
+                        view.pinned = Some(pinned);
+                        self.runs.run = Some(view);
+                        self.touch();
+                        self.fetch_detail(ctx, &id);
+                    }
+                    Err(e) => self.status = format!("cannot show run {id}: {e}"),
+                }
+                true
+            }
+            Msg::Retry(from) => {
+                let Some(run) = &self.runs.run else {
+                    return false;
+                };
+                let path = format!("/api/v1/runs/{}/retry", run.id);
+                self.runs.running = true;
+                ctx.link().send_future(async move {
+                    let body = json!({"from": from});
+                    Msg::Started(net::call("POST", &path, Some(&body)).await, true)
+                });
+                true
+            }
+        }
+    }
+
+    /// A live run event of this workflow: the runs list, and the shown run.
+    pub(super) fn on_run_event(&mut self, ctx: &Context<Self>, e: &Value) -> bool {
+        let run = e["run"].as_str().unwrap_or_default().to_string();
+        let ty = e["type"].as_str().unwrap_or_default();
+        let runs = &mut self.runs;
+        match ty {
+            "run_started" if !runs.rows.iter().any(|r| r.id == run) => {
+                runs.rows.insert(
+                    0,
+                    RunRow {
+                        id: run.clone(),
+                        status: "running".into(),
+                        trigger: e["trigger"].as_str().unwrap_or_default().to_string(),
+                        created_at_us: e["at_us"].as_u64().unwrap_or(0),
+                    },
+                );
+                if runs.rows.len() > runs.shown {
+                    runs.rows.truncate(runs.shown);
+                    runs.more = true;
+                }
+            }
+            "run_finished" => {
+                if let Some(r) = runs.rows.iter_mut().find(|r| r.id == run) {
+                    r.status = e["status"].as_str().unwrap_or_default().to_string();
+                }
+            }
+            _ => {}
+        }
+        let Some(shown) = runs.run.as_mut().filter(|r| r.id == run) else {
+            return ty == "run_started" || ty == "run_finished";
+        };
+        let node = e["node"].as_str().unwrap_or_default().to_string();
+        match ty {
+            "step_started" => {
+                let step = shown.steps.entry(node).or_default();
+                step.mark = Some(StepMark {
+                    status: "running".into(),
+                    attempt: e["attempt"].as_u64().unwrap_or(1),
+                    duration_us: None,
+                    error: None,
+                });
+            }
+            "step_finished" => {
+                let step = shown.steps.entry(node).or_default();
+                step.mark = Some(StepMark {
+                    status: e["status"].as_str().unwrap_or_default().to_string(),
+                    attempt: e["attempt"].as_u64().unwrap_or(1),
+                    duration_us: e["duration_us"].as_u64(),
+                    error: e["error"].as_str().map(str::to_string),
+                });
+            }
+            "step_skipped" => {
+                shown.steps.entry(node).or_default().mark = Some(StepMark {
+                    status: "skipped".into(),
+                    attempt: 1,
+                    duration_us: None,
+                    error: None,
+                });
+            }
+            "log" => shown.logs.push(e.clone()),
+            "run_finished" => {
+                shown.status = e["status"].as_str().unwrap_or_default().to_string();
+                self.fetch_detail(ctx, &run);
+            }
+            _ => {}
+        }
+        self.touch();
+        true
+    }
+
+    fn fetch_detail(&self, ctx: &Context<Self>, id: &str) {
+        let path = format!("/api/v1/runs/{id}");
+        ctx.link().send_future(async move {
+            let detail = net::call("GET", &path, None).await;
+            Msg::Detail(detail)
+        });
+        let id = id.to_string();
+        ctx.link().send_future(async move {
+            let logs = net::call("GET", &format!("/api/v1/runs/{id}/logs"), None).await;
+            Msg::Logs(id, logs)
+        });
+    }
+
+    pub(super) fn fetch_runs(ctx: &Context<Self>) {
+        let path = format!(
+            "/api/v1/runs?workflow={}&limit={RUNS_PAGE}",
+            ctx.props().workflow
+        );
+        ctx.link()
+            .send_future(async move { Msg::Loaded(net::call("GET", &path, None).await) });
+    }
+
+    /// The banner over a run opened from the list.
+    pub(super) fn run_banner(&self, ctx: &Context<Self>) -> Option<Html> {
+        let link = ctx.link();
+        self.runs.run.as_ref().filter(|r| r.pinned.is_some() && self.history.view.is_none()).map(|r| {
+            let failed = r.status == "failed";
+            html! {
+                <div class={classes!("run-banner", format!("run-{}", r.status))} role="status">
+                    <span>{ "Run " }<code>{ &r.id }</code>{ " · " }<strong>{ &r.status }</strong>
+                        { r.version.as_ref().map(|v| format!(" · version {v}")).unwrap_or_default() }</span>
+                    if failed {
+                        <button class="retry-failed" onclick={link.callback(|_| Msg::Retry("failed"))}>{ "Retry from failed step" }</button>
+                    }
+                    <button class="retry-start" disabled={r.status == "running"} onclick={link.callback(|_| Msg::Retry("start"))}>{ "Retry from start" }</button>
+                    <button class="close-run" onclick={link.callback(|_| super::Msg::CloseRun)}>{ "Back to editing (Esc)" }</button>
+                </div>
+            }
+        })
+    }
+
+    /// Running the workflow: its input, the button, the shown run.
+    pub(super) fn run_panel(&self, ctx: &Context<Self>) -> Html {
+        let link = ctx.link();
+        let oninput = link.callback(|e: InputEvent| {
+            let area: web_sys::HtmlTextAreaElement = e.target_unchecked_into();
+            Msg::Input(area.value())
+        });
+        let run = self.runs.run.as_ref().map(|r| {
+            let error = (!r.error.is_null()).then(|| html! {
+                <pre class="run-error" role="alert">{ error_text(&r.error) }</pre>
+            });
+            let retry = (r.pinned.is_none() && r.status != "running").then(|| html! {
+                <p class="retry">
+                    if r.status == "failed" {
+                        <button class="retry-failed" onclick={link.callback(|_| Msg::Retry("failed"))}>{ "Retry from failed step" }</button>
+                    }
+                    <button class="retry-start" onclick={link.callback(|_| Msg::Retry("start"))}>{ "Retry from start" }</button>
+                </p>
+            });
+            html! {
+                <div class={classes!("run", format!("run-{}", r.status))} data-run={r.id.clone()}>
+                    <p><strong class="run-status">{ &r.status }</strong>{ " · " }<code>{ &r.id }</code></p>
+                    { for error }
+                    { for retry }
+                    <h3>{ "Output" }</h3>
+                    <pre class="run-output">{ crate::inspector::pretty(&r.output) }</pre>
+                </div>
+            }
+        });
+        let running = self.runs.running;
+        html! {
+            <section class="run-panel">
+                <h2>{ "Run" }</h2>
+                <label for="run-input">{ "Input (JSON)" }</label>
+                <textarea id="run-input" class="mono" rows="3" value={self.runs.input.clone()} {oninput} />
+                <button class="run-button" disabled={running}
+                    onclick={link.callback(|_| Msg::Run)}>
+                    { if running { "Running…" } else { "Run ⌃⏎" } }
+                </button>
+                { for run }
+            </section>
+        }
+    }
+
+    /// The runs list, newest first.
+    pub(super) fn runs_list(&self, ctx: &Context<Self>) -> Html {
+        let link = ctx.link();
+        let rows = self.runs.rows.iter().map(|r| {
+            let id = r.id.clone();
+            let current = self.runs.run.as_ref().is_some_and(|s| s.id == r.id);
+            html! {
+                <li><button class={classes!("run-row", format!("run-{}", r.status), current.then_some("current"))}
+                    data-run={r.id.clone()} onclick={link.callback(move |_| Msg::Open(id.clone()))}>
+                    <span class="dot"></span>
+                    <span class="when">{ when(r.created_at_us) }</span>
+                    <span class="trigger">{ &r.trigger }</span>
+                    <span class="status-text">{ &r.status }</span>
+                </button></li>
+            }
+        });
+        html! {
+            <section class="runs-panel">
+                <h2>{ "Runs" }</h2>
+                if self.runs.rows.is_empty() {
+                    <p class="summary">{ "No runs yet." }</p>
+                }
+                <ul class="runs">{ for rows }</ul>
+                if self.runs.more {
+                    <button class="older-runs" onclick={link.callback(|_| Msg::Older)}>
+                        { "Older runs" }
+                    </button>
+                }
+            </section>
+        }
+    }
+
+    /// Node `n`'s part of the shown run: status, input, output, logs.
+    pub(super) fn run_step(&self, n: &sluice_model::Node) -> Option<Html> {
+        self.runs.run.as_ref().and_then(|r| {
+            let st = r.steps.get(&n.id)?;
+            let logs: Vec<&Value> = r.logs.iter().filter(|l| l["node"] == n.id.as_str()).collect();
+            let status = st.mark.as_ref().map_or("", |m| m.status.as_str()).to_string();
+            Some(html! {
+                <div class="step">
+                    <h3>{ format!("This run: {status}") }</h3>
+                    if let Some(e) = &st.error {
+                        <pre class="step-error">{ error_text(e) }</pre>
+                    }
+                    <details open=true><summary>{ "Input" }</summary>
+                        <div class="step-input">{ st.input.as_ref().map(|v| html! { <crate::inspector::JsonTree value={v.clone()} /> }).unwrap_or_default() }</div></details>
+                    <details open=true><summary>{ "Output" }</summary>
+                        <div class="step-output">{ st.output.as_ref().map(|v| html! { <crate::inspector::JsonTree value={v.clone()} /> }).unwrap_or_default() }</div></details>
+                    if !logs.is_empty() {
+                        <details open=true><summary>{ format!("Logs ({})", logs.len()) }</summary>
+                            <ol class="logs">{ for logs.iter().map(|l| html! {
+                                <li class={l["level"].as_str().unwrap_or("info").to_string()}>{ l["message"].as_str().unwrap_or_default() }</li>
+                            }) }</ol></details>
+                    }
+                </div>
+            })
+        })
+    }
+}
+
+/// A run's (or a version's) time, as the local clock shows it.
+pub(super) fn when(us: u64) -> String {
+    let date = js_sys::Date::new(&wasm_bindgen::JsValue::from_f64(us as f64 / 1000.0));
+    let today = js_sys::Date::new_0().to_date_string() == date.to_date_string();
+    let time = format!(
+        "{:02}:{:02}:{:02}",
+        date.get_hours(),
+        date.get_minutes(),
+        date.get_seconds()
+    );
+    if today {
+        time
+    } else {
+        format!("{}-{:02} {time}", date.get_month() + 1, date.get_date())
+    }
+}
+
+/// The runs list rows of a `GET /api/v1/runs` answer.
+fn run_rows(list: &Value) -> Vec<RunRow> {
+    list.as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| RunRow {
+            id: r["id"].as_str().unwrap_or_default().to_string(),
+            status: r["status"].as_str().unwrap_or_default().to_string(),
+            trigger: r["trigger"].as_str().unwrap_or_default().to_string(),
+            created_at_us: r["created_at_us"].as_u64().unwrap_or(0),
+        })
+        .collect()
+}
