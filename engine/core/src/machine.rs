@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 use sluice_model::OnError;
-use sluice_model::kinds::MergeMode;
+use sluice_model::kinds::{Kind, MergeMode};
 
 use crate::plan::{Plan, Role};
 
@@ -415,7 +415,7 @@ impl Run {
                         .next()
                         .map(|(_, v)| v)
                         .unwrap_or_else(|| step.input.clone());
-                    if node.kind == "output.respond" && self.first_respond.is_none() {
+                    if node.kind == Kind::Respond && self.first_respond.is_none() {
                         self.first_respond = Some(key.clone());
                     }
                     self.exits.insert(

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use sluice_model::graph::Graph;
-use sluice_model::kinds::MergeMode;
+use sluice_model::kinds::{self, Kind, MergeConfig, MergeMode, SplitConfig, TransformConfig};
 use sluice_model::template::{self, Compiled};
 use sluice_model::{OnError, Problem, RetryPolicy, Workflow, validate};
 
@@ -32,16 +32,17 @@ pub enum Role {
 #[derive(Debug)]
 pub struct PlanNode {
     pub id: Arc<str>,
-    pub kind: &'static str,
+    pub kind: Kind,
     pub role: Role,
     pub retry: RetryPolicy,
     pub on_error: OnError,
     pub timeout_ms: Option<u64>,
     pub disabled: bool,
-    /// The node config with its templates compiled.
+    /// The node config with its templates compiled (a node reads it,
+    /// evaluated, as its kind's config type).
     pub config: Compiled,
-    /// The raw config (for kinds that read it directly).
-    pub raw_config: Value,
+    /// A trigger's typed config (None for the other kinds).
+    pub trigger: Option<kinds::Trigger>,
     /// `data.transform`: the compiled jq program.
     pub jq: Option<Arc<jq::Program>>,
     /// Split nodes this node runs inside, outermost first.
@@ -109,27 +110,41 @@ impl Plan {
         let mut problems = Vec::new();
         for (i, n) in workflow.nodes.iter().enumerate() {
             let Some(spec) = graph.kinds[i] else { continue };
-            let role = match spec.kind {
+            // The config was checked as its kind's type by `validate`; the
+            // roles read their settings (and defaults) from that type.
+            let config_problem = |e: kinds::ConfigError| Problem {
+                node: Some(n.id.clone()),
+                edge: None,
+                field: Some(format!("config.{}", e.path)),
+                message: e.message,
+            };
+            let trigger = match kinds::Trigger::parse(spec.id, &n.config).transpose() {
+                Ok(t) => t,
+                Err(e) => {
+                    problems.push(config_problem(e));
+                    continue;
+                }
+            };
+            let role = match spec.id {
                 _ if spec.is_trigger => Role::Trigger,
                 _ if spec.is_exit() => Role::Exit,
-                "flow.merge" => {
-                    let mode = n
-                        .config
-                        .get("mode")
-                        .cloned()
-                        .map(serde_json::from_value)
-                        .transpose();
-                    Role::Merge(mode.ok().flatten().unwrap_or_default())
-                }
-                "flow.split" => Role::Split {
-                    concurrency: n
-                        .config
-                        .get("concurrency")
-                        .and_then(Value::as_u64)
-                        .unwrap_or(8)
-                        .max(1) as usize,
+                Kind::Merge => match kinds::parse::<MergeConfig>(n.config.clone()) {
+                    Ok(c) => Role::Merge(c.mode),
+                    Err(e) => {
+                        problems.push(config_problem(e));
+                        continue;
+                    }
                 },
-                "flow.join" => {
+                Kind::Split => match kinds::parse::<SplitConfig>(n.config.clone()) {
+                    Ok(c) => Role::Split {
+                        concurrency: c.concurrency as usize,
+                    },
+                    Err(e) => {
+                        problems.push(config_problem(e));
+                        continue;
+                    }
+                },
+                Kind::Join => {
                     let split = graph.incoming[i]
                         .first()
                         .and_then(|&e| graph.edge_scope(e, &scopes).last().copied())
@@ -158,9 +173,15 @@ impl Plan {
                     continue;
                 }
             };
-            let jq = if spec.kind == "data.transform" {
-                let code = n.config.get("jq").and_then(Value::as_str).unwrap_or(".");
-                match jq::Program::compile(code) {
+            let jq = if spec.id == Kind::Transform {
+                let code = match kinds::parse::<TransformConfig>(n.config.clone()) {
+                    Ok(c) => c.jq,
+                    Err(e) => {
+                        problems.push(config_problem(e));
+                        continue;
+                    }
+                };
+                match jq::Program::compile(&code) {
                     Ok(f) => Some(Arc::new(f)),
                     Err(message) => {
                         problems.push(Problem {
@@ -178,7 +199,8 @@ impl Plan {
             nodes.push(PlanNode {
                 jq,
                 id: Arc::from(n.id.as_str()),
-                kind: spec.kind,
+                kind: spec.id,
+                trigger,
                 role,
                 retry: n.retry.unwrap_or(RetryPolicy {
                     max_attempts: Some(1),
@@ -189,7 +211,6 @@ impl Plan {
                 timeout_ms: n.timeout_ms,
                 disabled: n.disabled,
                 config,
-                raw_config: n.config.clone(),
                 scope: scopes[i].clone(),
             });
         }
@@ -249,7 +270,7 @@ impl Plan {
         let manual: Vec<usize> = triggers
             .iter()
             .copied()
-            .filter(|&i| self.nodes[i].kind == "trigger.manual")
+            .filter(|&i| self.nodes[i].kind == Kind::ManualTrigger)
             .collect();
         match (manual.as_slice(), triggers.as_slice()) {
             ([one], _) | ([], [one]) => Ok(*one),

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use crate::kinds::{self, KindSpec};
+use crate::kinds::{self, Kind, KindSpec};
 use crate::workflow::Workflow;
 
 /// An edge with both ends resolved to node indices.
@@ -86,6 +86,11 @@ impl Graph {
         self.kinds[node].map(|k| k.kind).unwrap_or("")
     }
 
+    /// The kind of a node (None for an unknown kind).
+    pub fn kind(&self, node: usize) -> Option<Kind> {
+        self.kinds[node].map(|k| k.id)
+    }
+
     /// Nodes in topological order, or the nodes of one cycle (in edge order,
     /// first node repeated at the end is left out).
     pub fn topo_order(&self) -> Result<Vec<usize>, Vec<usize>> {
@@ -145,7 +150,7 @@ impl Graph {
     pub fn edge_scope(&self, e: usize, scopes: &[Vec<usize>]) -> Vec<usize> {
         let edge = &self.edges[e];
         let mut s = scopes[edge.from].clone();
-        if self.kind_name(edge.from) == "flow.split" && edge.from_port == "out" {
+        if self.kind(edge.from) == Some(Kind::Split) && edge.from_port == "out" {
             s.push(edge.from);
         }
         s
@@ -173,7 +178,7 @@ impl Graph {
                 }
             }
             let mut scope = inner.map(|(_, s)| s).unwrap_or_default();
-            if self.kind_name(node) == "flow.join" && scope.pop().is_none() {
+            if self.kind(node) == Some(Kind::Join) && scope.pop().is_none() {
                 return Err(ScopeError::JoinOutsideSplit { join: node });
             }
             scopes[node] = scope;

@@ -7,9 +7,78 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+/// The built-in kinds. Code that treats kinds differently matches on this
+/// (or asks the [`KindSpec`]), never on a kind's name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    ManualTrigger,
+    WorkflowTrigger,
+    WebhookTrigger,
+    ScheduleTrigger,
+    FileTrigger,
+    ErrorTrigger,
+    If,
+    Switch,
+    Merge,
+    Split,
+    Join,
+    Wait,
+    Subworkflow,
+    Set,
+    Transform,
+    HttpRequest,
+    EmailSend,
+    FileRead,
+    FileWrite,
+    Js,
+    Wasm,
+    Log,
+    End,
+    Respond,
+}
+
+impl Kind {
+    /// This kind's entry in the catalog.
+    pub fn spec(self) -> &'static KindSpec {
+        // The catalog lists the kinds in declaration order (a test checks).
+        &CATALOG[self as usize]
+    }
+
+    /// The kind's name in workflow files (`http.request`).
+    pub fn name(self) -> &'static str {
+        self.spec().kind
+    }
+
+    /// Computes its output from its input and config alone: no I/O, no side
+    /// effects, no waiting; running it again gives the same result.
+    pub fn is_pure(self) -> bool {
+        use Kind::*;
+        self.spec().is_trigger
+            || matches!(
+                self,
+                Join | Merge | If | Switch | Split | Set | Log | End | Respond
+            )
+    }
+
+    /// Only waits (a timer, another run): holds no step permit while it does.
+    pub fn only_waits(self) -> bool {
+        matches!(self, Kind::Wait | Kind::Subworkflow)
+    }
+
+    /// The credential kinds a node of this kind accepts (empty: it takes none).
+    pub fn credential_kinds(self) -> &'static [&'static str] {
+        match self {
+            Kind::HttpRequest => &["bearer", "basic", "header", "query"],
+            Kind::EmailSend => &["smtp"],
+            _ => &[],
+        }
+    }
+}
+
 /// Everything the engine and the editor need to know about one kind.
 #[derive(Debug, Clone, Copy)]
 pub struct KindSpec {
+    pub id: Kind,
     pub kind: &'static str,
     pub category: &'static str,
     pub summary: &'static str,
@@ -60,7 +129,7 @@ impl KindSpec {
     /// The output ports of a node of this kind with this config.
     pub fn output_ports(&self, config: &Value) -> Vec<String> {
         let mut ports: Vec<String> = Vec::new();
-        if self.kind == "flow.switch"
+        if self.id == Kind::Switch
             && let Some(cases) = config.get("cases").and_then(Value::as_array)
         {
             ports.extend(
@@ -106,27 +175,78 @@ fn schema_of<T: JsonSchema>() -> Value {
     serde_json::to_value(schemars::schema_for!(T)).unwrap_or(Value::Null)
 }
 
-fn check_as<T: DeserializeOwned + Validate>(config: &Value) -> Result<(), ConfigError> {
-    let typed: T = serde_path_to_error::deserialize(config).map_err(|e| {
-        let path = e.path().to_string();
-        ConfigError::new(
-            if path == "." { String::new() } else { path },
-            e.into_inner().to_string(),
-        )
-    })?;
+fn check_as<T: Config>(config: &Value) -> Result<(), ConfigError> {
+    let typed: T = serde_path_to_error::deserialize(config).map_err(config_error)?;
     typed.validate()
 }
 
-/// Rules a schema cannot say (or that we want to say more clearly).
-trait Validate {
+fn config_error<E: std::fmt::Display>(e: serde_path_to_error::Error<E>) -> ConfigError {
+    let path = e.path().to_string();
+    ConfigError::new(
+        if path == "." { String::new() } else { path },
+        e.into_inner().to_string(),
+    )
+}
+
+/// A kind's config type: what a node's `config` is checked as when a
+/// workflow is validated, and, with its templates evaluated, what the node
+/// receives when it runs ([`parse`]).
+pub trait Config: DeserializeOwned {
+    /// Rules a schema cannot say (or that we want to say more clearly).
     fn validate(&self) -> Result<(), ConfigError> {
         Ok(())
     }
 }
 
+/// Reads a config as its kind's type and checks its rules. Runs use it on
+/// the config with its templates evaluated, so a template that gives a value
+/// of the wrong type is named like a wrong literal (`config.url: invalid type…`).
+pub fn parse<T: Config>(config: Value) -> Result<T, ConfigError> {
+    let typed: T = serde_path_to_error::deserialize(config).map_err(config_error)?;
+    typed.validate()?;
+    Ok(typed)
+}
+
+/// A trigger's config, read once when a workflow is planned: the edges that
+/// start runs (the trigger port, schedules, file watches, error triggers)
+/// read these, never the JSON.
+#[derive(Debug)]
+pub enum Trigger {
+    Manual(ManualTrigger),
+    Workflow(WorkflowTrigger),
+    Webhook(WebhookTrigger),
+    Schedule(ScheduleTrigger),
+    File(FileTrigger),
+    Error(ErrorTrigger),
+}
+
+impl Trigger {
+    /// The typed config of a trigger node (None: `kind` is not a trigger).
+    pub fn parse(kind: Kind, config: &Value) -> Option<Result<Trigger, ConfigError>> {
+        let config = config.clone();
+        Some(match kind {
+            Kind::ManualTrigger => parse(config).map(Trigger::Manual),
+            Kind::WorkflowTrigger => parse(config).map(Trigger::Workflow),
+            Kind::WebhookTrigger => parse(config).map(Trigger::Webhook),
+            Kind::ScheduleTrigger => parse(config).map(Trigger::Schedule),
+            Kind::FileTrigger => parse(config).map(Trigger::File),
+            Kind::ErrorTrigger => parse(config).map(Trigger::Error),
+            _ => return None,
+        })
+    }
+}
+
+/// For `Option<Value>` fields whose absence means a default (`{{ input }}`):
+/// a field that is present stays present even when it is (or a template
+/// evaluates to) `null`, which serde would otherwise read as absent.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
+
 macro_rules! kind {
-    ($kind:literal, $cat:literal, $ty:ty, trigger, $summary:literal) => {
+    ($id:ident, $kind:literal, $cat:literal, $ty:ty, trigger, $summary:literal) => {
         KindSpec {
+            id: Kind::$id,
             kind: $kind,
             category: $cat,
             summary: $summary,
@@ -137,8 +257,9 @@ macro_rules! kind {
             check: check_as::<$ty>,
         }
     };
-    ($kind:literal, $cat:literal, $ty:ty, [$($port:literal),*], raw [$($raw:literal),*], $summary:literal) => {
+    ($id:ident, $kind:literal, $cat:literal, $ty:ty, [$($port:literal),*], raw [$($raw:literal),*], $summary:literal) => {
         KindSpec {
+            id: Kind::$id,
             kind: $kind,
             category: $cat,
             summary: $summary,
@@ -153,6 +274,7 @@ macro_rules! kind {
 
 static CATALOG: &[KindSpec] = &[
     kind!(
+        ManualTrigger,
         "trigger.manual",
         "trigger",
         ManualTrigger,
@@ -160,6 +282,7 @@ static CATALOG: &[KindSpec] = &[
         "Starts a run by hand (`sluice run`, the editor's Run button, the API)."
     ),
     kind!(
+        WorkflowTrigger,
         "trigger.workflow",
         "trigger",
         WorkflowTrigger,
@@ -167,6 +290,7 @@ static CATALOG: &[KindSpec] = &[
         "Starts a run when another workflow calls this one with `flow.subworkflow`."
     ),
     kind!(
+        WebhookTrigger,
         "trigger.webhook",
         "trigger",
         WebhookTrigger,
@@ -174,6 +298,7 @@ static CATALOG: &[KindSpec] = &[
         "Starts a run for each matching request to `/hook/{workflow}/{path}` on the trigger port."
     ),
     kind!(
+        ScheduleTrigger,
         "trigger.schedule",
         "trigger",
         ScheduleTrigger,
@@ -181,6 +306,7 @@ static CATALOG: &[KindSpec] = &[
         "Starts a run on a cron schedule (with seconds)."
     ),
     kind!(
+        FileTrigger,
         "trigger.file",
         "trigger",
         FileTrigger,
@@ -188,29 +314,31 @@ static CATALOG: &[KindSpec] = &[
         "Starts a run when files in a folder are created, modified or removed."
     ),
     kind!(
+        ErrorTrigger,
         "trigger.error",
         "trigger",
         ErrorTrigger,
         trigger,
         "Starts a run when a run of another workflow fails."
     ),
-    kind!("flow.if", "flow", IfConfig, ["true", "false"], raw [],
+    kind!(If, "flow.if", "flow", IfConfig, ["true", "false"], raw [],
         "Passes the message on `true` or `false` by a condition; the other port is skipped."),
-    kind!("flow.switch", "flow", SwitchConfig, ["default"], raw [],
+    kind!(Switch, "flow.switch", "flow", SwitchConfig, ["default"], raw [],
         "Passes the message on the first case whose condition holds, else on `default`."),
-    kind!("flow.merge", "flow", MergeConfig, ["out"], raw [],
+    kind!(Merge, "flow.merge", "flow", MergeConfig, ["out"], raw [],
         "Waits for every incoming edge (delivered or skipped) and combines the messages."),
-    kind!("flow.split", "flow", SplitConfig, ["out"], raw [],
+    kind!(Split, "flow.split", "flow", SplitConfig, ["out"], raw [],
         "Emits one message per element of an array; downstream nodes run once per element."),
-    kind!("flow.join", "flow", JoinConfig, ["out"], raw [],
+    kind!(Join, "flow.join", "flow", JoinConfig, ["out"], raw [],
         "Collects the messages of one split back into an array ordered by index."),
-    kind!("flow.wait", "flow", WaitConfig, ["out"], raw [],
+    kind!(Wait, "flow.wait", "flow", WaitConfig, ["out"], raw [],
         "Waits for a duration or until a time, then passes the message on. Survives restarts."),
-    kind!("flow.subworkflow", "flow", SubworkflowConfig, ["out"], raw [],
+    kind!(Subworkflow, "flow.subworkflow", "flow", SubworkflowConfig, ["out"], raw [],
         "Runs another workflow with this message (or `input`) and emits its output. Calls nest at most 16 deep."),
-    kind!("data.set", "data", SetConfig, ["out"], raw [],
+    kind!(Set, "data.set", "data", SetConfig, ["out"], raw [],
         "Builds an object from templates (merged over the input with `keep_input`)."),
     kind!(
+        Transform,
         "data.transform",
         "data",
         TransformConfig,
@@ -219,6 +347,7 @@ static CATALOG: &[KindSpec] = &[
         "Transforms the message with a jq program, run in the sandbox within `[sandbox] timeout_ms` and 512 MiB."
     ),
     kind!(
+        HttpRequest,
         "http.request",
         "integration",
         HttpRequestConfig,
@@ -227,6 +356,7 @@ static CATALOG: &[KindSpec] = &[
         "Sends an HTTP request; emits the status, headers and body (parsed by content type)."
     ),
     kind!(
+        EmailSend,
         "email.send",
         "integration",
         EmailConfig,
@@ -234,11 +364,12 @@ static CATALOG: &[KindSpec] = &[
         raw["credential"],
         "Sends an email over SMTP with an `smtp` credential."
     ),
-    kind!("file.read", "integration", FileReadConfig, ["out", "error"], raw [],
+    kind!(FileRead, "file.read", "integration", FileReadConfig, ["out", "error"], raw [],
         "Reads a file inside the allowed folders as text, JSON, CSV or bytes."),
-    kind!("file.write", "integration", FileWriteConfig, ["out", "error"], raw [],
+    kind!(FileWrite, "file.write", "integration", FileWriteConfig, ["out", "error"], raw [],
         "Writes a file inside the allowed folders, atomically (temp file, then rename)."),
     kind!(
+        Js,
         "code.js",
         "code",
         JsConfig,
@@ -247,6 +378,7 @@ static CATALOG: &[KindSpec] = &[
         "Runs JavaScript in the sandbox: `input` in scope, `return` the output."
     ),
     kind!(
+        Wasm,
         "code.wasm",
         "code",
         WasmConfig,
@@ -254,11 +386,11 @@ static CATALOG: &[KindSpec] = &[
         raw["module"],
         "Runs a WebAssembly component (the `sluice:node` world) in the sandbox: JSON in, JSON out."
     ),
-    kind!("util.log", "util", LogConfig, ["out"], raw [],
+    kind!(Log, "util.log", "util", LogConfig, ["out"], raw [],
         "Writes a line to the run log and passes the message on."),
-    kind!("output.end", "output", EndConfig, [], raw [],
+    kind!(End, "output.end", "output", EndConfig, [], raw [],
         "An exit: its value becomes the run output under this node's id."),
-    kind!("output.respond", "output", RespondConfig, [], raw [],
+    kind!(Respond, "output.respond", "output", RespondConfig, [], raw [],
         "An exit that also decides the HTTP response of a webhook run."),
 ];
 
@@ -272,12 +404,12 @@ pub struct ManualTrigger {
     #[serde(default)]
     pub input_schema: Option<Value>,
 }
-impl Validate for ManualTrigger {}
+impl Config for ManualTrigger {}
 
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WorkflowTrigger {}
-impl Validate for WorkflowTrigger {}
+impl Config for WorkflowTrigger {}
 
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -317,7 +449,7 @@ pub enum SignatureScheme {
     V1,
     V0,
 }
-impl Validate for WebhookTrigger {
+impl Config for WebhookTrigger {
     fn validate(&self) -> Result<(), ConfigError> {
         let p = self.path.trim_matches('/');
         if p.is_empty() || p.split('/').any(|s| s.is_empty() || s == "." || s == "..") {
@@ -346,6 +478,21 @@ pub enum HttpMethod {
     Options,
 }
 
+impl HttpMethod {
+    /// The method as sent on the wire (`POST`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HttpMethod::Get => "GET",
+            HttpMethod::Post => "POST",
+            HttpMethod::Put => "PUT",
+            HttpMethod::Patch => "PATCH",
+            HttpMethod::Delete => "DELETE",
+            HttpMethod::Head => "HEAD",
+            HttpMethod::Options => "OPTIONS",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum Respond {
@@ -363,7 +510,7 @@ pub struct ScheduleTrigger {
     #[serde(default)]
     pub timezone: Option<String>,
 }
-impl Validate for ScheduleTrigger {
+impl Config for ScheduleTrigger {
     fn validate(&self) -> Result<(), ConfigError> {
         let fields = self.cron.split_whitespace().count();
         if !(6..=7).contains(&fields) {
@@ -390,7 +537,7 @@ pub struct FileTrigger {
     #[serde(default)]
     pub debounce_ms: Option<u64>,
 }
-impl Validate for FileTrigger {}
+impl Config for FileTrigger {}
 
 fn default_file_events() -> Vec<FileEvent> {
     vec![FileEvent::Created, FileEvent::Modified]
@@ -404,6 +551,17 @@ pub enum FileEvent {
     Removed,
 }
 
+impl FileEvent {
+    /// The event's name, as written in the config and in the run's message.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FileEvent::Created => "created",
+            FileEvent::Modified => "modified",
+            FileEvent::Removed => "removed",
+        }
+    }
+}
+
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ErrorTrigger {
@@ -411,7 +569,7 @@ pub struct ErrorTrigger {
     #[serde(default)]
     pub workflows: Option<Vec<String>>,
 }
-impl Validate for ErrorTrigger {}
+impl Config for ErrorTrigger {}
 
 // ---- flow ------------------------------------------------------------------
 
@@ -421,7 +579,7 @@ pub struct IfConfig {
     /// A template; the message goes to `true` when it is truthy.
     pub condition: Value,
 }
-impl Validate for IfConfig {}
+impl Config for IfConfig {}
 
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -439,7 +597,7 @@ pub struct SwitchCase {
     pub condition: Value,
 }
 
-impl Validate for SwitchConfig {
+impl Config for SwitchConfig {
     fn validate(&self) -> Result<(), ConfigError> {
         let mut seen = std::collections::HashSet::new();
         for (i, case) in self.cases.iter().enumerate() {
@@ -469,7 +627,7 @@ pub struct MergeConfig {
     #[serde(default)]
     pub mode: MergeMode,
 }
-impl Validate for MergeConfig {}
+impl Config for MergeConfig {}
 
 #[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
@@ -487,13 +645,13 @@ pub enum MergeMode {
 #[serde(deny_unknown_fields)]
 pub struct SplitConfig {
     /// Template giving the array to split (default `{{ input }}`).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     pub items: Option<Value>,
     /// How many elements are processed at once.
     #[serde(default = "default_concurrency")]
     pub concurrency: u32,
 }
-impl Validate for SplitConfig {
+impl Config for SplitConfig {
     fn validate(&self) -> Result<(), ConfigError> {
         if self.concurrency == 0 {
             return Err(ConfigError::new("concurrency", "must be at least 1"));
@@ -509,7 +667,7 @@ fn default_concurrency() -> u32 {
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct JoinConfig {}
-impl Validate for JoinConfig {}
+impl Config for JoinConfig {}
 
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -521,7 +679,7 @@ pub struct WaitConfig {
     #[serde(default)]
     pub until: Option<Value>,
 }
-impl Validate for WaitConfig {
+impl Config for WaitConfig {
     fn validate(&self) -> Result<(), ConfigError> {
         match (&self.duration_ms, &self.until) {
             (Some(_), Some(_)) => Err(ConfigError::new(
@@ -544,7 +702,7 @@ pub struct SubworkflowConfig {
     /// Id of the workflow to run.
     pub workflow: String,
     /// Input for the called workflow (default: this node's input).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     pub input: Option<Value>,
     /// Wait for the called run and emit its output (default), or emit `{"run_id"}` at once.
     #[serde(default = "default_true")]
@@ -553,22 +711,13 @@ pub struct SubworkflowConfig {
     #[serde(default)]
     pub trigger: Option<String>,
 }
-impl Validate for SubworkflowConfig {}
+impl Config for SubworkflowConfig {}
 
 fn default_true() -> bool {
     true
 }
 
 // ---- integrations ----------------------------------------------------------
-
-/// The credential kinds a node kind accepts (empty: it takes none).
-pub fn credential_kinds(kind: &str) -> &'static [&'static str] {
-    match kind {
-        "http.request" => &["bearer", "basic", "header", "query"],
-        "email.send" => &["smtp"],
-        _ => &[],
-    }
-}
 
 fn is_template(s: &str) -> bool {
     s.contains("{{") || s.contains("{%")
@@ -590,7 +739,7 @@ pub struct HttpRequestConfig {
     pub query: Map<String, Value>,
     /// The body: any JSON value (sent as JSON), a string (text), an object
     /// with `body_type: "form"`, or `{"$bytes"}` / `{"$blob"}` data.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     pub body: Option<Value>,
     /// How to encode `body` (default: text for strings, bytes for binary values, else JSON).
     #[serde(default)]
@@ -618,7 +767,7 @@ pub struct HttpRequestConfig {
     #[serde(default = "default_true")]
     pub idempotency_key: bool,
 }
-impl Validate for HttpRequestConfig {
+impl Config for HttpRequestConfig {
     fn validate(&self) -> Result<(), ConfigError> {
         if let Some(m) = &self.method
             && !is_template(m)
@@ -703,7 +852,7 @@ pub struct EmailConfig {
     #[serde(default)]
     pub attachments: Option<Value>,
 }
-impl Validate for EmailConfig {
+impl Config for EmailConfig {
     fn validate(&self) -> Result<(), ConfigError> {
         if self.to.is_none() && self.cc.is_none() && self.bcc.is_none() {
             return Err(ConfigError::new("to", "set `to`, `cc` or `bcc`"));
@@ -738,7 +887,7 @@ pub struct JsConfig {
     /// `await` works, `console.log` writes to the run log. Not a template.
     pub source: String,
     /// The value given as `input` (default `{{ input }}`, the message).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     pub input: Option<Value>,
     /// Wall-clock limit in milliseconds (default `[sandbox] timeout_ms`, 5,000).
     #[serde(default)]
@@ -756,7 +905,7 @@ pub struct JsConfig {
     #[serde(default = "default_true")]
     pub log: bool,
 }
-impl Validate for JsConfig {
+impl Config for JsConfig {
     fn validate(&self) -> Result<(), ConfigError> {
         check_limits(self.timeout_ms, self.memory_mb, self.fuel)
     }
@@ -787,7 +936,7 @@ pub struct WasmConfig {
     /// `POST /api/v1/modules`) printed (64 hex digits).
     pub module: String,
     /// The message passed to the component (default `{{ input }}`).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     pub input: Option<Value>,
     /// Wall-clock limit in milliseconds (default `[sandbox] timeout_ms`, 5,000).
     #[serde(default)]
@@ -805,7 +954,7 @@ pub struct WasmConfig {
     #[serde(default = "default_true")]
     pub log: bool,
 }
-impl Validate for WasmConfig {
+impl Config for WasmConfig {
     fn validate(&self) -> Result<(), ConfigError> {
         if self.module.len() != 64 || !self.module.chars().all(|c| c.is_ascii_hexdigit()) {
             return Err(ConfigError::new(
@@ -830,7 +979,7 @@ pub struct FileReadConfig {
     #[serde(default)]
     pub format: Option<FileFormat>,
 }
-impl Validate for FileReadConfig {}
+impl Config for FileReadConfig {}
 
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -841,7 +990,7 @@ pub struct FileWriteConfig {
     #[serde(default)]
     pub format: Option<FileFormat>,
     /// What to write (default `{{ input }}`).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     pub content: Option<Value>,
     /// Replace an existing file (default) or fail.
     #[serde(default)]
@@ -850,7 +999,7 @@ pub struct FileWriteConfig {
     #[serde(default)]
     pub create_dirs: bool,
 }
-impl Validate for FileWriteConfig {}
+impl Config for FileWriteConfig {}
 
 #[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
@@ -871,7 +1020,7 @@ pub struct SetConfig {
     #[serde(default)]
     pub keep_input: bool,
 }
-impl Validate for SetConfig {}
+impl Config for SetConfig {}
 
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -879,7 +1028,7 @@ pub struct TransformConfig {
     /// A jq program; the input is the message. Several results become an array.
     pub jq: String,
 }
-impl Validate for TransformConfig {}
+impl Config for TransformConfig {}
 
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -889,7 +1038,7 @@ pub struct LogConfig {
     #[serde(default)]
     pub level: LogLevel,
 }
-impl Validate for LogConfig {}
+impl Config for LogConfig {}
 
 #[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
@@ -901,14 +1050,26 @@ pub enum LogLevel {
     Error,
 }
 
+impl LogLevel {
+    /// The level as written in the config and in the run log.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogLevel::Debug => "debug",
+            LogLevel::Info => "info",
+            LogLevel::Warn => "warn",
+            LogLevel::Error => "error",
+        }
+    }
+}
+
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EndConfig {
     /// The output value (default `{{ input }}`).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     pub value: Option<Value>,
 }
-impl Validate for EndConfig {}
+impl Config for EndConfig {}
 
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -920,10 +1081,10 @@ pub struct RespondConfig {
     #[serde(default)]
     pub headers: Map<String, Value>,
     /// Response body (default `{{ input }}`).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     pub body: Option<Value>,
 }
-impl Validate for RespondConfig {
+impl Config for RespondConfig {
     fn validate(&self) -> Result<(), ConfigError> {
         if let Some(Value::Number(n)) = &self.status
             && !n.as_u64().is_some_and(|s| (200..=599).contains(&s))
@@ -1068,6 +1229,34 @@ fn enum_values(p: &Value) -> Option<String> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_catalog_lists_the_kinds_in_declaration_order() {
+        for (i, spec) in catalog().iter().enumerate() {
+            assert_eq!(spec.id as usize, i, "{}", spec.kind);
+            assert_eq!(spec.id.spec().kind, spec.kind);
+        }
+        assert_eq!(Kind::Respond.name(), "output.respond");
+    }
+
+    #[test]
+    fn methods_read_as_they_are_written() {
+        for m in ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"] {
+            let parsed: HttpMethod = serde_json::from_value(json!(m)).unwrap();
+            assert_eq!(parsed.as_str(), m);
+        }
+    }
+
+    #[test]
+    fn a_present_null_stays_present() {
+        let cfg: EndConfig = parse(json!({"value": null})).unwrap();
+        assert_eq!(cfg.value, Some(Value::Null));
+        let cfg: EndConfig = parse(json!({})).unwrap();
+        assert_eq!(cfg.value, None);
+        let err = parse::<HttpRequestConfig>(json!({"url": 5})).unwrap_err();
+        assert_eq!(err.path, "url");
+        assert!(err.message.contains("invalid type"), "{err}");
+    }
 
     #[test]
     fn every_kind_has_an_object_schema() {

@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::graph::{Graph, ScopeError};
-use crate::kinds;
+use crate::kinds::{self, Kind};
 use crate::template;
 use crate::workflow::{FORMAT, OnError, Workflow};
 
@@ -131,7 +131,9 @@ pub fn validate(wf: &Workflow) -> Vec<Problem> {
                 out.push(problem(node, Some("retry.factor"), "must be a number ≥ 1"));
             }
         }
-        if n.kind == "flow.split" && n.on_error == Some(OnError::Continue) {
+        if kinds::spec(&n.kind).is_some_and(|k| k.id == Kind::Split)
+            && n.on_error == Some(OnError::Continue)
+        {
             out.push(problem(
                 node,
                 Some("on_error"),
@@ -317,7 +319,7 @@ pub fn credential_refs(wf: &Workflow) -> Vec<(&str, &str, &'static [&'static str
         .iter()
         .filter(|n| !n.disabled)
         .filter_map(|n| {
-            let kinds = kinds::credential_kinds(&n.kind);
+            let kinds = kinds::spec(&n.kind)?.id.credential_kinds();
             let name = n.config.get("credential")?.as_str()?;
             (!kinds.is_empty()).then_some((n.id.as_str(), name, kinds))
         })

@@ -14,28 +14,25 @@ use std::time::Duration;
 use serde_json::Value;
 use sluice_sandbox::{Capabilities, Error as SandboxError, Limits, LogLine, Outcome};
 
+use sluice_model::kinds::{JsConfig, WasmConfig};
+
 use crate::{Call, Error, Outputs, Result, config, out};
 
 pub(crate) async fn js(call: &Call<'_>) -> Result<Outputs> {
-    let source = call
-        .raw
-        .get("source")
-        .and_then(Value::as_str)
-        .ok_or_else(|| Error::terminal("config.source: missing"))?;
+    let cfg = config::<JsConfig>(call)?;
     let sandbox = call.io.sandbox()?;
-    let input = input_json(call)?;
-    let limits = limits(call);
-    let outcome = with_live_log(call, |caps| sandbox.run_js(source, &input, limits, caps)).await;
+    let input = input_json(call, cfg.input)?;
+    let limits = limits(call, cfg.timeout_ms, cfg.memory_mb, cfg.fuel);
+    let outcome = with_live_log(call, cfg.log, |caps| {
+        sandbox.run_js(&cfg.source, &input, limits, caps)
+    })
+    .await;
     output(outcome)
 }
 
 pub(crate) async fn wasm(call: &Call<'_>) -> Result<Outputs> {
-    let module = call
-        .raw
-        .get("module")
-        .and_then(Value::as_str)
-        .ok_or_else(|| Error::terminal("config.module: missing"))?
-        .to_ascii_lowercase();
+    let cfg = config::<WasmConfig>(call)?;
+    let module = cfg.module.to_ascii_lowercase();
     let sandbox = call.io.sandbox()?;
     if !sandbox.is_loaded(&module) {
         let path = call.host.blob_path(&module).map_err(|e| {
@@ -59,31 +56,36 @@ pub(crate) async fn wasm(call: &Call<'_>) -> Result<Outputs> {
             )));
         }
     }
-    let input = input_json(call)?;
-    let limits = limits(call);
-    let outcome = with_live_log(call, |caps| sandbox.run(&module, &input, limits, caps)).await;
+    let input = input_json(call, cfg.input)?;
+    let limits = limits(call, cfg.timeout_ms, cfg.memory_mb, cfg.fuel);
+    let outcome = with_live_log(call, cfg.log, |caps| {
+        sandbox.run(&module, &input, limits, caps)
+    })
+    .await;
     output(outcome)
 }
 
 /// `config.input` (evaluated) or the message, as JSON text.
-fn input_json(call: &Call<'_>) -> Result<String> {
-    let evaluated = config(call)?;
-    let input = match evaluated.get("input") {
-        Some(v) => v.clone(),
-        None => (*call.scope.input).clone(),
+fn input_json(call: &Call<'_>, input: Option<Value>) -> Result<String> {
+    let text = match &input {
+        Some(v) => serde_json::to_string(v),
+        None => serde_json::to_string(&*call.scope.input),
     };
-    serde_json::to_string(&input)
-        .map_err(|e| Error::terminal(format!("the input is not JSON: {e}")))
+    text.map_err(|e| Error::terminal(format!("the input is not JSON: {e}")))
 }
 
 /// The node's limits, defaulting to `[sandbox]`.
-fn limits(call: &Call<'_>) -> Limits {
+fn limits(
+    call: &Call<'_>,
+    timeout_ms: Option<u64>,
+    memory_mb: Option<u64>,
+    fuel: Option<u64>,
+) -> Limits {
     let defaults = &call.io.settings.sandbox;
-    let num = |field: &str| call.raw.get(field).and_then(Value::as_u64);
     Limits {
-        timeout: Duration::from_millis(num("timeout_ms").unwrap_or(defaults.timeout_ms)),
-        memory: (num("memory_mb").unwrap_or(defaults.memory_mb) as usize) << 20,
-        fuel: num("fuel"),
+        timeout: Duration::from_millis(timeout_ms.unwrap_or(defaults.timeout_ms)),
+        memory: (memory_mb.unwrap_or(defaults.memory_mb) as usize) << 20,
+        fuel,
         ..Limits::default()
     }
 }
@@ -92,6 +94,7 @@ fn limits(call: &Call<'_>) -> Limits {
 /// guest writes them, so they survive a guest then stopped at a limit.
 async fn with_live_log<F>(
     call: &Call<'_>,
+    log: bool,
     invoke: impl FnOnce(Capabilities) -> F,
 ) -> std::result::Result<Outcome, SandboxError>
 where
@@ -99,7 +102,7 @@ where
 {
     let (tx, mut lines) = tokio::sync::mpsc::unbounded_channel::<LogLine>();
     let caps = Capabilities {
-        log: call.raw.get("log").and_then(Value::as_bool).unwrap_or(true),
+        log,
         sink: Some(Arc::new(move |line| {
             tx.send(line).ok();
         })),

@@ -16,11 +16,13 @@ use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
 use serde_json::{Value, json};
 
 use crate::binary;
+use sluice_model::kinds::EmailConfig;
+
 use crate::{Call, Error, Outputs, Result, config, out, type_name};
 
 const KIND: &str = "email.send";
 
-fn addresses(cfg: &Value, field: &str) -> Result<Vec<Mailbox>> {
+fn addresses(value: Option<&Value>, field: &str) -> Result<Vec<Mailbox>> {
     let parse = |s: &str| -> Result<Vec<Mailbox>> {
         if s.trim().is_empty() {
             return Ok(vec![]);
@@ -29,7 +31,7 @@ fn addresses(cfg: &Value, field: &str) -> Result<Vec<Mailbox>> {
             .map(|m| m.into_iter().collect())
             .map_err(|e| Error::terminal(format!("{KIND}: {field}: `{s}` is not an address: {e}")))
     };
-    match cfg.get(field) {
+    match value {
         None | Some(Value::Null) => Ok(vec![]),
         Some(Value::String(s)) => parse(s),
         Some(Value::Array(items)) => {
@@ -54,28 +56,9 @@ fn addresses(cfg: &Value, field: &str) -> Result<Vec<Mailbox>> {
     }
 }
 
-fn text_field(cfg: &Value, field: &str) -> Result<Option<String>> {
-    match cfg.get(field) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(other) => Err(Error::terminal(format!(
-            "{KIND}: {field} must be a string, got {}",
-            type_name(other)
-        ))),
-    }
-}
-
 pub async fn send(call: &Call<'_>) -> Result<Outputs> {
-    let cfg = config(call)?;
-    let name = call
-        .raw
-        .get("credential")
-        .and_then(Value::as_str)
-        .ok_or_else(|| {
-            Error::terminal(format!(
-                "{KIND}: `credential` (an smtp credential) is required"
-            ))
-        })?;
+    let cfg = config::<EmailConfig>(call)?;
+    let name = cfg.credential.as_str();
     let cred = call.host.credential(name).await?;
     if cred.kind != "smtp" {
         return Err(Error::terminal(format!(
@@ -99,7 +82,7 @@ pub async fn send(call: &Call<'_>) -> Result<Outputs> {
     let security = field("security").unwrap_or_else(|| "starttls".into());
     let username = field("username");
 
-    let from = match text_field(&cfg, "from")? {
+    let from = match cfg.from {
         Some(f) => f,
         None => match &username {
             Some(u) if u.contains('@') => u.clone(),
@@ -113,15 +96,15 @@ pub async fn send(call: &Call<'_>) -> Result<Outputs> {
     let from: Mailbox = from
         .parse()
         .map_err(|e| Error::terminal(format!("{KIND}: from: `{from}` is not an address: {e}")))?;
-    let to = addresses(&cfg, "to")?;
-    let cc = addresses(&cfg, "cc")?;
-    let bcc = addresses(&cfg, "bcc")?;
+    let to = addresses(cfg.to.as_ref(), "to")?;
+    let cc = addresses(cfg.cc.as_ref(), "cc")?;
+    let bcc = addresses(cfg.bcc.as_ref(), "bcc")?;
     if to.is_empty() && cc.is_empty() && bcc.is_empty() {
         return Err(Error::terminal(format!(
             "{KIND}: no recipients (set `to`, `cc` or `bcc`)"
         )));
     }
-    let subject = text_field(&cfg, "subject")?.unwrap_or_default();
+    let subject = cfg.subject.unwrap_or_default();
     let domain = from.email.domain().to_string();
     let message_id = format!(
         "<{}@{domain}>",
@@ -141,15 +124,15 @@ pub async fn send(call: &Call<'_>) -> Result<Outputs> {
     for m in &bcc {
         builder = builder.bcc(m.clone());
     }
-    if let Some(r) = text_field(&cfg, "reply_to")? {
-        for m in addresses(&json!({"reply_to": r}), "reply_to")? {
+    if let Some(r) = cfg.reply_to {
+        for m in addresses(Some(&Value::String(r)), "reply_to")? {
             builder = builder.reply_to(m);
         }
     }
 
-    let text = text_field(&cfg, "text")?;
-    let html = text_field(&cfg, "html")?;
-    let attachments = attachments(call, &cfg)?;
+    let text = cfg.text;
+    let html = cfg.html;
+    let attachments = attachments(call, cfg.attachments.as_ref())?;
     let content = match (text, html) {
         (Some(t), Some(h)) => Content::Multi(MultiPart::alternative_plain_html(t, h)),
         (Some(t), None) => Content::Single(SinglePart::plain(t)),
@@ -270,8 +253,8 @@ fn smtp_error(e: &lettre::transport::smtp::Error, host: &str, port: u16) -> Erro
     }
 }
 
-fn attachments(call: &Call<'_>, cfg: &Value) -> Result<Vec<SinglePart>> {
-    let items = match cfg.get("attachments") {
+fn attachments(call: &Call<'_>, value: Option<&Value>) -> Result<Vec<SinglePart>> {
+    let items = match value {
         None | Some(Value::Null) => return Ok(vec![]),
         Some(Value::Array(items)) => items,
         Some(other) => {

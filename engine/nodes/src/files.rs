@@ -14,48 +14,30 @@ use serde_json::{Map, Value, json};
 use tokio::io::AsyncReadExt;
 
 use crate::binary::{self, Data};
+use sluice_model::kinds::{FileFormat, FileReadConfig, FileWriteConfig, IfExists};
+
 use crate::{Call, Error, Outputs, Result, config, out, type_name};
 
-#[derive(Clone, Copy, PartialEq, Debug)]
-enum Format {
-    Text,
-    Json,
-    Csv,
-    Bytes,
+/// The format asked for, else by the file's extension (`.json`, `.csv`), else text.
+fn format_of(asked: Option<FileFormat>, path: &Path) -> FileFormat {
+    asked.unwrap_or_else(|| {
+        match path
+            .extension()
+            .and_then(|e| e.to_str())
+            .map(str::to_ascii_lowercase)
+            .as_deref()
+        {
+            Some("json") => FileFormat::Json,
+            Some("csv") => FileFormat::Csv,
+            _ => FileFormat::Text,
+        }
+    })
 }
 
-fn format_of(kind: &str, cfg: &Value, path: &Path) -> Result<Format> {
-    match cfg.get("format").and_then(Value::as_str) {
-        Some("text") => Ok(Format::Text),
-        Some("json") => Ok(Format::Json),
-        Some("csv") => Ok(Format::Csv),
-        Some("bytes") => Ok(Format::Bytes),
-        Some(other) => Err(Error::terminal(format!(
-            "{kind}: format `{other}` is not one of text, json, csv, bytes"
-        ))),
-        None => Ok(
-            match path
-                .extension()
-                .and_then(|e| e.to_str())
-                .map(str::to_ascii_lowercase)
-                .as_deref()
-            {
-                Some("json") => Format::Json,
-                Some("csv") => Format::Csv,
-                _ => Format::Text,
-            },
-        ),
-    }
-}
-
-fn path_of(kind: &str, cfg: &Value) -> Result<String> {
-    match cfg.get("path") {
-        Some(Value::String(p)) if !p.trim().is_empty() => Ok(p.trim().to_string()),
-        Some(Value::String(_)) => Err(Error::terminal(format!("{kind}: path is empty"))),
-        other => Err(Error::terminal(format!(
-            "{kind}: path must be a string, got {}",
-            type_name(other.unwrap_or(&Value::Null))
-        ))),
+fn path_of(kind: &str, given: &str) -> Result<String> {
+    match given.trim() {
+        "" => Err(Error::terminal(format!("{kind}: path is empty"))),
+        p => Ok(p.to_string()),
     }
 }
 
@@ -271,12 +253,12 @@ async fn blocking<T: Send + 'static>(
 
 pub async fn read(call: &Call<'_>) -> Result<Outputs> {
     const KIND: &str = "file.read";
-    let cfg = config(call)?;
-    let given = path_of(KIND, &cfg)?;
+    let cfg = config::<FileReadConfig>(call)?;
+    let given = path_of(KIND, &cfg.path)?;
     let settings = call.io.settings.clone();
     let g = given.clone();
     let (file, path) = blocking(KIND, move || open_read(KIND, &settings.files.allow, &g)).await?;
-    let format = format_of(KIND, &cfg, &path)?;
+    let format = format_of(cfg.format, &path);
     let mut file = tokio::fs::File::from_std(file);
     let size = file
         .metadata()
@@ -284,7 +266,7 @@ pub async fn read(call: &Call<'_>) -> Result<Outputs> {
         .map_err(|e| Error::retryable(format!("{KIND}: `{given}`: {e}")))?
         .len();
     let io_err = |e: std::io::Error| Error::retryable(format!("{KIND}: `{given}`: {e}"));
-    let content = if format == Format::Bytes {
+    let content = if format == FileFormat::Bytes {
         let inline = call.io.settings.http.inline_bytes;
         if size <= inline {
             let mut buf = Vec::with_capacity(size as usize);
@@ -324,14 +306,14 @@ pub async fn read(call: &Call<'_>) -> Result<Outputs> {
             ))
         })?;
         match format {
-            Format::Json => serde_json::from_str(&text).map_err(|e| {
+            FileFormat::Json => serde_json::from_str(&text).map_err(|e| {
                 Error::terminal(format!(
                     "{KIND}: `{given}` is not valid JSON (line {}, column {}): {e}",
                     e.line(),
                     e.column()
                 ))
             })?,
-            Format::Csv => csv_to_json(&text)
+            FileFormat::Csv => csv_to_json(&text)
                 .map_err(|e| Error::terminal(format!("{KIND}: `{given}` is not valid CSV: {e}")))?,
             _ => Value::String(text),
         }
@@ -404,28 +386,17 @@ fn json_to_csv(kind: &str, v: &Value) -> Result<Vec<u8>> {
 
 pub async fn write(call: &Call<'_>) -> Result<Outputs> {
     const KIND: &str = "file.write";
-    let cfg = config(call)?;
-    let given = path_of(KIND, &cfg)?;
-    let create_dirs = cfg
-        .get("create_dirs")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    let overwrite = match cfg.get("if_exists").and_then(Value::as_str) {
-        None | Some("overwrite") => true,
-        Some("fail") => false,
-        Some(other) => {
-            return Err(Error::terminal(format!(
-                "{KIND}: if_exists `{other}` is not one of overwrite, fail"
-            )));
-        }
-    };
-    let content = match call.raw.get("content") {
-        Some(_) => cfg.get("content").cloned().unwrap_or(Value::Null),
+    let cfg = config::<FileWriteConfig>(call)?;
+    let given = path_of(KIND, &cfg.path)?;
+    let create_dirs = cfg.create_dirs;
+    let overwrite = cfg.if_exists == IfExists::Overwrite;
+    let content = match cfg.content {
+        Some(v) => v,
         None => (*call.scope.input).clone(),
     };
-    let format = format_of(KIND, &cfg, Path::new(&given))?;
+    let format = format_of(cfg.format, Path::new(&given));
     let data = match format {
-        Format::Text => Data::Bytes(match content {
+        FileFormat::Text => Data::Bytes(match content {
             Value::String(s) => s.into_bytes(),
             other => {
                 return Err(Error::terminal(format!(
@@ -434,14 +405,16 @@ pub async fn write(call: &Call<'_>) -> Result<Outputs> {
                 )));
             }
         }),
-        Format::Json => {
+        FileFormat::Json => {
             let mut text = serde_json::to_vec_pretty(&content)
                 .map_err(|e| Error::terminal(format!("{KIND}: {e}")))?;
             text.push(b'\n');
             Data::Bytes(text)
         }
-        Format::Csv => Data::Bytes(json_to_csv(KIND, &content)?),
-        Format::Bytes => binary::data_of(&content, call.host, true, &format!("{KIND}: content"))?,
+        FileFormat::Csv => Data::Bytes(json_to_csv(KIND, &content)?),
+        FileFormat::Bytes => {
+            binary::data_of(&content, call.host, true, &format!("{KIND}: content"))?
+        }
     };
     let settings = call.io.settings.clone();
     let g = given.clone();

@@ -16,6 +16,8 @@ use serde_json::{Map, Value, json};
 
 use crate::binary::{self, Data};
 use crate::settings::Settings;
+use sluice_model::kinds::{BodyType, HttpRequestConfig, ResponseAs};
+
 use crate::{Call, Error, Outputs, Result, config, out, type_name};
 
 const KIND: &str = "http.request";
@@ -89,31 +91,17 @@ enum Body {
 }
 
 pub async fn request(call: &Call<'_>) -> Result<Outputs> {
-    let cfg = config(call)?;
+    let cfg = config::<HttpRequestConfig>(call)?;
     let defaults = &call.io.settings.http;
     let client = call.io.http_client()?;
 
-    let method = match cfg.get("method") {
-        None | Some(Value::Null) => Method::GET,
-        Some(Value::String(m)) => Method::from_bytes(m.trim().to_ascii_uppercase().as_bytes())
+    let method = match &cfg.method {
+        None => Method::GET,
+        Some(m) => Method::from_bytes(m.trim().to_ascii_uppercase().as_bytes())
             .map_err(|_| Error::terminal(format!("{KIND}: method `{m}` is not an HTTP method")))?,
-        Some(other) => {
-            return Err(Error::terminal(format!(
-                "{KIND}: method must be a string, got {}",
-                type_name(other)
-            )));
-        }
     };
-    let url_text = match cfg.get("url") {
-        Some(Value::String(u)) => u.trim().to_string(),
-        other => {
-            return Err(Error::terminal(format!(
-                "{KIND}: url must be a string, got {}",
-                type_name(other.unwrap_or(&Value::Null))
-            )));
-        }
-    };
-    let mut url = Url::parse(&url_text)
+    let url_text = cfg.url.trim();
+    let mut url = Url::parse(url_text)
         .map_err(|e| Error::terminal(format!("{KIND}: url `{url_text}` is not valid: {e}")))?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err(Error::terminal(format!(
@@ -121,29 +109,17 @@ pub async fn request(call: &Call<'_>) -> Result<Outputs> {
             url.scheme()
         )));
     }
-    if let Some(query) = cfg.get("query").filter(|q| !q.is_null()) {
-        let Value::Object(query) = query else {
-            return Err(Error::terminal(format!(
-                "{KIND}: query must be an object, got {}",
-                type_name(query)
-            )));
-        };
+    if !cfg.query.is_empty() {
         let mut pairs = url.query_pairs_mut();
-        for (k, v) in query {
+        for (k, v) in &cfg.query {
             for item in query_values(k, v)? {
                 pairs.append_pair(k, &item);
             }
         }
     }
     let mut headers = HeaderMap::new();
-    if let Some(h) = cfg.get("headers").filter(|h| !h.is_null()) {
-        let Value::Object(h) = h else {
-            return Err(Error::terminal(format!(
-                "{KIND}: headers must be an object, got {}",
-                type_name(h)
-            )));
-        };
-        for (k, v) in h {
+    {
+        for (k, v) in &cfg.headers {
             let name = HeaderName::from_bytes(k.as_bytes())
                 .map_err(|_| Error::terminal(format!("{KIND}: `{k}` is not a header name")))?;
             let text = scalar_text(v).ok_or_else(|| {
@@ -164,7 +140,7 @@ pub async fn request(call: &Call<'_>) -> Result<Outputs> {
     // Credential headers are kept apart: they never follow a redirect to
     // another origin.
     let mut secret_headers = HeaderMap::new();
-    if let Some(name) = call.raw.get("credential").and_then(Value::as_str) {
+    if let Some(name) = cfg.credential.as_deref() {
         let cred = call.host.credential(name).await?;
         let field = |k: &str| {
             cred.value
@@ -210,7 +186,7 @@ pub async fn request(call: &Call<'_>) -> Result<Outputs> {
             }
         }
     }
-    if cfg.get("idempotency_key").and_then(Value::as_bool) != Some(false)
+    if cfg.idempotency_key
         && !headers.contains_key("idempotency-key")
         && !call.host.idempotency_key().is_empty()
         && let Ok(v) = HeaderValue::from_str(call.host.idempotency_key())
@@ -234,35 +210,22 @@ pub async fn request(call: &Call<'_>) -> Result<Outputs> {
         headers.insert(header::CONTENT_TYPE, v);
     }
 
-    let timeout_ms = cfg
-        .get("timeout_ms")
-        .and_then(Value::as_u64)
-        .unwrap_or(defaults.timeout_ms);
+    let timeout_ms = cfg.timeout_ms.unwrap_or(defaults.timeout_ms);
     let max_redirects = cfg
-        .get("max_redirects")
-        .and_then(Value::as_u64)
+        .max_redirects
+        .map(u64::from)
         .unwrap_or(defaults.max_redirects as u64);
     let limits = Limits {
         max_response: cfg
-            .get("max_response_bytes")
-            .and_then(Value::as_u64)
+            .max_response_bytes
             .unwrap_or(defaults.max_response_bytes),
-        max_download: defaults.max_download_bytes.max(
-            cfg.get("max_response_bytes")
-                .and_then(Value::as_u64)
-                .unwrap_or(0),
-        ),
+        max_download: defaults
+            .max_download_bytes
+            .max(cfg.max_response_bytes.unwrap_or(0)),
         inline: defaults.inline_bytes,
     };
-    let mode = cfg
-        .get("response")
-        .and_then(Value::as_str)
-        .unwrap_or("auto")
-        .to_string();
-    let fail_on_status = cfg
-        .get("fail_on_status")
-        .and_then(Value::as_bool)
-        .unwrap_or(true);
+    let mode = cfg.response;
+    let fail_on_status = cfg.fail_on_status;
 
     let shown_method = method.clone();
     let shown_url = strip_userinfo(&url);
@@ -339,7 +302,7 @@ pub async fn request(call: &Call<'_>) -> Result<Outputs> {
                 url = next;
                 continue;
             }
-            return read_response(call, resp, &mode, &limits, fail_on_status, &method).await;
+            return read_response(call, resp, mode, &limits, fail_on_status, &method).await;
         }
     };
     match tokio::time::timeout(Duration::from_millis(timeout_ms), exchange).await {
@@ -400,25 +363,24 @@ fn scalar_text(v: &Value) -> Option<String> {
     }
 }
 
-fn body_of(call: &Call<'_>, cfg: &Value) -> Result<Body> {
-    let body = match cfg.get("body") {
+fn body_of(call: &Call<'_>, cfg: &HttpRequestConfig) -> Result<Body> {
+    let body = match &cfg.body {
         None | Some(Value::Null) => return Ok(Body::None),
         Some(b) => b,
     };
-    let body_type = cfg.get("body_type").and_then(Value::as_str);
-    let body_type = body_type.unwrap_or(match body {
-        Value::String(_) => "text",
-        v if binary::is_binary(v) => "bytes",
-        _ => "json",
+    let body_type = cfg.body_type.unwrap_or(match body {
+        Value::String(_) => BodyType::Text,
+        v if binary::is_binary(v) => BodyType::Bytes,
+        _ => BodyType::Json,
     });
     Ok(match body_type {
-        "json" => Body::Bytes(
+        BodyType::Json => Body::Bytes(
             serde_json::to_vec(body)
                 .map_err(|e| Error::terminal(e.to_string()))?
                 .into(),
             Some("application/json".into()),
         ),
-        "text" => {
+        BodyType::Text => {
             let text = match body {
                 Value::String(s) => s.clone(),
                 other => other.to_string(),
@@ -428,7 +390,7 @@ fn body_of(call: &Call<'_>, cfg: &Value) -> Result<Body> {
                 Some("text/plain; charset=utf-8".into()),
             )
         }
-        "form" => {
+        BodyType::Form => {
             let Value::Object(fields) = body else {
                 return Err(Error::terminal(format!(
                     "{KIND}: a form body must be an object, got {}",
@@ -448,16 +410,15 @@ fn body_of(call: &Call<'_>, cfg: &Value) -> Result<Body> {
                 Some("application/x-www-form-urlencoded".into()),
             )
         }
-        "bytes" => match binary::data_of(body, call.host, true, &format!("{KIND}: body"))? {
-            Data::Bytes(b) => Body::Bytes(b.into(), binary::content_type(body).map(str::to_string)),
-            Data::File { path, .. } => {
-                Body::File(path, binary::content_type(body).map(str::to_string))
+        BodyType::Bytes => {
+            match binary::data_of(body, call.host, true, &format!("{KIND}: body"))? {
+                Data::Bytes(b) => {
+                    Body::Bytes(b.into(), binary::content_type(body).map(str::to_string))
+                }
+                Data::File { path, .. } => {
+                    Body::File(path, binary::content_type(body).map(str::to_string))
+                }
             }
-        },
-        other => {
-            return Err(Error::terminal(format!(
-                "{KIND}: body_type `{other}` is not one of json, form, text, bytes"
-            )));
         }
     })
 }
@@ -517,7 +478,7 @@ fn classify(content_type: Option<&str>) -> As {
 async fn read_response(
     call: &Call<'_>,
     mut resp: reqwest::Response,
-    mode: &str,
+    mode: ResponseAs,
     limits: &Limits,
     fail_on_status: bool,
     method: &Method,
@@ -550,15 +511,10 @@ async fn read_response(
     }
 
     let kind = match mode {
-        "json" => As::Json,
-        "text" => As::Text,
-        "bytes" => As::Bytes,
-        "auto" => classify(content_type.as_deref()),
-        other => {
-            return Err(Error::terminal(format!(
-                "{KIND}: response `{other}` is not one of auto, json, text, bytes"
-            )));
-        }
+        ResponseAs::Json => As::Json,
+        ResponseAs::Text => As::Text,
+        ResponseAs::Bytes => As::Bytes,
+        ResponseAs::Auto => classify(content_type.as_deref()),
     };
     let body = match kind {
         As::Json | As::Text => {

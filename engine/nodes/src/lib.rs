@@ -20,6 +20,10 @@ use std::time::Duration;
 pub use settings::Settings;
 
 use serde_json::{Map, Value, json};
+use sluice_model::kinds::{
+    self, EndConfig, IfConfig, Kind, LogConfig, RespondConfig, SetConfig, SplitConfig,
+    SubworkflowConfig, SwitchConfig, TransformConfig, WaitConfig,
+};
 use sluice_model::template::{self, Compiled, Scope};
 
 pub type Msg = Arc<Value>;
@@ -194,12 +198,11 @@ impl Io {
 
 /// One invocation of a node.
 pub struct Call<'a> {
-    pub kind: &'a str,
+    pub kind: Kind,
     pub node_id: &'a str,
-    /// The config with templates compiled.
+    /// The config with templates compiled; the node reads it, evaluated, as
+    /// its kind's config type ([`config`]).
     pub config: &'a Compiled,
-    /// The config as written (for fields that are not templates).
-    pub raw: &'a Value,
     pub scope: Scope,
     /// When attempt 1 of this step started (unix µs): waits count from it.
     pub first_started_at_us: i64,
@@ -214,17 +217,18 @@ pub async fn execute(call: Call<'_>) -> Result<Outputs> {
         return result;
     }
     match call.kind {
-        "flow.wait" => wait(&call).await,
-        "flow.subworkflow" => subworkflow(&call).await,
-        "data.transform" => transform(&call).await,
-        "http.request" => http::request(&call).await,
-        "email.send" => email::send(&call).await,
-        "file.read" => files::read(&call).await,
-        "file.write" => files::write(&call).await,
-        "code.js" => code::js(&call).await,
-        "code.wasm" => code::wasm(&call).await,
+        Kind::Wait => wait(&call).await,
+        Kind::Subworkflow => subworkflow(&call).await,
+        Kind::Transform => transform(&call).await,
+        Kind::HttpRequest => http::request(&call).await,
+        Kind::EmailSend => email::send(&call).await,
+        Kind::FileRead => files::read(&call).await,
+        Kind::FileWrite => files::write(&call).await,
+        Kind::Js => code::js(&call).await,
+        Kind::Wasm => code::wasm(&call).await,
         other => Err(Error::terminal(format!(
-            "node kind `{other}` cannot run in this build"
+            "node kind `{}` cannot run in this build",
+            other.name()
         ))),
     }
 }
@@ -233,67 +237,57 @@ pub(crate) fn out(msg: Msg) -> Result<Outputs> {
     Ok(vec![("out".to_string(), msg)])
 }
 
-/// Evaluates the config's templates.
-pub(crate) fn config(call: &Call<'_>) -> Result<Msg> {
-    Ok(call.config.eval(&call.scope)?)
+/// The node's config as its kind's type, with its templates evaluated. A
+/// template that gives a value of the wrong type is a terminal error naming
+/// the field, like a wrong value written in the file.
+pub(crate) fn config<T: kinds::Config>(call: &Call<'_>) -> Result<T> {
+    let evaluated = call.config.eval(&call.scope)?;
+    let value = Arc::try_unwrap(evaluated).unwrap_or_else(|shared| (*shared).clone());
+    kinds::parse(value).map_err(|e| {
+        Error::terminal(if e.path.is_empty() {
+            format!("config: {}", e.message)
+        } else {
+            format!("config.{}: {}", e.path, e.message)
+        })
+    })
 }
 
-/// The kinds that need no I/O; `None` for the others.
-/// Kinds that compute their output from their input and config alone: no
-/// I/O, no side effects, no waiting. Running one again gives the same result.
-pub fn is_pure(kind: &str) -> bool {
-    kind.starts_with("trigger.")
-        || matches!(
-            kind,
-            "flow.join"
-                | "flow.merge"
-                | "flow.if"
-                | "flow.switch"
-                | "flow.split"
-                | "data.set"
-                | "util.log"
-                | "output.end"
-                | "output.respond"
-        )
+/// Whether a node of `kind` computes its output from its input and config
+/// alone (no I/O, no side effects, no waiting).
+pub fn is_pure(kind: Kind) -> bool {
+    kind.is_pure()
 }
 
+/// Runs a pure kind; `None` for the others.
 pub fn execute_pure(call: &Call<'_>) -> Option<Result<Outputs>> {
-    if !is_pure(call.kind) {
+    if !call.kind.is_pure() {
         return None;
     }
+    let input = || call.scope.input.clone();
     Some(match call.kind {
-        k if k.starts_with("trigger.") => out(call.scope.input.clone()),
-        "flow.join" | "flow.merge" => out(call.scope.input.clone()),
-        "flow.if" => (|| {
-            let cfg = config(call)?;
-            let port = if template::truthy(&cfg["condition"]) {
+        k if k.spec().is_trigger => out(input()),
+        Kind::Join | Kind::Merge => out(input()),
+        Kind::If => config::<IfConfig>(call).map(|cfg| {
+            let port = if template::truthy(&cfg.condition) {
                 "true"
             } else {
                 "false"
             };
-            Ok(vec![(port.to_string(), call.scope.input.clone())])
-        })(),
-        "flow.switch" => (|| {
-            let cfg = config(call)?;
-            let cases = cfg
-                .get("cases")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default();
-            let port = cases
-                .iter()
-                .find(|c| template::truthy(&c["condition"]))
-                .and_then(|c| c["port"].as_str())
-                .unwrap_or("default");
-            Ok(vec![(port.to_string(), call.scope.input.clone())])
-        })(),
-        "flow.split" => (|| {
-            let items = match call.raw.get("items") {
-                None => call.scope.input.clone(),
-                Some(_) => match config(call)?.get("items") {
-                    Some(v) => Arc::new(v.clone()),
-                    None => Arc::new(Value::Null),
-                },
+            vec![(port.to_string(), input())]
+        }),
+        Kind::Switch => config::<SwitchConfig>(call).map(|cfg| {
+            let port = cfg
+                .cases
+                .into_iter()
+                .find(|c| template::truthy(&c.condition))
+                .map(|c| c.port)
+                .unwrap_or_else(|| "default".into());
+            vec![(port, input())]
+        }),
+        Kind::Split => (|| {
+            let items = match config::<SplitConfig>(call)?.items {
+                None => input(),
+                Some(v) => Arc::new(v),
             };
             if !items.is_array() {
                 return Err(Error::terminal(format!(
@@ -303,20 +297,10 @@ pub fn execute_pure(call: &Call<'_>) -> Option<Result<Outputs>> {
             }
             out(items)
         })(),
-        "data.set" => (|| {
-            let cfg = config(call)?;
-            let values = cfg
-                .get("values")
-                .and_then(Value::as_object)
-                .cloned()
-                .unwrap_or_default();
-            let keep = call
-                .raw
-                .get("keep_input")
-                .and_then(Value::as_bool)
-                .unwrap_or(false);
-            if !keep {
-                return out(Arc::new(Value::Object(values)));
+        Kind::Set => (|| {
+            let cfg = config::<SetConfig>(call)?;
+            if !cfg.keep_input {
+                return out(Arc::new(Value::Object(cfg.values)));
             }
             let mut base = match &*call.scope.input {
                 Value::Object(m) => m.clone(),
@@ -328,30 +312,24 @@ pub fn execute_pure(call: &Call<'_>) -> Option<Result<Outputs>> {
                     )));
                 }
             };
-            base.extend(values);
+            base.extend(cfg.values);
             out(Arc::new(Value::Object(base)))
         })(),
-        "util.log" => (|| {
-            let cfg = config(call)?;
-            let message = match &cfg["message"] {
-                Value::String(s) => s.clone(),
+        Kind::Log => config::<LogConfig>(call).and_then(|cfg| {
+            let message = match cfg.message {
+                Value::String(s) => s,
                 other => other.to_string(),
             };
-            let level = call
-                .raw
-                .get("level")
-                .and_then(Value::as_str)
-                .unwrap_or("info");
-            call.host.log(level, &message);
-            out(call.scope.input.clone())
-        })(),
-        "output.end" => match call.raw.get("value") {
-            None => out(call.scope.input.clone()),
-            Some(_) => config(call).map(|c| vec![("out".into(), Arc::new(c["value"].clone()))]),
-        },
-        "output.respond" => (|| {
-            let cfg = config(call)?;
-            let status = match cfg.get("status") {
+            call.host.log(cfg.level.as_str(), &message);
+            out(input())
+        }),
+        Kind::End => config::<EndConfig>(call).and_then(|cfg| match cfg.value {
+            None => out(input()),
+            Some(v) => out(Arc::new(v)),
+        }),
+        Kind::Respond => (|| {
+            let cfg = config::<RespondConfig>(call)?;
+            let status = match &cfg.status {
                 None | Some(Value::Null) => 200,
                 Some(v) => v
                     .as_u64()
@@ -363,14 +341,12 @@ pub fn execute_pure(call: &Call<'_>) -> Option<Result<Outputs>> {
                         ))
                     })?,
             };
-            let body = if call.raw.get("body").is_some() {
-                cfg["body"].clone()
-            } else {
-                (*call.scope.input).clone()
+            let body = match cfg.body {
+                Some(body) => body,
+                None => (*call.scope.input).clone(),
             };
-            let headers = cfg.get("headers").cloned().unwrap_or_else(|| json!({}));
             out(Arc::new(
-                json!({"status": status, "headers": headers, "body": body}),
+                json!({"status": status, "headers": cfg.headers, "body": body}),
             ))
         })(),
         _ => return None,
@@ -389,9 +365,9 @@ pub(crate) fn type_name(v: &Value) -> &'static str {
 }
 
 async fn wait(call: &Call<'_>) -> Result<Outputs> {
-    let cfg = config(call)?;
+    let cfg = config::<WaitConfig>(call)?;
     let now_us = now_us();
-    let until_us = if let Some(d) = cfg.get("duration_ms").filter(|v| !v.is_null()) {
+    let until_us = if let Some(d) = &cfg.duration_ms {
         let ms = d
             .as_u64()
             .or_else(|| d.as_str().and_then(|s| s.trim().parse().ok()))
@@ -403,7 +379,11 @@ async fn wait(call: &Call<'_>) -> Result<Outputs> {
         call.first_started_at_us
             .saturating_add((ms as i64).saturating_mul(1000))
     } else {
-        let until = cfg.get("until").and_then(Value::as_str).unwrap_or_default();
+        let until = cfg
+            .until
+            .as_ref()
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         let t = time::OffsetDateTime::parse(until, &time::format_description::well_known::Rfc3339)
             .map_err(|e| {
                 Error::terminal(format!(
@@ -419,20 +399,14 @@ async fn wait(call: &Call<'_>) -> Result<Outputs> {
 }
 
 async fn subworkflow(call: &Call<'_>) -> Result<Outputs> {
-    let cfg = config(call)?;
-    let workflow = cfg["workflow"].as_str().unwrap_or_default().to_string();
-    let trigger = cfg
-        .get("trigger")
-        .and_then(Value::as_str)
-        .map(str::to_string);
-    let input = match call.raw.get("input") {
-        Some(_) => Arc::new(cfg["input"].clone()),
+    let cfg = config::<SubworkflowConfig>(call)?;
+    let input = match cfg.input {
+        Some(v) => Arc::new(v),
         None => call.scope.input.clone(),
     };
-    let wait = cfg.get("wait").and_then(Value::as_bool).unwrap_or(true);
     let result = call
         .host
-        .subworkflow(workflow, trigger, input, wait)
+        .subworkflow(cfg.workflow, cfg.trigger, input, cfg.wait)
         .await?;
     out(Arc::new(result))
 }
@@ -451,8 +425,8 @@ async fn transform(call: &Call<'_>) -> Result<Outputs> {
     let program = match &call.jq {
         Some(p) => p.source.clone(),
         None => {
-            let code = call.raw.get("jq").and_then(Value::as_str).unwrap_or(".");
-            jq::Program::compile(code).map_err(Error::terminal)?.source
+            let code = config::<TransformConfig>(call)?.jq;
+            jq::Program::compile(&code).map_err(Error::terminal)?.source
         }
     };
     let input = serde_json::to_string(&*call.scope.input)

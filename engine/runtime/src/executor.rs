@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use sluice_model::Workflow;
+use sluice_model::kinds::{Kind, Trigger};
 use sluice_model::template::{NodeOutputs, Scope};
 use sluice_nodes::redact::Redactor;
 use sluice_nodes::{self as nodes, Host};
@@ -413,13 +414,12 @@ impl Engine {
             let Ok(plan) = self.workflow(&row.id).await else {
                 continue;
             };
-            for node in plan
-                .nodes
-                .iter()
-                .filter(|n| n.kind == "trigger.error" && !n.disabled)
-            {
-                let watched = match node.raw_config.get("workflows").and_then(Value::as_array) {
-                    Some(list) => list.iter().any(|w| w.as_str() == Some(workflow)),
+            for node in plan.nodes.iter().filter(|n| !n.disabled) {
+                let Some(Trigger::Error(cfg)) = &node.trigger else {
+                    continue;
+                };
+                let watched = match &cfg.workflows {
+                    Some(list) => list.iter().any(|w| w == workflow),
                     None => row.id != workflow,
                 };
                 if !watched {
@@ -555,7 +555,7 @@ impl Engine {
         let uses_js = |plan: &Plan| {
             plan.nodes
                 .iter()
-                .any(|n| matches!(n.kind, "code.js" | "data.transform") && !n.disabled)
+                .any(|n| matches!(n.kind, Kind::Js | Kind::Transform) && !n.disabled)
         };
         let mut any = false;
         for row in self.store().list_workflows().await? {
@@ -792,7 +792,7 @@ impl Engine {
             Err(attached) => return Ok(attached),
         };
         let created_at_us = nodes::now_us();
-        let fires_errors = parent.is_none() && plan.nodes[entry].kind != "trigger.error";
+        let fires_errors = parent.is_none() && plan.nodes[entry].kind != Kind::ErrorTrigger;
         let new_run = NewRun {
             id: id.clone(),
             workflow_id: plan.workflow.id.clone(),
@@ -949,7 +949,7 @@ impl Engine {
             actions.push(finish);
         }
         let info = run_info(run_id, &plan, &row.trigger, row.created_at_us);
-        let fires_errors = row.parent_run.is_none() && plan.nodes[entry].kind != "trigger.error";
+        let fires_errors = row.parent_run.is_none() && plan.nodes[entry].kind != Kind::ErrorTrigger;
         Ok(self.spawn_driver(slot, run, actions, replay, info, fires_errors))
     }
 
@@ -1374,7 +1374,7 @@ impl Driver {
                     self.engine
                         .inner
                         .metrics
-                        .step_finished(self.plan.nodes[done.key.node].kind, took);
+                        .step_finished(self.plan.nodes[done.key.node].kind.name(), took);
                     let duration = Some(took.as_micros() as i64);
                     let logged = self.write_logs(&done).await;
                     let journaled = match &done.result {
@@ -1471,7 +1471,7 @@ impl Driver {
                         .entry(key.clone())
                         .or_insert_with(nodes::now_us);
                     let node = &self.plan.nodes[key.node];
-                    if node.disabled || nodes::is_pure(node.kind) {
+                    if node.disabled || node.kind.is_pure() {
                         // Pure steps run at once and have no side effects: they
                         // are journaled once, after they ran, with their input.
                         if self.engine.inner.events.receiver_count() > 0 {
@@ -1597,7 +1597,7 @@ impl Driver {
         // Kinds that only wait (for a timer, for a child run) hold no step
         // permit: parents waiting on children must never starve the steps
         // those children (or unrelated runs) need.
-        let waits = matches!(node.kind, "flow.wait" | "flow.subworkflow");
+        let waits = node.kind.only_waits();
         let handle = self.tasks.spawn(async move {
             let permit = if waits {
                 None
@@ -1716,7 +1716,6 @@ impl Prepared {
             kind: node.kind,
             node_id: &node.id,
             config: &node.config,
-            raw: &node.raw_config,
             scope: self.scope.clone(),
             first_started_at_us,
             host: &self.host,
@@ -2017,7 +2016,10 @@ impl Host for StepHost {
                         .await
                         .map_err(|e| nodes::Error::terminal(format!("flow.subworkflow: {e}")))?;
                     // Default entry: the called workflow's only `trigger.workflow`.
-                    let mut called = plan.nodes.iter().filter(|n| n.kind == "trigger.workflow");
+                    let mut called = plan
+                        .nodes
+                        .iter()
+                        .filter(|n| n.kind == Kind::WorkflowTrigger);
                     let trigger = match (trigger, called.next(), called.next()) {
                         (Some(t), _, _) => Some(t),
                         (None, Some(only), None) => Some(only.id.to_string()),

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use sluice_model::Workflow;
+use sluice_model::kinds::Kind;
 use sluice_model::template::{NoOutputs, Scope};
 use sluice_nodes::{BoxFuture, Call, Host};
 use sluice_runtime::machine::{Action, Event, Run, Status, StepKey};
@@ -179,7 +180,6 @@ fn drive(plan: &Arc<Plan>, seed: u64, input: Value) -> Trace {
             kind: node.kind,
             node_id: &node.id,
             config: &node.config,
-            raw: &node.raw_config,
             scope: Scope {
                 input,
                 nodes: Arc::new(NoOutputs),
@@ -345,8 +345,8 @@ proptest! {
                 let edge = &plan.graph.edges[e];
                 let src = edge.from;
                 let emits = match plan.nodes[src].kind {
-                    "flow.if" => {
-                        let cond = plan.nodes[src].raw_config["condition"] == "{{ true }}";
+                    Kind::If => {
+                        let cond = plan.workflow.nodes[src].config["condition"] == "{{ true }}";
                         edge.from_port == if cond { "true" } else { "false" }
                     }
                     _ => true,

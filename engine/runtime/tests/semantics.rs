@@ -256,6 +256,53 @@ async fn split_of_a_non_array_fails_naming_the_node() {
 }
 
 #[tokio::test]
+async fn a_template_that_gives_null_is_a_value_not_a_missing_field() {
+    // Nodes read their config as its kind's type after the templates ran;
+    // an optional field whose template gives `null` must stay `null`, not
+    // fall back to the field's default (`{{ input }}`).
+    let h = harness().await;
+    let r = run_with(
+        &h,
+        json!([
+            {"id": "t", "kind": "trigger.manual"},
+            {"id": "end", "kind": "output.end", "config": {"value": "{{ input.missing }}"}},
+            {"id": "reply", "kind": "output.respond", "config": {"body": "{{ input.missing }}"}}
+        ]),
+        json!([{"from": "t", "to": "end"}, {"from": "t", "to": "reply"}]),
+        None,
+        json!({"x": 1}),
+    )
+    .await;
+    ok(
+        &r,
+        json!({"end": null, "reply": {"status": 200, "headers": {}, "body": null}}),
+    );
+}
+
+#[tokio::test]
+async fn a_template_of_the_wrong_type_fails_naming_the_field() {
+    let h = harness().await;
+    let r = run_with(
+        &h,
+        json!([
+            {"id": "t", "kind": "trigger.manual"},
+            {"id": "call", "kind": "flow.subworkflow", "config": {"workflow": "{{ input.n }}"}}
+        ]),
+        json!([{"from": "t", "to": "call"}]),
+        None,
+        json!({"n": 5}),
+    )
+    .await;
+    assert_eq!(r.status, Status::Failed);
+    let err = r.error.unwrap();
+    assert_eq!(err["node"], "call");
+    assert_eq!(
+        err["message"],
+        "config.workflow: invalid type: integer `5`, expected a string"
+    );
+}
+
+#[tokio::test]
 async fn nested_splits() {
     let h = harness().await;
     let r = run_with(

@@ -14,6 +14,7 @@ use axum::routing::any;
 use base64::Engine as _;
 use hmac::{KeyInit, Mac};
 use serde_json::{Map, Value, json};
+use sluice_model::kinds::{Respond, SignatureScheme, Trigger, WebhookTrigger};
 use sluice_runtime::{Plan, Status};
 
 use crate::error::parse_json;
@@ -55,8 +56,8 @@ pub(crate) async fn hook(
         Err(_) => return Err(no_hook()),
     };
     let (trigger, config) = find_trigger(&plan, &method, &path).ok_or_else(no_hook)?;
-    if let Some(secret) = config.get("secret").and_then(Value::as_str) {
-        if config.get("signature").and_then(Value::as_str) == Some("v0") {
+    if let Some(secret) = &config.secret {
+        if config.signature == SignatureScheme::V0 {
             check_signature_v0(secret, &headers, &body)?;
         } else {
             let signed = Signed {
@@ -73,15 +74,10 @@ pub(crate) async fn hook(
         }
     }
     let keep: Vec<String> = config
-        .get("keep_headers")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_ascii_lowercase)
-                .collect()
-        })
-        .unwrap_or_default();
+        .keep_headers
+        .iter()
+        .map(|h| h.to_ascii_lowercase())
+        .collect();
     let message = json!({
         "method": method.as_str(),
         "path": path,
@@ -89,6 +85,8 @@ pub(crate) async fn hook(
         "headers": header_map(&headers, &keep),
         "body": parse_body(&headers, &body)?,
     });
+    let immediately = config.respond == Respond::Immediately;
+    let trigger = trigger.to_string();
     // `immediately` acknowledges the run: it must be on disk first.
     // `when_finished` answers after the run's finish, which commits it.
     let input = Arc::new(message);
@@ -102,7 +100,7 @@ pub(crate) async fn hook(
         }
         other => other.into(),
     };
-    if config.get("respond").and_then(Value::as_str) == Some("immediately") {
+    if immediately {
         let handle = s
             .engine
             .start(plan, Some(&trigger), input)
@@ -143,20 +141,18 @@ pub(crate) async fn hook(
 }
 
 /// The webhook trigger of `plan` for this method and path: its id and config.
-fn find_trigger(plan: &Plan, method: &Method, path: &str) -> Option<(String, Value)> {
-    plan.nodes.iter().find_map(|n| {
-        if n.kind != "trigger.webhook" || n.disabled {
-            return None;
+fn find_trigger<'a>(
+    plan: &'a Plan,
+    method: &Method,
+    path: &str,
+) -> Option<(&'a str, &'a WebhookTrigger)> {
+    plan.nodes.iter().find_map(|n| match &n.trigger {
+        Some(Trigger::Webhook(c)) if !n.disabled => {
+            (c.method.as_str().eq_ignore_ascii_case(method.as_str())
+                && c.path.trim_matches('/') == path)
+                .then_some((&*n.id, c))
         }
-        let c = &n.raw_config;
-        let m = c.get("method").and_then(Value::as_str).unwrap_or("POST");
-        let p = c
-            .get("path")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .trim_matches('/');
-        (m.eq_ignore_ascii_case(method.as_str()) && p == path)
-            .then(|| (n.id.to_string(), c.clone()))
+        _ => None,
     })
 }
 

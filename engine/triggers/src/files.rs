@@ -9,7 +9,8 @@ use std::time::Duration;
 use notify_debouncer_full::notify::event::{ModifyKind, RenameMode};
 use notify_debouncer_full::notify::{EventKind, RecursiveMode};
 use notify_debouncer_full::{DebounceEventResult, new_debouncer};
-use serde_json::{Value, json};
+use serde_json::json;
+use sluice_model::kinds::{FileTrigger, Kind};
 use sluice_runtime::{Engine, Plan};
 use tokio::task::AbortHandle;
 
@@ -19,33 +20,19 @@ pub(crate) fn arm(
     engine: Engine,
     plan: Arc<Plan>,
     trigger: Arc<str>,
+    cfg: &FileTrigger,
 ) -> Result<AbortHandle, String> {
-    let node = plan
-        .node_index(&trigger)
-        .map(|i| &plan.nodes[i])
-        .ok_or_else(|| format!("no node `{trigger}`"))?;
-    let cfg = &node.raw_config;
     // Only folders the user allowed (`[files] allow`), like the file nodes:
     // a workflow cannot watch, and learn the file names of, anything else.
-    let given = cfg.get("path").and_then(Value::as_str).unwrap_or("");
-    let dir =
-        sluice_nodes::files::resolve_dir("trigger.file", &engine.settings().files.allow, given)
-            .map_err(|e| e.message)?;
-    let glob = cfg.get("glob").and_then(Value::as_str).map(str::to_string);
-    let events: Vec<String> = match cfg.get("events").and_then(Value::as_array) {
-        Some(list) => list
-            .iter()
-            .filter_map(Value::as_str)
-            .map(str::to_string)
-            .collect(),
-        None => vec!["created".into(), "modified".into()],
-    };
-    let debounce = Duration::from_millis(
-        cfg.get("debounce_ms")
-            .and_then(Value::as_u64)
-            .unwrap_or(DEFAULT_DEBOUNCE_MS)
-            .max(1),
-    );
+    let dir = sluice_nodes::files::resolve_dir(
+        Kind::FileTrigger.name(),
+        &engine.settings().files.allow,
+        &cfg.path,
+    )
+    .map_err(|e| e.message)?;
+    let glob = cfg.glob.clone();
+    let events: Vec<&'static str> = cfg.events.iter().map(|e| e.as_str()).collect();
+    let debounce = Duration::from_millis(cfg.debounce_ms.unwrap_or(DEFAULT_DEBOUNCE_MS).max(1));
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<DebounceEventResult>();
     let mut debouncer = new_debouncer(debounce, None, move |res: DebounceEventResult| {
         // The receiver is gone only when the trigger was disarmed.
@@ -62,8 +49,7 @@ pub(crate) fn arm(
             let Ok(batch) = res else { continue };
             for ev in batch {
                 for (change, path) in classify(&ev.event.kind, &ev.event.paths) {
-                    if !events.iter().any(|e| e == change) || !matches_glob(glob.as_deref(), &path)
-                    {
+                    if !events.contains(&change) || !matches_glob(glob.as_deref(), &path) {
                         continue;
                     }
                     let name = path

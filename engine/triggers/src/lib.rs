@@ -16,6 +16,7 @@ mod schedule;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use sluice_model::kinds::Trigger;
 use sluice_runtime::{Engine, Plan};
 use tokio::task::AbortHandle;
 
@@ -107,11 +108,17 @@ impl Triggers {
     fn arm(&self, plan: &Arc<Plan>, catch_up: bool) -> Vec<AbortHandle> {
         let mut handles = Vec::new();
         for node in plan.nodes.iter().filter(|n| !n.disabled) {
-            let armed = match node.kind {
-                "trigger.schedule" => {
-                    schedule::arm(self.engine.clone(), plan.clone(), node.id.clone(), catch_up)
+            let armed = match &node.trigger {
+                Some(Trigger::Schedule(cfg)) => schedule::arm(
+                    self.engine.clone(),
+                    plan.clone(),
+                    node.id.clone(),
+                    cfg,
+                    catch_up,
+                ),
+                Some(Trigger::File(cfg)) => {
+                    files::arm(self.engine.clone(), plan.clone(), node.id.clone(), cfg)
                 }
-                "trigger.file" => files::arm(self.engine.clone(), plan.clone(), node.id.clone()),
                 _ => continue,
             };
             match armed {

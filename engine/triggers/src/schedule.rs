@@ -9,6 +9,7 @@ use croner::parser::{CronParser, Seconds, Year};
 use jiff::tz::TimeZone;
 use jiff::{Timestamp, Zoned};
 use serde_json::{Value, json};
+use sluice_model::kinds::ScheduleTrigger;
 use sluice_runtime::{Engine, Plan};
 use tokio::task::AbortHandle;
 
@@ -47,19 +48,11 @@ pub(crate) fn arm(
     engine: Engine,
     plan: Arc<Plan>,
     trigger: Arc<str>,
+    cfg: &ScheduleTrigger,
     catch_up: bool,
 ) -> Result<AbortHandle, String> {
-    let node = plan
-        .node_index(&trigger)
-        .map(|i| &plan.nodes[i])
-        .ok_or_else(|| format!("no node `{trigger}`"))?;
-    let cron = parse_cron(
-        node.raw_config
-            .get("cron")
-            .and_then(Value::as_str)
-            .unwrap_or(""),
-    )?;
-    let tz = zone(node.raw_config.get("timezone").and_then(Value::as_str))?;
+    let cron = parse_cron(&cfg.cron)?;
+    let tz = zone(cfg.timezone.as_deref())?;
     // Fails now, not at the first fire, when the expression never matches.
     next_after(&cron, &tz, Timestamp::now())?;
     let task =
