@@ -2,13 +2,14 @@
 //! Routes live in the URL hash (`#/w/<id>`), so reloads and links work.
 
 use serde_json::{Value, json};
+use sluice_api::WorkflowEntry;
 use yew::prelude::*;
 
 use crate::canvas::Canvas;
 use crate::net;
 
 pub enum Msg {
-    Listed(Result<Value, String>),
+    Listed(Result<Vec<WorkflowEntry>, String>),
     Open(String),
     Back,
     NewName(String),
@@ -30,7 +31,7 @@ pub enum Msg {
 }
 
 pub struct App {
-    workflows: Vec<(String, String)>,
+    workflows: Vec<WorkflowEntry>,
     open: Option<String>,
     /// A run to show on the open workflow.
     open_run: Option<String>,
@@ -62,8 +63,8 @@ fn hash_route() -> Option<(String, Option<String>)> {
 }
 
 /// An id not among `taken`: `base`, else `base-2`, `base-3`…
-fn free_id(base: &str, taken: &[(String, String)]) -> String {
-    let used = |id: &str| taken.iter().any(|(t, _)| t == id);
+fn free_id(base: &str, taken: &[WorkflowEntry]) -> String {
+    let used = |id: &str| taken.iter().any(|w| w.id == id);
     if !used(base) {
         return base.to_string();
     }
@@ -129,8 +130,9 @@ fn slug(name: &str) -> String {
 
 impl App {
     fn list(ctx: &Context<Self>) {
-        ctx.link()
-            .send_future(async { Msg::Listed(net::call("GET", "/api/v1/workflows", None).await) });
+        ctx.link().send_future(async {
+            Msg::Listed(net::call_as("GET", "/api/v1/workflows", None).await)
+        });
     }
 }
 
@@ -167,20 +169,7 @@ impl Component for App {
     fn update(&mut self, ctx: &Context<Self>, msg: Msg) -> bool {
         match msg {
             Msg::Listed(Ok(list)) => {
-                self.workflows = list
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|w| {
-                        let id = w.get("id")?.as_str()?.to_string();
-                        let name = w
-                            .get("name")
-                            .and_then(Value::as_str)
-                            .unwrap_or(&id)
-                            .to_string();
-                        Some((id, name))
-                    })
-                    .collect();
+                self.workflows = list;
                 self.error = None;
             }
             Msg::Listed(Err(e)) | Msg::Created(Err(e)) => self.error = Some(e),
@@ -234,8 +223,8 @@ impl Component for App {
                 let name = self
                     .workflows
                     .iter()
-                    .find(|(w, _)| *w == id)
-                    .map(|(_, n)| n.clone())
+                    .find(|w| w.id == id)
+                    .map(|w| w.name.clone())
                     .unwrap_or_default();
                 self.renaming = Some((id, name));
             }
@@ -262,8 +251,8 @@ impl Component for App {
                 let name = self
                     .workflows
                     .iter()
-                    .find(|(w, _)| *w == id)
-                    .map(|(_, n)| format!("{n} (copy)"))
+                    .find(|w| w.id == id)
+                    .map(|w| format!("{} (copy)", w.name))
                     .unwrap_or_else(|| copy.clone());
                 ctx.link().send_future(async move {
                     let done = rewrite(&id, &copy, |wf| wf["name"] = json!(name)).await;
@@ -402,7 +391,7 @@ impl Component for App {
                 </div>
             };
         }
-        let rows = self.workflows.iter().map(|(id, name)| {
+        let rows = self.workflows.iter().map(|WorkflowEntry { id, name, .. }| {
             let on = |make: fn(String) -> Msg| {
                 let id = id.clone();
                 link.callback(move |_| make(id.clone()))

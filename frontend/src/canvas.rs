@@ -34,7 +34,8 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
-use serde_json::Value;
+use sluice_api::CredentialEntry;
+use sluice_api::ws::{ClientMessage, Frame, ServerMessage};
 use sluice_model::validate;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::closure::Closure;
@@ -60,7 +61,8 @@ pub struct Props {
 }
 
 pub enum Msg {
-    Server(Value),
+    /// A text frame from the socket, as it came.
+    Server(String),
     Closed,
     /// Refresh this viewer's presence before it expires.
     Heartbeat,
@@ -84,7 +86,7 @@ pub enum Msg {
     Redo,
     /// Back to editing from a past version or a run opened from the list.
     CloseRun,
-    Credentials(Result<Value, String>),
+    Credentials(Result<Vec<CredentialEntry>, String>),
     Palette(palette::Msg),
     Runs(runs::Msg),
     History(history::Msg),
@@ -192,9 +194,11 @@ impl Canvas {
         self.generation += 1;
     }
 
-    fn send(&self, message: &Value) {
-        if let Some(socket) = &self.socket {
-            socket.send(message);
+    fn send(&mut self, message: &ClientMessage) {
+        if let Some(socket) = &self.socket
+            && let Err(e) = socket.send(message)
+        {
+            self.status = format!("cannot send to the engine: {e}");
         }
     }
 
@@ -284,11 +288,11 @@ impl Canvas {
 
     /// Sends the operations made since `before` to the engine.
     fn send_since(&mut self, before: &loro::VersionVector) {
-        if let Some(socket) = &self.socket
+        if self.socket.is_some()
             && let Some(update) = self.sync.update(before)
         {
-            socket.send(&update);
             self.status = "saving…".into();
+            self.send(&update);
         }
     }
 
@@ -335,7 +339,21 @@ impl Canvas {
         }
     }
 
-    fn on_server(&mut self, ctx: &Context<Self>, msg: Value) -> bool {
+    fn on_server(&mut self, ctx: &Context<Self>, text: &str) -> bool {
+        // A frame that is neither a document message nor a run event this
+        // editor knows (a newer engine's) is not for it: ignored, as any
+        // message of an unknown type always was.
+        let Ok(frame) = serde_json::from_str::<Frame>(text) else {
+            return false;
+        };
+        let msg = match frame {
+            Frame::Run(event) => return self.on_run_event(ctx, &event),
+            Frame::Doc(ServerMessage::Error { message, .. }) => {
+                self.status = message;
+                return true;
+            }
+            Frame::Doc(msg) => msg,
+        };
         match self.sync.receive(&msg) {
             Some(Inbound::Refused(e)) => {
                 self.status = format!("a bad update from the engine: {e}");
@@ -367,19 +385,8 @@ impl Canvas {
                 }
                 true
             }
-            None => match msg.get("type").and_then(Value::as_str).unwrap_or_default() {
-                "error" => {
-                    self.status = msg
-                        .get("message")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_string();
-                    true
-                }
-                "run_started" | "step_started" | "step_finished" | "step_skipped" | "log"
-                | "run_finished" => self.on_run_event(ctx, &msg),
-                _ => false,
-            },
+            // Errors were handled above.
+            None => false,
         }
     }
 
@@ -476,10 +483,10 @@ impl Component for Canvas {
             move || on_close.emit(()),
         );
         let (socket, status) = match socket {
-            Ok(s) => {
-                s.send(&sync.subscribe());
-                (Some(s), "connecting…".to_string())
-            }
+            Ok(s) => match s.send(&sync.subscribe()) {
+                Ok(()) => (Some(s), "connecting…".to_string()),
+                Err(e) => (None, format!("cannot subscribe: {e}")),
+            },
             Err(e) => (None, format!("cannot connect: {e}")),
         };
         Canvas::fetch_runs(ctx);
@@ -487,7 +494,7 @@ impl Component for Canvas {
             ctx.link().send_message(runs::Msg::Open(run.clone()));
         }
         ctx.link().send_future(async {
-            Msg::Credentials(crate::net::call("GET", "/api/v1/credentials", None).await)
+            Msg::Credentials(crate::net::call_as("GET", "/api/v1/credentials", None).await)
         });
         // Presence entries expire after 30 s: refresh every 10.
         let heartbeat = {
@@ -607,7 +614,7 @@ impl Component for Canvas {
 
     fn update(&mut self, ctx: &Context<Self>, msg: Msg) -> bool {
         match msg {
-            Msg::Server(v) => self.on_server(ctx, v),
+            Msg::Server(text) => self.on_server(ctx, &text),
             Msg::Closed => {
                 self.status = "disconnected: reload to reconnect".into();
                 self.socket = None;

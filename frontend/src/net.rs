@@ -1,5 +1,6 @@
-//! Talking to `sluice serve` from the page: JSON over fetch, and the
-//! WebSocket for document sync (whose messages [`crate::sync`] makes).
+//! Talking to `sluice serve` from the page: JSON over fetch (the answers
+//! decoded as the protocol's types, `sluice_api`), and the WebSocket for
+//! document sync and run events (whose messages [`crate::sync`] makes).
 //!
 //! The session (from a sign-in link, see `engine/server/src/ui.rs`) is in
 //! this origin's `localStorage`, which no other origin (another port on
@@ -11,7 +12,10 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
+use sluice_api::ErrorBody;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
@@ -38,9 +42,9 @@ fn js_err(e: JsValue) -> String {
         .unwrap_or_else(|| "unknown error".into())
 }
 
-/// `method path` with an optional JSON body; the answer as JSON (or the
+/// `method path` with an optional JSON body: the answer's text (or the
 /// server's error message).
-pub async fn call(method: &str, path: &str, body: Option<&Value>) -> Result<Value, String> {
+async fn fetch(method: &str, path: &str, body: Option<&Value>) -> Result<String, String> {
     let window = web_sys::window().ok_or("no window")?;
     let init = RequestInit::new();
     init.set_method(method);
@@ -69,25 +73,43 @@ pub async fn call(method: &str, path: &str, body: Option<&Value>) -> Result<Valu
         .map_err(js_err)?
         .as_string()
         .unwrap_or_default();
-    let value: Value = if text.is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_str(&text).unwrap_or(Value::String(text))
-    };
     if response.ok() {
-        Ok(value)
-    } else {
-        let message = value
-            .get("error")
-            .and_then(|e| e.get("message").or(Some(e)))
-            .and_then(Value::as_str)
-            .map(str::to_string)
-            .unwrap_or_else(|| value.to_string());
-        Err(format!("{} {}: {message}", response.status(), path))
+        return Ok(text);
     }
+    // Not an API error body (a proxy's page, a panic): the text as it came.
+    let message = match serde_json::from_str::<ErrorBody>(&text) {
+        Ok(body) => body.error.message,
+        Err(_) if text.is_empty() => response.status_text(),
+        Err(_) => text,
+    };
+    Err(format!("{} {}: {message}", response.status(), path))
 }
 
-/// The live socket: JSON messages in both directions.
+/// `method path` with an optional JSON body; the answer as JSON (or the
+/// server's error message). For answers that are documents, not protocol
+/// (a workflow); the protocol's answers go through [`call_as`].
+pub async fn call(method: &str, path: &str, body: Option<&Value>) -> Result<Value, String> {
+    let text = fetch(method, path, body).await?;
+    if text.is_empty() {
+        return Ok(Value::Null);
+    }
+    Ok(serde_json::from_str(&text).unwrap_or(Value::String(text)))
+}
+
+/// `method path` with an optional JSON body; the answer decoded as `T`,
+/// one of the protocol's types (`sluice_api`).
+pub async fn call_as<T: DeserializeOwned>(
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+) -> Result<T, String> {
+    let text = fetch(method, path, body).await?;
+    // An empty answer is JSON `null` (for `T` = `()` or an `Option`).
+    let json = if text.is_empty() { "null" } else { &text };
+    serde_json::from_str(json).map_err(|e| format!("{method} {path}: unexpected answer: {e}"))
+}
+
+/// The live socket: JSON text frames in both directions.
 pub struct Socket {
     ws: WebSocket,
     _on_message: Closure<dyn FnMut(MessageEvent)>,
@@ -100,9 +122,10 @@ pub struct Socket {
 impl Socket {
     /// Connects to `/api/v1/ws?{query}` (`events=none` for document sync
     /// only, `workflow=ID` for that workflow's run events too).
+    /// `on_message` gets each text frame as it came: the caller decodes it.
     pub fn open(
         query: &str,
-        on_message: impl Fn(Value) + 'static,
+        on_message: impl Fn(String) + 'static,
         on_close: impl Fn() + 'static,
     ) -> Result<Socket, String> {
         let location = web_sys::window().ok_or("no window")?.location();
@@ -126,10 +149,8 @@ impl Socket {
         .map_err(js_err)?;
         let queue: Rc<RefCell<Vec<String>>> = Rc::default();
         let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |e: MessageEvent| {
-            if let Some(text) = e.data().as_string()
-                && let Ok(v) = serde_json::from_str::<Value>(&text)
-            {
-                on_message(v);
+            if let Some(text) = e.data().as_string() {
+                on_message(text);
             }
         });
         let on_open = {
@@ -153,13 +174,15 @@ impl Socket {
         })
     }
 
-    pub fn send(&self, message: &Value) {
-        let text = message.to_string();
+    /// Sends `message` as JSON (queued until the socket opens).
+    pub fn send(&self, message: &impl Serialize) -> Result<(), String> {
+        let text = serde_json::to_string(message).map_err(|e| e.to_string())?;
         if self.ws.ready_state() == WebSocket::OPEN {
             self.ws.send_with_str(&text).ok();
         } else {
             self.queue.borrow_mut().push(text);
         }
+        Ok(())
     }
 }
 

@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
 use serde_json::Value;
+use sluice_api::StepStatus;
 use sluice_model::kinds;
 use yew::prelude::*;
 
@@ -60,8 +61,8 @@ pub struct Scene {
 /// A node's part of a run, as the canvas shows it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StepMark {
-    pub status: String,
-    pub attempt: u64,
+    pub status: StepStatus,
+    pub attempt: u32,
     pub duration_us: Option<u64>,
     pub error: Option<String>,
 }
@@ -95,10 +96,10 @@ pub fn build(
             title.push_str(err);
         }
         let badge = step.map(|st| {
-            let text = match (st.status.as_str(), st.duration_us) {
-                ("succeeded", Some(d)) => format!("✓ {}", duration(d)),
-                ("failed", _) => "✗ failed".to_string(),
-                ("running", _) => "● running".to_string(),
+            let text = match (st.status, st.duration_us) {
+                (StepStatus::Succeeded, Some(d)) => format!("✓ {}", duration(d)),
+                (StepStatus::Failed, _) => "✗ failed".to_string(),
+                (StepStatus::Running, _) => "● running".to_string(),
                 (other, _) => other.to_string(),
             };
             if st.attempt > 1 {

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use base64::Engine as _;
 use loro::VersionVector;
 use serde_json::{Value, json};
+use sluice_api::ws::{ClientMessage, ServerMessage};
 use sluice_model::Node;
 use sluice_model::doc::{DocError, Presence, WorkflowDoc, decode_version, encode_version};
 
@@ -53,7 +54,10 @@ pub enum Inbound {
     /// The document changed (`doc.update`) or is now in step with the
     /// engine (`doc.sync`, `synced`): redraw from it. `reply` holds what
     /// the engine lacks (edits made while away), to send back.
-    Doc { synced: bool, reply: Option<Value> },
+    Doc {
+        synced: bool,
+        reply: Option<ClientMessage>,
+    },
     /// An update that could not be imported; the document is unchanged.
     Refused(String),
     /// The engine confirmed an update durable; `all` when none of this
@@ -129,11 +133,12 @@ impl DocSync {
     }
 
     /// The first message on the socket: what this document already has.
-    pub fn subscribe(&self) -> Value {
-        json!({
-            "type": "doc.subscribe", "workflow": self.workflow,
-            "version": b64(&encode_version(&self.doc.version()))
-        })
+    pub fn subscribe(&self) -> ClientMessage {
+        ClientMessage::Subscribe {
+            workflow: self.workflow.clone(),
+            version: Some(b64(&encode_version(&self.doc.version()))),
+            reference: None,
+        }
     }
 
     /// Whether some of this window's updates are not confirmed yet.
@@ -167,13 +172,14 @@ impl DocSync {
     /// The `doc.update` carrying the operations made since `before`,
     /// numbered so the engine's `doc.ack` can name it. Only call it when
     /// the message will be sent: an update never sent is never acked.
-    pub fn update(&mut self, before: &VersionVector) -> Option<Value> {
+    pub fn update(&mut self, before: &VersionVector) -> Option<ClientMessage> {
         let update = self.doc.updates_since(before).ok()?;
         self.next_ref += 1;
-        Some(json!({
-            "type": "doc.update", "workflow": self.workflow,
-            "update": b64(&update), "ref": self.next_ref.to_string()
-        }))
+        Some(ClientMessage::Update {
+            workflow: self.workflow.clone(),
+            update: b64(&update),
+            reference: Some(Value::String(self.next_ref.to_string())),
+        })
     }
 
     /// Undoes (or redoes) this window's last edit. The version before when
@@ -218,38 +224,42 @@ impl DocSync {
         }
     }
 
-    /// A message from the engine: the document's and presence's part of
-    /// it. `None` for the message types that are not about them.
-    pub fn receive(&mut self, msg: &Value) -> Option<Inbound> {
-        let field = |k: &str| msg.get(k).and_then(Value::as_str).unwrap_or_default();
-        match field("type") {
-            ty @ ("doc.sync" | "doc.update") => {
-                let imported = unb64(field("update"))
-                    .and_then(|b| self.doc.import(&b).map_err(|e| e.to_string()));
-                if let Err(e) = imported {
+    /// A message from the engine about documents: the document's and
+    /// presence's part of it. `None` for an error (the caller shows it).
+    pub fn receive(&mut self, msg: &ServerMessage) -> Option<Inbound> {
+        match msg {
+            ServerMessage::Update { update, .. } => Some(match self.import(update) {
+                Ok(()) => Inbound::Doc {
+                    synced: false,
+                    reply: None,
+                },
+                Err(e) => Inbound::Refused(e),
+            }),
+            ServerMessage::Sync {
+                update,
+                version,
+                presence,
+                ..
+            } => {
+                if let Err(e) = self.import(update) {
                     return Some(Inbound::Refused(e));
                 }
-                if ty == "doc.update" {
-                    return Some(Inbound::Doc {
-                        synced: false,
-                        reply: None,
-                    });
-                }
                 // Send what the engine lacks (edits made while away).
-                let reply = match unb64(field("version"))
+                let reply = match unb64(version)
                     .and_then(|b| decode_version(&b).map_err(|e| e.to_string()))
                 {
-                    Ok(theirs) if theirs != self.doc.version() => {
-                        self.doc.updates_since(&theirs).ok().map(|update| {
-                            json!({
-                                "type": "doc.update", "workflow": self.workflow,
-                                "update": b64(&update)
-                            })
-                        })
-                    }
+                    Ok(theirs) if theirs != self.doc.version() => self
+                        .doc
+                        .updates_since(&theirs)
+                        .ok()
+                        .map(|update| ClientMessage::Update {
+                            workflow: self.workflow.clone(),
+                            update: b64(&update),
+                            reference: None,
+                        }),
                     _ => None,
                 };
-                if let Ok(bytes) = unb64(field("presence"))
+                if let Ok(bytes) = unb64(presence)
                     && !bytes.is_empty()
                 {
                     self.presence.apply(&bytes).ok();
@@ -260,16 +270,21 @@ impl DocSync {
                     reply,
                 })
             }
-            "doc.ack" => {
-                if let Ok(r) = field("ref").parse::<u64>() {
+            ServerMessage::Ack { reference, .. } => {
+                // Our refs are numbers as text (see `update`).
+                if let Some(r) = reference
+                    .as_ref()
+                    .and_then(Value::as_str)
+                    .and_then(|r| r.parse::<u64>().ok())
+                {
                     self.acked_ref = self.acked_ref.max(r);
                 }
                 Some(Inbound::Acked {
                     all: !self.pending(),
                 })
             }
-            "presence" => {
-                let selections = match unb64(field("update")) {
+            ServerMessage::Presence { update, .. } => {
+                let selections = match unb64(update) {
                     Ok(bytes) => {
                         self.presence.apply(&bytes).ok();
                         self.read_presence()
@@ -278,13 +293,18 @@ impl DocSync {
                 };
                 Some(Inbound::Presence { selections })
             }
-            _ => None,
+            ServerMessage::Error { .. } => None,
         }
+    }
+
+    /// Imports a base64 Loro update; on an error the document is unchanged.
+    fn import(&self, update: &str) -> Result<(), String> {
+        unb64(update).and_then(|b| self.doc.import(&b).map_err(|e| e.to_string()))
     }
 
     /// This viewer's selection (and its last pointer position) for the
     /// others; the `presence` message to send.
-    pub fn announce(&mut self, selected: Vec<String>) -> Value {
+    pub fn announce(&mut self, selected: Vec<String>) -> ClientMessage {
         let cursor = self
             .presence
             .states()
@@ -309,7 +329,7 @@ impl DocSync {
     }
 
     /// The `presence` message with the held pointer position, if any.
-    pub fn cursor(&mut self, selected: Vec<String>, now_ms: f64) -> Option<Value> {
+    pub fn cursor(&mut self, selected: Vec<String>, now_ms: f64) -> Option<ClientMessage> {
         let (x, y) = self.pending_cursor.take()?;
         self.last_cursor_ms = now_ms;
         Some(self.publish(json!({"cursor": [x, y], "selected": selected})))
@@ -317,18 +337,18 @@ impl DocSync {
 
     /// The scheduled flush: [`DocSync::cursor`], and later positions may
     /// schedule another.
-    pub fn flush_cursor(&mut self, selected: Vec<String>, now_ms: f64) -> Option<Value> {
+    pub fn flush_cursor(&mut self, selected: Vec<String>, now_ms: f64) -> Option<ClientMessage> {
         self.flush_scheduled = false;
         self.cursor(selected, now_ms)
     }
 
     /// This viewer is leaving: the `presence` message that clears it.
-    pub fn leave(&mut self) -> Value {
+    pub fn leave(&mut self) -> ClientMessage {
         let update = self.presence.remove(std::slice::from_ref(&self.me));
         self.presence_message(&update)
     }
 
-    fn publish(&mut self, mut state: Value) -> Value {
+    fn publish(&mut self, mut state: Value) -> ClientMessage {
         let n = u64::from_str_radix(&self.me[..self.me.len().min(8)], 16).unwrap_or(0);
         state["name"] = json!(format!("viewer {}", &self.me[..self.me.len().min(4)]));
         state["color"] = json!(COLORS[(n % COLORS.len() as u64) as usize]);
@@ -336,8 +356,12 @@ impl DocSync {
         self.presence_message(&update)
     }
 
-    fn presence_message(&self, update: &[u8]) -> Value {
-        json!({"type": "presence", "workflow": self.workflow, "update": b64(update)})
+    fn presence_message(&self, update: &[u8]) -> ClientMessage {
+        ClientMessage::Presence {
+            workflow: self.workflow.clone(),
+            update: b64(update),
+            reference: None,
+        }
     }
 
     /// Others' presence, as viewers; true when someone's selection changed.
@@ -384,6 +408,8 @@ impl DocSync {
 mod tests {
     use sluice_model::Workflow;
 
+    use sluice_api::ws::Frame;
+
     use super::*;
     use crate::state::Action;
 
@@ -402,13 +428,31 @@ mod tests {
         WorkflowDoc::from_workflow(wf, 1).unwrap()
     }
 
+    /// A message as the engine sends it (JSON, decoded as the canvas does).
+    fn from_engine(v: Value) -> ServerMessage {
+        serde_json::from_value(v).unwrap()
+    }
+
+    /// A window's message as it goes on the socket.
+    fn wire(m: &ClientMessage) -> Value {
+        serde_json::to_value(m).unwrap()
+    }
+
+    /// What the engine relays to the others for a window's `doc.update` or
+    /// `presence`: the same message, without the sender's `ref`.
+    fn relay(m: &ClientMessage) -> ServerMessage {
+        let mut v = wire(m);
+        v.as_object_mut().unwrap().remove("ref");
+        from_engine(v)
+    }
+
     /// The engine's answer to a window's `doc.subscribe`.
-    fn sync_message(engine: &WorkflowDoc, window: &DocSync, presence: &[u8]) -> Value {
+    fn sync_message(engine: &WorkflowDoc, window: &DocSync, presence: &[u8]) -> ServerMessage {
         let update = engine.updates_since(&window.doc().version()).unwrap();
-        json!({
+        from_engine(json!({
             "type": "doc.sync", "workflow": "w", "update": b64(&update),
             "version": b64(&encode_version(&engine.version())), "presence": b64(presence)
-        })
+        }))
     }
 
     /// A window in step with `engine`, with its editor.
@@ -432,7 +476,7 @@ mod tests {
 
     /// The window's edit through the editor, as the canvas does it: the
     /// `doc.update` to send.
-    fn edit(sync: &mut DocSync, editor: &mut Option<Editor>, action: Action) -> Value {
+    fn edit(sync: &mut DocSync, editor: &mut Option<Editor>, action: Action) -> ClientMessage {
         let editor = editor.as_mut().unwrap();
         editor.reduce(action).unwrap();
         let before = sync
@@ -452,7 +496,7 @@ mod tests {
     #[test]
     fn the_subscription_names_the_document_version() {
         let sync = DocSync::new("w", 7);
-        let msg = sync.subscribe();
+        let msg = wire(&sync.subscribe());
         assert_eq!(msg["type"], "doc.subscribe");
         assert_eq!(msg["workflow"], "w");
         let version = decode_version(&unb64(msg["version"].as_str().unwrap()).unwrap()).unwrap();
@@ -464,7 +508,8 @@ mod tests {
         let engine = engine(&workflow());
         let (mut a, mut editor_a) = window(&engine, 10);
         let (mut b, mut editor_b) = window(&engine, 11);
-        let update = edit(&mut a, &mut editor_a, add_node((600.0, 0.0)));
+        let sent = edit(&mut a, &mut editor_a, add_node((600.0, 0.0)));
+        let update = wire(&sent);
         assert_eq!(update["type"], "doc.update");
         assert_eq!(update["workflow"], "w");
         assert_eq!(update["ref"], "1");
@@ -474,7 +519,7 @@ mod tests {
             .import(&unb64(update["update"].as_str().unwrap()).unwrap())
             .unwrap();
         assert_eq!(
-            b.receive(&update),
+            b.receive(&relay(&sent)),
             Some(Inbound::Doc {
                 synced: false,
                 reply: None
@@ -508,7 +553,7 @@ mod tests {
         editor_b.as_mut().unwrap().selected = ["t".into(), "set".into()].into();
         editor_a.as_mut().unwrap().selected = ["set".into()].into();
         let update = edit(&mut a, &mut editor_a, Action::DeleteSelected);
-        b.receive(&update);
+        b.receive(&relay(&update));
         b.reload(&mut editor_b).unwrap();
         let shown = editor_b.unwrap();
         assert!(shown.wf.node("set").is_none());
@@ -521,15 +566,15 @@ mod tests {
         let engine = engine(&workflow());
         let (mut a, mut editor) = window(&engine, 10);
         assert!(!a.pending());
-        let first = edit(&mut a, &mut editor, add_node((600.0, 0.0)));
-        let second = edit(&mut a, &mut editor, add_node((900.0, 0.0)));
+        let first = wire(&edit(&mut a, &mut editor, add_node((600.0, 0.0))));
+        let second = wire(&edit(&mut a, &mut editor, add_node((900.0, 0.0))));
         assert_eq!(
             (first["ref"].as_str(), second["ref"].as_str()),
             (Some("1"), Some("2"))
         );
         assert!(a.pending());
 
-        let ack = |r: &str| json!({"type": "doc.ack", "workflow": "w", "ref": r});
+        let ack = |r: &str| from_engine(json!({"type": "doc.ack", "workflow": "w", "ref": r}));
         assert_eq!(a.receive(&ack("1")), Some(Inbound::Acked { all: false }));
         assert!(a.pending());
         assert_eq!(a.receive(&ack("2")), Some(Inbound::Acked { all: true }));
@@ -560,7 +605,7 @@ mod tests {
             .unwrap()
             .expect("the position changed");
         let update = a.update(&before).unwrap();
-        b.receive(&update);
+        b.receive(&relay(&update));
         assert_eq!(b.doc().to_value(), a.doc().to_value());
         let set = b.doc().to_workflow().unwrap();
         assert_eq!(set.node("set").unwrap().position, Some([320.0, 20.0]));
@@ -580,9 +625,12 @@ mod tests {
         let engine = engine(&workflow());
         let (mut a, _) = window(&engine, 10);
         let before = a.doc().to_value();
-        let garbage = json!({"type": "doc.update", "update": b64(b"not a loro update")});
+        let garbage = from_engine(
+            json!({"type": "doc.update", "workflow": "w", "update": b64(b"not a loro update")}),
+        );
         assert!(matches!(a.receive(&garbage), Some(Inbound::Refused(_))));
-        let not_base64 = json!({"type": "doc.update", "update": "%%%"});
+        let not_base64 =
+            from_engine(json!({"type": "doc.update", "workflow": "w", "update": "%%%"}));
         assert!(matches!(a.receive(&not_base64), Some(Inbound::Refused(_))));
         assert_eq!(a.doc().to_value(), before);
     }
@@ -605,6 +653,7 @@ mod tests {
         else {
             panic!("the engine lacks the edit: a reply is due");
         };
+        let reply = wire(&reply);
         assert_eq!(reply["type"], "doc.update");
         assert!(reply.get("ref").is_none());
         assert!(!a.pending());
@@ -630,8 +679,8 @@ mod tests {
                 at: (0.0, 300.0),
             },
         );
-        b.receive(&mine);
-        a.receive(&theirs);
+        b.receive(&relay(&mine));
+        a.receive(&relay(&theirs));
         a.reload(&mut editor_a).unwrap();
         assert_eq!(editor_a.as_ref().unwrap().wf.nodes.len(), 4);
 
@@ -661,7 +710,7 @@ mod tests {
 
         // The undo is an edit like any other: it reaches the others.
         let undone = a.update(&before).unwrap();
-        b.receive(&undone);
+        b.receive(&relay(&undone));
         assert_eq!(b.doc().to_value(), a.doc().to_value());
 
         assert!(a.undo(true).unwrap().is_some(), "redo");
@@ -680,9 +729,9 @@ mod tests {
         // moves far less often in a browser).
         let tick = || std::thread::sleep(std::time::Duration::from_millis(3));
         let hello = a.announce(vec!["t".into()]);
-        assert_eq!(hello["type"], "presence");
+        assert_eq!(wire(&hello)["type"], "presence");
         assert_eq!(
-            b.receive(&hello),
+            b.receive(&relay(&hello)),
             Some(Inbound::Presence { selections: true })
         );
         let seen = &b.others()["abcd000000000001"];
@@ -696,14 +745,14 @@ mod tests {
         assert_eq!(a.hold_cursor((5.0, 6.0), 1_000.0), CursorStep::Send);
         let moved = a.cursor(vec!["t".into()], 1_000.0).unwrap();
         assert_eq!(
-            b.receive(&moved),
+            b.receive(&relay(&moved)),
             Some(Inbound::Presence { selections: false })
         );
         assert_eq!(b.others()["abcd000000000001"].cursor, Some((5.0, 6.0)));
 
         // An announcement keeps the last pointer position.
         tick();
-        b.receive(&a.announce(vec![]));
+        b.receive(&relay(&a.announce(vec![])));
         let seen = &b.others()["abcd000000000001"];
         assert_eq!((seen.cursor, seen.selected.len()), (Some((5.0, 6.0)), 0));
 
@@ -712,7 +761,7 @@ mod tests {
         let all = {
             let mut engine_presence = Presence::new(PRESENCE_TIMEOUT_MS);
             engine_presence
-                .apply(&unb64(hello["update"].as_str().unwrap()).unwrap())
+                .apply(&unb64(wire(&hello)["update"].as_str().unwrap()).unwrap())
                 .unwrap();
             engine_presence.encode_all()
         };
@@ -724,7 +773,7 @@ mod tests {
 
         tick();
         assert_eq!(
-            b.receive(&a.leave()),
+            b.receive(&relay(&a.leave())),
             Some(Inbound::Presence { selections: true })
         );
         assert!(b.others().is_empty());
@@ -741,7 +790,7 @@ mod tests {
 
         let mut b = DocSync::new("w", 11);
         let flushed = a.flush_cursor(vec![], 1_080.0).unwrap();
-        b.receive(&flushed);
+        b.receive(&relay(&flushed));
         let seen = b.others().values().next().unwrap();
         assert_eq!(seen.cursor, Some((3.0, 3.0)), "the last position");
         assert_eq!(a.flush_cursor(vec![], 1_090.0), None, "sent once");
@@ -752,8 +801,18 @@ mod tests {
     #[test]
     fn other_messages_are_not_for_the_document() {
         let mut a = DocSync::new("w", 10);
-        for ty in ["run_started", "log", "error"] {
-            assert_eq!(a.receive(&json!({"type": ty})), None);
+        // Run events are not document messages at all: the canvas never
+        // hands them to the document.
+        let run_started = json!({"type": "run_started", "run": "r", "workflow": "w", "at_us": 1,
+            "trigger": "t"});
+        let log = json!({"type": "log", "run": "r", "workflow": "w", "at_us": 2, "node": "set",
+            "lineage": "", "level": "info", "message": "hi"});
+        for event in [run_started, log] {
+            let frame: Frame = serde_json::from_value(event).unwrap();
+            assert!(matches!(frame, Frame::Run(_)), "{frame:?}");
         }
+        let error = from_engine(json!({"type": "error", "message": "no such workflow"}));
+        assert_eq!(a.receive(&error), None);
+        assert_eq!(a.doc().to_value(), DocSync::new("w", 10).doc().to_value());
     }
 }

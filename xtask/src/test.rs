@@ -42,7 +42,7 @@ pub(crate) fn run() -> Result<()> {
         "warnings",
     ]))?;
     step(
-        "cargo build -p sluice-model -p sluice-core --target wasm32-unknown-unknown (the pure crates stay pure)",
+        "cargo build -p sluice-model -p sluice-core -p sluice-api --target wasm32-unknown-unknown (the pure crates stay pure)",
     );
     check(cargo().args([
         "build",
@@ -50,6 +50,8 @@ pub(crate) fn run() -> Result<()> {
         "sluice-model",
         "-p",
         "sluice-core",
+        "-p",
+        "sluice-api",
         "--target",
         "wasm32-unknown-unknown",
         "--locked",

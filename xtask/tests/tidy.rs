@@ -162,7 +162,7 @@ const IO: &[&str] = &[
 ];
 
 /// The pure crates: no I/O, build for wasm32.
-const PURE: &[&str] = &["sluice-model", "sluice-core"];
+const PURE: &[&str] = &["sluice-model", "sluice-core", "sluice-api"];
 
 fn confined_violations(ws: &Workspace) -> Vec<String> {
     let mut out = Vec::new();

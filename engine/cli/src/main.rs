@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 use serde_json::Value;
+use sluice_api::{RunDetail, RunSummary, StepStatus};
 use sluice_model::Workflow;
 use sluice_runtime::{Engine, Options, Plan, RunResult, Settings, Status, report};
 
@@ -416,7 +417,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
                 RunsCommand::List { json, limit } => {
                     let rows = engine.store().list_runs(limit).await.map_err(internal)?;
                     if json {
-                        let list: Vec<Value> = rows.iter().map(report::run_summary).collect();
+                        let list: Vec<RunSummary> = rows.iter().map(report::run_summary).collect();
                         println!(
                             "{}",
                             serde_json::to_string_pretty(&list).unwrap_or_default()
@@ -458,8 +459,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
                         return Ok(0);
                     }
                     let records = engine.store().run_records(&run).await.map_err(internal)?;
-                    let mut v = report::run_summary(&row);
-                    v["steps"] = Value::Array(report::steps(&records));
+                    let v = report::run_detail(&row, &records);
                     if json {
                         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
                     } else {
@@ -494,11 +494,8 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
 /// Only one process resumes and drives a data dir's unfinished runs at a
 /// time (`serve`, `runs resume`): two would run their steps twice. Held
 /// until the process exits; the OS releases it even after a SIGKILL.
-fn host_error(e: sluice_host::HostError) -> Exit {
-    match e {
-        sluice_host::HostError::Usage(m) => usage(m),
-        sluice_host::HostError::Internal(m) => internal(m),
-    }
+fn host_error(e: sluice_host::Error) -> Exit {
+    if e.is_usage() { usage(e) } else { internal(e) }
 }
 
 fn lock_data_dir(dir: &Path) -> Result<std::fs::File, Exit> {
@@ -685,42 +682,42 @@ fn report(result: &RunResult) -> Result<u8, Exit> {
     }
 }
 
-fn print_run(v: &Value) {
-    println!("run       {}", v["id"].as_str().unwrap_or(""));
-    println!("workflow  {}", v["workflow"].as_str().unwrap_or(""));
-    println!("status    {}", v["status"].as_str().unwrap_or(""));
-    if !v["error"].is_null() {
-        println!("error     {}", v["error"]);
+fn print_run(v: &RunDetail) {
+    let run = &v.run;
+    println!("run       {}", run.id);
+    println!("workflow  {}", run.workflow);
+    println!("status    {}", run.status);
+    if let Some(error) = run.error.as_ref().filter(|e| !e.is_null()) {
+        println!("error     {error}");
     }
-    println!("output    {}", v["output"]);
+    println!("output    {}", run.output);
     println!(
         "\n{:<20} {:<8} {:<6} {:>3} {:<10} {:>10}  input -> output",
         "NODE", "LINEAGE", "ACT", "TRY", "STATUS", "DURATION"
     );
-    for s in v["steps"].as_array().into_iter().flatten() {
-        let dur = s["duration_us"]
-            .as_i64()
-            .map(format_us)
-            .unwrap_or_else(|| "-".into());
+    let null = Value::Null;
+    for s in &v.steps {
+        let dur = s.duration_us.map(format_us).unwrap_or_else(|| "-".into());
         let io = format!(
             "{} -> {}",
-            short(&s["input"]),
-            if s["status"] == "failed" {
-                short(&s["error"])
-            } else {
-                short(&s["output"])
-            }
+            short(s.input.as_ref().unwrap_or(&null)),
+            short(
+                if s.status == StepStatus::Failed {
+                    &s.error
+                } else {
+                    &s.output
+                }
+                .as_ref()
+                .unwrap_or(&null)
+            )
         );
         println!(
             "{:<20} {:<8} {:<6} {:>3} {:<10} {:>10}  {}",
-            s["node"].as_str().unwrap_or(""),
-            s["lineage"].as_str().unwrap_or(""),
-            s["activation"].as_str().unwrap_or(""),
-            s["attempt"]
-                .as_u64()
-                .map(|a| a.to_string())
-                .unwrap_or_default(),
-            s["status"].as_str().unwrap_or(""),
+            s.node,
+            s.lineage,
+            s.activation.as_deref().unwrap_or(""),
+            s.attempt.map(|a| a.to_string()).unwrap_or_default(),
+            s.status.as_str(),
             dur,
             io
         );

@@ -174,24 +174,9 @@ pub enum Action {
     },
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Status {
-    Running,
-    Succeeded,
-    Failed,
-    Cancelled,
-}
-
-impl Status {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Running => "running",
-            Status::Succeeded => "succeeded",
-            Status::Failed => "failed",
-            Status::Cancelled => "cancelled",
-        }
-    }
-}
+/// Where a run is: the one run status type, shared with the store, the
+/// live events, the API and the editor.
+pub use sluice_api::RunStatus as Status;
 
 #[derive(Debug)]
 struct Instance {

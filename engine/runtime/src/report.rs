@@ -1,86 +1,119 @@
-//! Runs as JSON for people and scripts (`sluice runs show --json`, the API):
-//! the run row, and one entry per step attempt rebuilt from the journal.
+//! Runs as the API's types for people and scripts (`sluice runs show
+//! --json`, the API): the run row, and one entry per step attempt rebuilt
+//! from the journal.
 
-use serde_json::{Value, json};
+use std::collections::HashMap;
+
+use serde_json::Value;
+use sluice_api::{RunDetail, RunStatus, RunSummary, Step, StepStatus};
 use sluice_store::{Record, RecordKind, RunRow, Stored};
 
-/// A run without its steps: `id`, `workflow`, `trigger`, `status`, `output`, `error`, times,
-/// and `version`, the workflow document version it ran (null for a run of a file).
-pub fn run_summary(r: &RunRow) -> Value {
-    json!({
-        "id": r.id,
-        "workflow": r.workflow_id,
-        "trigger": r.trigger,
-        "status": r.status,
-        "output": r.output,
-        "error": r.error,
-        "created_at_us": r.created_at_us,
-        "finished_at_us": r.finished_at_us,
-        "version": r.doc_version,
-    })
+/// A run without its steps.
+pub fn run_summary(r: &RunRow) -> RunSummary {
+    RunSummary {
+        id: r.id.clone(),
+        workflow: r.workflow_id.clone(),
+        trigger: r.trigger.clone(),
+        status: r.status.parse().unwrap_or(RunStatus::Failed),
+        output: r.output.clone().unwrap_or(Value::Null),
+        error: r.error.clone(),
+        created_at_us: r.created_at_us,
+        finished_at_us: r.finished_at_us,
+        version: r.doc_version.clone(),
+    }
+}
+
+/// A run with its step attempts.
+pub fn run_detail(r: &RunRow, records: &[Record]) -> RunDetail {
+    RunDetail {
+        run: run_summary(r),
+        steps: steps(records),
+    }
 }
 
 /// Step attempts from journal records: one entry per (node, lineage, activation, attempt).
-pub fn steps(records: &[Record]) -> Vec<Value> {
-    let mut out: Vec<Value> = Vec::new();
-    let mut index: std::collections::HashMap<(String, String, String, u32), usize> =
-        Default::default();
+pub fn steps(records: &[Record]) -> Vec<Step> {
+    let mut out: Vec<Step> = Vec::new();
+    let mut index: HashMap<(&str, &str, &str, u32), usize> = HashMap::new();
+    let value = |s: &Option<Stored>| s.as_ref().and_then(Stored::value).map(|v| (*v).clone());
+    let attempt = |r: &Record, started_at_us: i64, input: Option<Value>| Step {
+        node: r.node.to_string(),
+        lineage: r.lineage.clone(),
+        status: StepStatus::Running,
+        activation: Some(r.activation.clone()),
+        attempt: Some(r.attempt),
+        at_us: None,
+        started_at_us: Some(started_at_us),
+        finished_at_us: None,
+        duration_us: None,
+        input: Some(input.unwrap_or(Value::Null)),
+        output: None,
+        error: None,
+    };
     for r in records {
         let key = (
-            r.node.to_string(),
-            r.lineage.clone(),
-            r.activation.clone(),
+            &*r.node,
+            r.lineage.as_str(),
+            r.activation.as_str(),
             r.attempt,
         );
-        let value = |s: &Option<Stored>| s.as_ref().and_then(Stored::value).map(|v| (*v).clone());
         match r.kind {
-            RecordKind::Skipped => out.push(json!({
-                "node": &*r.node, "lineage": r.lineage, "status": "skipped", "at_us": r.at_us,
-            })),
+            RecordKind::Skipped => out.push(Step {
+                node: r.node.to_string(),
+                lineage: r.lineage.clone(),
+                status: StepStatus::Skipped,
+                activation: None,
+                attempt: None,
+                at_us: Some(r.at_us),
+                started_at_us: None,
+                finished_at_us: None,
+                duration_us: None,
+                input: None,
+                output: None,
+                error: None,
+            }),
             RecordKind::Started => {
                 // A second start of the same attempt: the first was cut short by a crash.
                 if let Some(&i) = index.get(&key)
-                    && out[i]["status"] == "running"
+                    && out[i].status == StepStatus::Running
                 {
-                    out[i]["status"] = json!("interrupted");
+                    out[i].status = StepStatus::Interrupted;
                 }
                 index.insert(key, out.len());
-                out.push(json!({
-                    "node": &*r.node, "lineage": r.lineage, "activation": r.activation, "attempt": r.attempt,
-                    "status": "running", "started_at_us": r.at_us, "input": value(&r.data),
-                }));
+                out.push(attempt(r, r.at_us, value(&r.data)));
             }
             RecordKind::Succeeded | RecordKind::Failed => {
                 let i = match index.get(&key) {
                     Some(&i) => i,
                     // A pure step: journaled once, after it ran, with its input.
                     None => {
-                        out.push(json!({
-                            "node": &*r.node, "lineage": r.lineage, "activation": r.activation, "attempt": r.attempt,
-                            "status": "running",
-                            "started_at_us": r.at_us - r.duration_us.unwrap_or(0),
-                            "input": value(&r.input),
-                        }));
+                        let started = r.at_us - r.duration_us.unwrap_or(0);
+                        out.push(attempt(r, started, value(&r.input)));
                         out.len() - 1
                     }
                 };
                 let step = &mut out[i];
-                step["finished_at_us"] = json!(r.at_us);
-                step["duration_us"] = json!(r.duration_us);
+                step.finished_at_us = Some(r.at_us);
+                step.duration_us = r.duration_us;
                 if r.kind == RecordKind::Succeeded {
-                    step["status"] = json!("succeeded");
-                    step["output"] = value(&r.data)
-                        .map(|pairs| {
-                            let mut m = serde_json::Map::new();
-                            for p in pairs.as_array().into_iter().flatten() {
-                                m.insert(p[0].as_str().unwrap_or("out").to_string(), p[1].clone());
-                            }
-                            Value::Object(m)
-                        })
-                        .unwrap_or(Value::Null);
+                    step.status = StepStatus::Succeeded;
+                    step.output = Some(
+                        value(&r.data)
+                            .map(|pairs| {
+                                let mut m = serde_json::Map::new();
+                                for p in pairs.as_array().into_iter().flatten() {
+                                    m.insert(
+                                        p[0].as_str().unwrap_or("out").to_string(),
+                                        p[1].clone(),
+                                    );
+                                }
+                                Value::Object(m)
+                            })
+                            .unwrap_or(Value::Null),
+                    );
                 } else {
-                    step["status"] = json!("failed");
-                    step["error"] = r.error.clone().unwrap_or(Value::Null);
+                    step.status = StepStatus::Failed;
+                    step.error = Some(r.error.clone().unwrap_or(Value::Null));
                 }
             }
         }

@@ -10,8 +10,12 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use sluice_api::{
+    CredentialEntry, LogLine, RunDetail, RunOutcome, RunStarted, RunStatus, RunSummary,
+    WorkflowEntry,
+};
 use sluice_model::Workflow;
-use sluice_runtime::{Plan, RunResult, report};
+use sluice_runtime::{Plan, report};
 
 use crate::error::parse_json;
 use crate::{ApiError, AppState};
@@ -66,14 +70,20 @@ pub(crate) async fn node_kinds() -> Json<Value> {
 }
 
 #[utoipa::path(get, path = "/api/v1/workflows", tag = "workflows",
-    responses((status = 200, description = "`[{id, name, updated_at_us}]`")))]
-pub(crate) async fn list_workflows(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
+    responses((status = 200, description = "Every stored workflow", body = Vec<WorkflowEntry>)))]
+pub(crate) async fn list_workflows(
+    State(s): State<AppState>,
+) -> Result<Json<Vec<WorkflowEntry>>, ApiError> {
     let rows = s.engine.store().list_workflows().await?;
-    Ok(Json(Value::Array(
+    Ok(Json(
         rows.into_iter()
-            .map(|w| json!({"id": w.id, "name": w.name, "updated_at_us": w.updated_at_us}))
+            .map(|w| WorkflowEntry {
+                id: w.id,
+                name: w.name,
+                updated_at_us: w.updated_at_us,
+            })
             .collect(),
-    )))
+    ))
 }
 
 #[utoipa::path(get, path = "/api/v1/workflows/{id}", tag = "workflows",
@@ -288,14 +298,14 @@ struct StartRun {
 #[utoipa::path(post, path = "/api/v1/workflows/{id}/runs", tag = "runs",
     params(("id" = String, Path, description = "Workflow id")),
     request_body(content = Object, description = "`{input?, trigger?, wait?}`", content_type = "application/json"),
-    responses((status = 202, description = "Started: `{id, status, version}` (`version`: the workflow document version it runs)"),
-        (status = 200, description = "With `wait`: the finished run with its output"),
+    responses((status = 202, description = "Started (`version`: the workflow document version it runs)", body = RunStarted),
+        (status = 200, description = "With `wait`: the finished run with its output", body = RunOutcome),
         (status = 404, description = "No such workflow"), (status = 429, description = "Too many runs in progress")))]
 pub(crate) async fn start_run(
     State(s): State<AppState>,
     Path(id): Path<String>,
     body: Bytes,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<Response, ApiError> {
     let req: StartRun = match parse_json(&body)? {
         Value::Null => StartRun {
             input: Value::Null,
@@ -310,35 +320,30 @@ pub(crate) async fn start_run(
         .engine
         .start(plan, req.trigger.as_deref(), Arc::new(req.input))
         .await?;
-    let run_id = handle.id.clone();
+    let started = RunStarted {
+        id: handle.id.clone(),
+        status: RunStatus::Running,
+        version: version.clone(),
+        retry_of: None,
+    };
     if !req.wait {
-        return Ok((
-            StatusCode::ACCEPTED,
-            Json(json!({"id": run_id, "status": "running", "version": version})),
-        ));
+        return Ok((StatusCode::ACCEPTED, Json(started)).into_response());
     }
     // Bounded like a webhook: a long run answers 202 and goes on.
     match tokio::time::timeout(s.options.webhook_timeout, handle.wait()).await {
-        Ok(result) => {
-            let mut v = result_json(&id, result);
-            v["version"] = json!(version);
-            Ok((StatusCode::OK, Json(v)))
+        Ok(r) => {
+            let outcome = RunOutcome {
+                id: r.id,
+                workflow: id,
+                status: r.status,
+                output: r.output,
+                error: r.error,
+                version,
+            };
+            Ok((StatusCode::OK, Json(outcome)).into_response())
         }
-        Err(_) => Ok((
-            StatusCode::ACCEPTED,
-            Json(json!({"id": run_id, "status": "running", "version": version})),
-        )),
+        Err(_) => Ok((StatusCode::ACCEPTED, Json(started)).into_response()),
     }
-}
-
-fn result_json(workflow: &str, r: RunResult) -> Value {
-    json!({
-        "id": r.id,
-        "workflow": workflow,
-        "status": r.status.as_str(),
-        "output": r.output,
-        "error": r.error,
-    })
 }
 
 #[derive(Deserialize)]
@@ -361,18 +366,15 @@ fn default_limit() -> u32 {
         ("status" = Option<String>, Query, description = "running, succeeded, failed or cancelled"),
         ("limit" = Option<u32>, Query, description = "Page size, 1–1000 (default 50)"),
         ("before" = Option<String>, Query, description = "Cursor: the id of the last run of the previous page")),
-    responses((status = 200, description = "Runs, newest first, without steps")))]
+    responses((status = 200, description = "Runs, newest first, without steps", body = Vec<RunSummary>)))]
 pub(crate) async fn list_runs(
     State(s): State<AppState>,
     q: Result<Query<ListRuns>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Vec<RunSummary>>, ApiError> {
     let Query(q) = q.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    if let Some(st) = &q.status
-        && !["running", "succeeded", "failed", "cancelled"].contains(&st.as_str())
-    {
-        return Err(ApiError::bad_request(format!(
-            "status `{st}`: expected running, succeeded, failed or cancelled"
-        )));
+    if let Some(st) = &q.status {
+        st.parse::<RunStatus>()
+            .map_err(|e| ApiError::bad_request(e.to_string()))?;
     }
     let filter = sluice_store::RunFilter {
         workflow: q.workflow,
@@ -381,23 +383,19 @@ pub(crate) async fn list_runs(
         limit: q.limit.clamp(1, 1000),
     };
     let rows = s.engine.store().find_runs(&filter).await?;
-    Ok(Json(Value::Array(
-        rows.iter().map(report::run_summary).collect(),
-    )))
+    Ok(Json(rows.iter().map(report::run_summary).collect()))
 }
 
 #[utoipa::path(get, path = "/api/v1/runs/{id}", tag = "runs",
     params(("id" = String, Path, description = "Run id")),
-    responses((status = 200, description = "The run with every step attempt (input, output, error, timings)"), (status = 404, description = "No such run")))]
+    responses((status = 200, description = "The run with every step attempt (input, output, error, timings)", body = RunDetail), (status = 404, description = "No such run")))]
 pub(crate) async fn get_run(
     State(s): State<AppState>,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<RunDetail>, ApiError> {
     let row = find_run(&s, &id).await?;
     let records = s.engine.store().run_records(&id).await?;
-    let mut v = report::run_summary(&row);
-    v["steps"] = Value::Array(report::steps(&records));
-    Ok(Json(v))
+    Ok(Json(report::run_detail(&row, &records)))
 }
 
 #[utoipa::path(post, path = "/api/v1/runs/{id}/cancel", tag = "runs",
@@ -445,12 +443,12 @@ enum RetryFrom {
 #[utoipa::path(post, path = "/api/v1/runs/{id}/retry", tag = "runs",
     params(("id" = String, Path, description = "Run id")),
     request_body(content = Object, description = "`{from: \"failed\" (default) | \"start\"}`", content_type = "application/json"),
-    responses((status = 202, description = "The new run: `{id, status, retry_of}`"), (status = 400, description = "Still running")))]
+    responses((status = 202, description = "The new run", body = RunStarted), (status = 400, description = "Still running")))]
 pub(crate) async fn retry_run(
     State(s): State<AppState>,
     Path(id): Path<String>,
     body: Bytes,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<RunStarted>), ApiError> {
     let req: Retry = match parse_json(&body)? {
         Value::Null => Retry::default(),
         v => serde_json::from_value(v).map_err(|e| ApiError::bad_request(format!("body: {e}")))?,
@@ -461,27 +459,38 @@ pub(crate) async fn retry_run(
     };
     Ok((
         StatusCode::ACCEPTED,
-        Json(json!({"id": handle.id, "status": "running", "retry_of": id})),
+        Json(RunStarted {
+            id: handle.id,
+            status: RunStatus::Running,
+            version: None,
+            retry_of: Some(id),
+        }),
     ))
 }
 
 #[utoipa::path(get, path = "/api/v1/runs/{id}/logs", tag = "runs",
     params(("id" = String, Path, description = "Run id")),
-    responses((status = 200, description = "`[{node, lineage, level, message, at_us}]`"), (status = 404, description = "No such run")))]
+    responses((status = 200, description = "The run's log, oldest first", body = Vec<LogLine>), (status = 404, description = "No such run")))]
 pub(crate) async fn run_logs(
     State(s): State<AppState>,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Vec<LogLine>>, ApiError> {
     if s.engine.store().get_run(&id).await?.is_none() {
         return Err(ApiError::not_found(format!("run `{id}` not found")));
     }
     let lines = s.engine.store().run_logs(&id).await?;
-    Ok(Json(Value::Array(
+    Ok(Json(
         lines
             .into_iter()
-            .map(|l| json!({"node": l.node, "lineage": l.lineage, "level": l.level, "message": l.message, "at_us": l.at_us}))
+            .map(|l| LogLine {
+                node: l.node,
+                lineage: l.lineage,
+                level: l.level,
+                message: l.message,
+                at_us: l.at_us,
+            })
             .collect(),
-    )))
+    ))
 }
 
 /// `/metrics`: Prometheus text format (needs the token, like the API).
@@ -499,14 +508,20 @@ pub(crate) async fn metrics(State(s): State<AppState>) -> Response {
 }
 
 #[utoipa::path(get, path = "/api/v1/credentials", tag = "credentials",
-    responses((status = 200, description = "`[{name, kind, updated_at_us}]`: never the values")))]
-pub(crate) async fn list_credentials(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
+    responses((status = 200, description = "Every credential by name: never the values", body = Vec<CredentialEntry>)))]
+pub(crate) async fn list_credentials(
+    State(s): State<AppState>,
+) -> Result<Json<Vec<CredentialEntry>>, ApiError> {
     let rows = s.engine.store().list_credentials().await?;
-    Ok(Json(Value::Array(
+    Ok(Json(
         rows.into_iter()
-            .map(|c| json!({"name": c.name, "kind": c.kind, "updated_at_us": c.updated_at_us}))
+            .map(|c| CredentialEntry {
+                name: c.name,
+                kind: c.kind,
+                updated_at_us: c.updated_at_us,
+            })
             .collect(),
-    )))
+    ))
 }
 
 #[derive(Deserialize)]

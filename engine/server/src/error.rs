@@ -3,7 +3,8 @@
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde_json::{Value, json};
+use serde_json::Value;
+use sluice_api::{ErrorBody, ErrorInfo};
 
 /// An API error: an HTTP status and a message that names the problem.
 #[derive(Debug)]
@@ -39,11 +40,13 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut error = json!({"message": self.message});
-        if let Some(detail) = self.detail {
-            error["detail"] = detail;
-        }
-        let mut resp = (self.status, Json(json!({"error": error}))).into_response();
+        let body = ErrorBody {
+            error: ErrorInfo {
+                message: self.message,
+                detail: self.detail,
+            },
+        };
+        let mut resp = (self.status, Json(body)).into_response();
         if self.status == StatusCode::TOO_MANY_REQUESTS {
             resp.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
@@ -66,7 +69,23 @@ impl From<sluice_runtime::executor::Error> for ApiError {
         match e {
             E::Invalid(invalid) => ApiError::bad_request("invalid workflow")
                 .with_detail(serde_json::to_value(&invalid.0).unwrap_or(Value::Null)),
-            E::Usage(m) => ApiError::bad_request(m),
+            // Refusals a caller can act on. The engine faults among them
+            // (StartTask, ModuleCheck, StepChannelClosed) answer 400 too, as
+            // they did when they were all one `Usage(String)`.
+            e @ (E::CacheAllowed { .. }
+            | E::StillRunning(_)
+            | E::AlreadyEnded { .. }
+            | E::StoredWorkflow { .. }
+            | E::SandboxUnavailable(_)
+            | E::Sandbox(_)
+            | E::ModuleCheck(_)
+            | E::StartTask(_)
+            | E::StepChannelClosed
+            | E::Doc(_)
+            | E::DocRenamed { .. }
+            | E::NotWorkflowId(_)
+            | E::DocNamesOther { .. }
+            | E::NodeIdNotSlug { .. }) => ApiError::bad_request(e.to_string()),
             e @ E::Entry(_) => ApiError::bad_request(e.to_string()),
             E::RunNotFound(id) => ApiError::not_found(format!("run `{id}` not found")),
             E::WorkflowNotFound(id) => ApiError::not_found(format!("workflow `{id}` not found")),

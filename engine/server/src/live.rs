@@ -5,7 +5,7 @@
 //! turns them off for a client that only edits.
 //!
 //! Document sync (DESIGN §6) is opt-in per workflow, as JSON text frames
-//! with binary payloads in base64 (see docs/api.md):
+//! with binary payloads in base64 (the types are `sluice_api::ws`; see docs/api.md):
 //! - client `{"type":"doc.subscribe","workflow","version"?}` (its Loro
 //!   version vector) → server `{"type":"doc.sync","workflow","update",
 //!   "version","presence"}`: everything the client lacks, the server's
@@ -33,7 +33,8 @@ use axum::response::Response;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
+use sluice_api::ws::{ClientMessage, ServerMessage};
 use sluice_runtime::Engine;
 use sluice_runtime::events::LiveEvent;
 use sluice_runtime::executor::DocEvent;
@@ -162,8 +163,11 @@ impl Client {
         }
     }
 
-    async fn send_json(&mut self, v: Value) -> Next {
-        self.send(v.to_string()).await
+    async fn send_message(&mut self, m: ServerMessage) -> Next {
+        match serde_json::to_string(&m) {
+            Ok(text) => self.send(text).await,
+            Err(_) => Next::Go,
+        }
     }
 
     /// A document change from the engine: sent on unless it is for a
@@ -175,14 +179,18 @@ impl Client {
         let msg = match &event {
             DocEvent::Update {
                 workflow, bytes, ..
-            } => {
-                json!({"type": "doc.update", "workflow": &**workflow, "update": B64.encode(bytes)})
-            }
+            } => ServerMessage::Update {
+                workflow: workflow.to_string(),
+                update: B64.encode(bytes),
+            },
             DocEvent::Presence {
                 workflow, bytes, ..
-            } => json!({"type": "presence", "workflow": &**workflow, "update": B64.encode(bytes)}),
+            } => ServerMessage::Presence {
+                workflow: workflow.to_string(),
+                update: B64.encode(bytes),
+            },
         };
-        self.send_json(msg).await
+        self.send_message(msg).await
     }
 
     /// After missing document events: everything again (imports dedupe).
@@ -200,48 +208,49 @@ impl Client {
         match self.engine.doc_updates(workflow, since).await {
             Ok((update, version)) => {
                 let presence = self.engine.presence_state(workflow);
-                self.send_json(json!({
-                    "type": "doc.sync",
-                    "workflow": workflow,
-                    "update": B64.encode(update),
-                    "version": B64.encode(version),
-                    "presence": B64.encode(presence),
-                }))
+                self.send_message(ServerMessage::Sync {
+                    workflow: workflow.to_string(),
+                    update: B64.encode(update),
+                    version: B64.encode(version),
+                    presence: B64.encode(presence),
+                })
                 .await
             }
             Err(e) => {
-                self.send_json(
-                    json!({"type": "error", "workflow": workflow, "message": e.to_string()}),
-                )
+                self.send_message(ServerMessage::Error {
+                    workflow: Some(workflow.to_string()),
+                    message: e.to_string(),
+                    reference: None,
+                })
                 .await
             }
         }
     }
 
     async fn handle(&mut self, text: &str) -> Next {
-        let msg: Value = match serde_json::from_str(text) {
+        let value: Value = match serde_json::from_str(text) {
             Ok(v) => v,
             Err(e) => return self.error(None, format!("not JSON: {e}")).await,
         };
-        let reference = msg.get("ref").cloned();
-        let kind = msg.get("type").and_then(Value::as_str).unwrap_or("");
-        let Some(workflow) = msg.get("workflow").and_then(Value::as_str) else {
-            return self
-                .error(reference, format!("`{kind}` needs a `workflow`"))
-                .await;
+        // The `ref` is echoed even when the rest of the message is bad.
+        let reference = value.get("ref").cloned();
+        let msg: ClientMessage = match serde_json::from_value(value) {
+            Ok(m) => m,
+            Err(e) => return self.error(reference, format!("bad message: {e}")).await,
         };
-        let workflow = workflow.to_string();
-        let payload = |field: &str| -> Result<Vec<u8>, String> {
-            match msg.get(field).and_then(Value::as_str) {
+        let payload = |field: &str, text: Option<&str>| -> Result<Vec<u8>, String> {
+            match text {
                 None | Some("") => Ok(Vec::new()),
                 Some(s) => B64
                     .decode(s)
                     .map_err(|e| format!("`{field}` is not base64: {e}")),
             }
         };
-        match kind {
-            "doc.subscribe" => {
-                let since = match payload("version") {
+        match msg {
+            ClientMessage::Subscribe {
+                workflow, version, ..
+            } => {
+                let since = match payload("version", version.as_deref()) {
                     Ok(v) => v,
                     Err(e) => return self.error(reference, e).await,
                 };
@@ -258,14 +267,16 @@ impl Client {
                 self.subscribed.entry(workflow.clone()).or_default();
                 self.sync(&workflow, &since).await
             }
-            "doc.unsubscribe" => {
+            ClientMessage::Unsubscribe { workflow, .. } => {
                 if let Some(keys) = self.subscribed.remove(&workflow) {
                     self.engine.presence_leave(&workflow, &keys, self.id);
                 }
                 Next::Go
             }
-            "doc.update" => {
-                let bytes = match payload("update") {
+            ClientMessage::Update {
+                workflow, update, ..
+            } => {
+                let bytes = match payload("update", Some(&update)) {
                     Ok(b) => b,
                     Err(e) => return self.error(reference, e).await,
                 };
@@ -275,9 +286,10 @@ impl Client {
                     .await
                 {
                     Ok(_) => {
-                        self.send_json(
-                            json!({"type": "doc.ack", "workflow": workflow, "ref": reference}),
-                        )
+                        self.send_message(ServerMessage::Ack {
+                            workflow,
+                            reference,
+                        })
                         .await
                     }
                     Err(e) => {
@@ -286,7 +298,9 @@ impl Client {
                     }
                 }
             }
-            "presence" => {
+            ClientMessage::Presence {
+                workflow, update, ..
+            } => {
                 if !self.subscribed.contains_key(&workflow) {
                     return self
                         .error(
@@ -295,7 +309,7 @@ impl Client {
                         )
                         .await;
                 }
-                let bytes = match payload("update") {
+                let bytes = match payload("update", Some(&update)) {
                     Ok(b) => b,
                     Err(e) => return self.error(reference, e).await,
                 };
@@ -312,15 +326,15 @@ impl Client {
                     Err(e) => self.error(reference, e.to_string()).await,
                 }
             }
-            other => {
-                self.error(reference, format!("unknown message type `{other}`"))
-                    .await
-            }
         }
     }
 
     async fn error(&mut self, reference: Option<Value>, message: String) -> Next {
-        self.send_json(json!({"type": "error", "message": message, "ref": reference}))
-            .await
+        self.send_message(ServerMessage::Error {
+            workflow: None,
+            message,
+            reference,
+        })
+        .await
     }
 }

@@ -176,7 +176,7 @@ impl Canvas {
             html! {
                 <li class={classes!("version", current.then_some("current"))} data-version={version.clone()}>
                     <button class="view-version" onclick={view}>
-                        <span class="when">{ when(v["at_us"].as_u64().unwrap_or(0)) }</span>
+                        <span class="when">{ when(v["at_us"].as_i64().unwrap_or(0)) }</span>
                         <span class="who">{ author }</span>
                         <span class="what">{ v["summary"].as_str().unwrap_or_default() }</span>
                     </button>

@@ -3,6 +3,7 @@
 //! then the run panel, the version history and the runs list.
 
 use serde_json::Value;
+use sluice_api::CredentialEntry;
 use sluice_model::kinds;
 use yew::prelude::*;
 
@@ -19,14 +20,9 @@ pub struct InspectorHost {
 
 impl Canvas {
     /// `GET /credentials` answered.
-    pub(super) fn on_credentials(&mut self, result: Result<Value, String>) -> bool {
+    pub(super) fn on_credentials(&mut self, result: Result<Vec<CredentialEntry>, String>) -> bool {
         if let Ok(list) = result {
-            self.inspector.credentials = list
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|c| c["name"].as_str().map(str::to_string))
-                .collect();
+            self.inspector.credentials = list.into_iter().map(|c| c.name).collect();
             return true;
         }
         false

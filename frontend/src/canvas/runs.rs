@@ -5,6 +5,9 @@
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
+use sluice_api::{
+    LiveEvent, LogLine, RunDetail, RunStarted, RunStatus, RunSummary, StepStatus, What,
+};
 use yew::prelude::*;
 
 use super::Canvas;
@@ -19,15 +22,15 @@ pub enum Msg {
     Input(String),
     Run,
     /// A run started; true when it is a retry (it keeps the pinned view).
-    Started(Result<Value, String>, bool),
+    Started(Result<RunStarted, String>, bool),
     /// A run's detail (`GET /runs/{id}`) arrived.
-    Detail(Result<Value, String>),
-    Logs(String, Result<Value, String>),
+    Detail(Result<RunDetail, String>),
+    Logs(String, Result<Vec<LogLine>, String>),
     /// The first page of the runs list arrived.
-    Loaded(Result<Value, String>),
+    Loaded(Result<Vec<RunSummary>, String>),
     /// Show the next page of older runs.
     Older,
-    OlderLoaded(Result<Value, String>),
+    OlderLoaded(Result<Vec<RunSummary>, String>),
     /// Open a run from the list: its pinned workflow, read-only.
     Open(String),
     Pinned(String, Result<Value, String>),
@@ -86,11 +89,11 @@ pub struct StepView {
 /// workflow), or one opened from the list (over its pinned version).
 pub struct RunView {
     id: String,
-    status: String,
+    status: RunStatus,
     output: Value,
-    error: Value,
+    error: Option<Value>,
     steps: BTreeMap<String, StepView>,
-    logs: Vec<Value>,
+    logs: Vec<LogLine>,
     /// The workflow as this run ran it, when opened from the list.
     pub pinned: Option<Editor>,
     version: Option<String>,
@@ -100,9 +103,9 @@ impl RunView {
     fn new(id: String) -> RunView {
         RunView {
             id,
-            status: "running".into(),
+            status: RunStatus::Running,
             output: Value::Null,
-            error: Value::Null,
+            error: None,
             steps: BTreeMap::new(),
             logs: Vec::new(),
             pinned: None,
@@ -117,33 +120,27 @@ impl RunView {
             .collect()
     }
 
-    fn apply_detail(&mut self, detail: &Value) {
-        self.status = detail["status"]
-            .as_str()
-            .unwrap_or(&self.status)
-            .to_string();
-        self.output = detail["output"].clone();
-        self.error = detail["error"].clone();
-        if let Some(v) = detail["version"].as_str() {
-            self.version = Some(v.to_string());
+    fn apply_detail(&mut self, detail: &RunDetail) {
+        let run = &detail.run;
+        self.status = run.status;
+        self.output = run.output.clone();
+        self.error = run.error.clone();
+        if let Some(v) = &run.version {
+            self.version = Some(v.clone());
         }
-        for step in detail["steps"].as_array().into_iter().flatten() {
-            let Some(node) = step["node"].as_str() else {
-                continue;
-            };
-            let error = step.get("error").cloned();
+        for step in &detail.steps {
             self.steps.insert(
-                node.to_string(),
+                step.node.clone(),
                 StepView {
                     mark: Some(StepMark {
-                        status: step["status"].as_str().unwrap_or_default().to_string(),
-                        attempt: step["attempt"].as_u64().unwrap_or(1),
-                        duration_us: step["duration_us"].as_u64(),
-                        error: error.as_ref().map(error_text),
+                        status: step.status,
+                        attempt: step.attempt.unwrap_or(1),
+                        duration_us: step.duration_us.and_then(|d| u64::try_from(d).ok()),
+                        error: step.error.as_ref().map(error_text),
                     }),
-                    input: step.get("input").cloned(),
-                    output: step.get("output").cloned(),
-                    error,
+                    input: step.input.clone(),
+                    output: step.output.clone(),
+                    error: step.error.clone(),
                 },
             );
         }
@@ -154,9 +151,10 @@ impl RunView {
 #[derive(Clone, Debug)]
 struct RunRow {
     id: String,
-    status: String,
+    status: RunStatus,
     trigger: String,
-    created_at_us: u64,
+    /// Microseconds since the Unix epoch.
+    created_at_us: i64,
 }
 
 impl Canvas {
@@ -184,7 +182,7 @@ impl Canvas {
                 let path = format!("/api/v1/workflows/{}/runs", ctx.props().workflow);
                 ctx.link().send_future(async move {
                     let body = json!({"input": input});
-                    Msg::Started(net::call("POST", &path, Some(&body)).await, false)
+                    Msg::Started(net::call_as("POST", &path, Some(&body)).await, false)
                 });
                 true
             }
@@ -192,7 +190,7 @@ impl Canvas {
                 self.runs.running = false;
                 match result {
                     Ok(run) => {
-                        let id = run["id"].as_str().unwrap_or_default().to_string();
+                        let id = run.id;
                         // A retry keeps the pinned workflow it runs.
                         let pinned = self
                             .runs
@@ -214,9 +212,9 @@ impl Canvas {
             Msg::Detail(result) => {
                 match result {
                     Ok(detail) => {
-                        let id = detail["id"].as_str().unwrap_or_default();
+                        let id = detail.run.id.as_str();
                         if let Some(r) = self.runs.rows.iter_mut().find(|r| r.id == id) {
-                            r.status = detail["status"].as_str().unwrap_or_default().to_string();
+                            r.status = detail.run.status;
                         }
                         if let Some(run) = self.runs.run.as_mut().filter(|r| r.id == id) {
                             run.apply_detail(&detail);
@@ -228,7 +226,7 @@ impl Canvas {
                 true
             }
             Msg::Logs(id, result) => {
-                if let (Ok(Value::Array(lines)), Some(run)) =
+                if let (Ok(lines), Some(run)) =
                     (result, self.runs.run.as_mut().filter(|r| r.id == id))
                 {
                     run.logs = lines;
@@ -239,7 +237,7 @@ impl Canvas {
             Msg::Loaded(result) => {
                 match result {
                     Ok(list) => {
-                        self.runs.rows = run_rows(&list);
+                        self.runs.rows = run_rows(list);
                         self.runs.shown = RUNS_PAGE;
                         self.runs.more = self.runs.rows.len() >= RUNS_PAGE;
                     }
@@ -256,14 +254,14 @@ impl Canvas {
                     path.push_str(&format!("&before={}", last.id));
                 }
                 ctx.link().send_future(async move {
-                    Msg::OlderLoaded(net::call("GET", &path, None).await)
+                    Msg::OlderLoaded(net::call_as("GET", &path, None).await)
                 });
                 false
             }
             Msg::OlderLoaded(result) => {
                 match result {
                     Ok(list) => {
-                        let page = run_rows(&list);
+                        let page = run_rows(list);
                         let runs = &mut self.runs;
                         runs.more = page.len() >= RUNS_PAGE;
                         for r in page {
@@ -314,7 +312,7 @@ impl Canvas {
                 self.runs.running = true;
                 ctx.link().send_future(async move {
                     let body = json!({"from": from});
-                    Msg::Started(net::call("POST", &path, Some(&body)).await, true)
+                    Msg::Started(net::call_as("POST", &path, Some(&body)).await, true)
                 });
                 true
             }
@@ -322,19 +320,18 @@ impl Canvas {
     }
 
     /// A live run event of this workflow: the runs list, and the shown run.
-    pub(super) fn on_run_event(&mut self, ctx: &Context<Self>, e: &Value) -> bool {
-        let run = e["run"].as_str().unwrap_or_default().to_string();
-        let ty = e["type"].as_str().unwrap_or_default();
+    pub(super) fn on_run_event(&mut self, ctx: &Context<Self>, e: &LiveEvent) -> bool {
+        let run = &*e.run;
         let runs = &mut self.runs;
-        match ty {
-            "run_started" if !runs.rows.iter().any(|r| r.id == run) => {
+        match &e.what {
+            What::RunStarted { trigger } if !runs.rows.iter().any(|r| r.id == run) => {
                 runs.rows.insert(
                     0,
                     RunRow {
-                        id: run.clone(),
-                        status: "running".into(),
-                        trigger: e["trigger"].as_str().unwrap_or_default().to_string(),
-                        created_at_us: e["at_us"].as_u64().unwrap_or(0),
+                        id: run.to_string(),
+                        status: RunStatus::Running,
+                        trigger: trigger.clone(),
+                        created_at_us: e.at_us,
                     },
                 );
                 if runs.rows.len() > runs.shown {
@@ -342,50 +339,67 @@ impl Canvas {
                     runs.more = true;
                 }
             }
-            "run_finished" => {
+            What::RunFinished { status, .. } => {
                 if let Some(r) = runs.rows.iter_mut().find(|r| r.id == run) {
-                    r.status = e["status"].as_str().unwrap_or_default().to_string();
+                    r.status = *status;
                 }
             }
             _ => {}
         }
         let Some(shown) = runs.run.as_mut().filter(|r| r.id == run) else {
-            return ty == "run_started" || ty == "run_finished";
+            return matches!(e.what, What::RunStarted { .. } | What::RunFinished { .. });
         };
-        let node = e["node"].as_str().unwrap_or_default().to_string();
-        match ty {
-            "step_started" => {
-                let step = shown.steps.entry(node).or_default();
+        match &e.what {
+            What::StepStarted { node, attempt, .. } => {
+                let step = shown.steps.entry(node.to_string()).or_default();
                 step.mark = Some(StepMark {
-                    status: "running".into(),
-                    attempt: e["attempt"].as_u64().unwrap_or(1),
+                    status: StepStatus::Running,
+                    attempt: *attempt,
                     duration_us: None,
                     error: None,
                 });
             }
-            "step_finished" => {
-                let step = shown.steps.entry(node).or_default();
+            What::StepFinished {
+                node,
+                attempt,
+                status,
+                duration_us,
+                error,
+                ..
+            } => {
+                let step = shown.steps.entry(node.to_string()).or_default();
                 step.mark = Some(StepMark {
-                    status: e["status"].as_str().unwrap_or_default().to_string(),
-                    attempt: e["attempt"].as_u64().unwrap_or(1),
-                    duration_us: e["duration_us"].as_u64(),
-                    error: e["error"].as_str().map(str::to_string),
+                    status: *status,
+                    attempt: *attempt,
+                    duration_us: u64::try_from(*duration_us).ok(),
+                    error: error.clone(),
                 });
             }
-            "step_skipped" => {
-                shown.steps.entry(node).or_default().mark = Some(StepMark {
-                    status: "skipped".into(),
+            What::StepSkipped { node, .. } => {
+                shown.steps.entry(node.to_string()).or_default().mark = Some(StepMark {
+                    status: StepStatus::Skipped,
                     attempt: 1,
                     duration_us: None,
                     error: None,
                 });
             }
-            "log" => shown.logs.push(e.clone()),
-            "run_finished" => {
-                shown.status = e["status"].as_str().unwrap_or_default().to_string();
-                self.fetch_detail(ctx, &run);
+            What::Log {
+                node,
+                lineage,
+                level,
+                message,
+            } => shown.logs.push(LogLine {
+                node: node.to_string(),
+                lineage: lineage.clone(),
+                level: level.clone(),
+                message: message.clone(),
+                at_us: e.at_us,
+            }),
+            What::RunFinished { status, .. } => {
+                shown.status = *status;
+                self.fetch_detail(ctx, run);
             }
-            _ => {}
+            What::RunStarted { .. } => {}
         }
         self.touch();
         true
@@ -394,12 +408,12 @@ impl Canvas {
     fn fetch_detail(&self, ctx: &Context<Self>, id: &str) {
         let path = format!("/api/v1/runs/{id}");
         ctx.link().send_future(async move {
-            let detail = net::call("GET", &path, None).await;
+            let detail = net::call_as("GET", &path, None).await;
             Msg::Detail(detail)
         });
         let id = id.to_string();
         ctx.link().send_future(async move {
-            let logs = net::call("GET", &format!("/api/v1/runs/{id}/logs"), None).await;
+            let logs = net::call_as("GET", &format!("/api/v1/runs/{id}/logs"), None).await;
             Msg::Logs(id, logs)
         });
     }
@@ -410,22 +424,22 @@ impl Canvas {
             ctx.props().workflow
         );
         ctx.link()
-            .send_future(async move { Msg::Loaded(net::call("GET", &path, None).await) });
+            .send_future(async move { Msg::Loaded(net::call_as("GET", &path, None).await) });
     }
 
     /// The banner over a run opened from the list.
     pub(super) fn run_banner(&self, ctx: &Context<Self>) -> Option<Html> {
         let link = ctx.link();
         self.runs.run.as_ref().filter(|r| r.pinned.is_some() && self.history.view.is_none()).map(|r| {
-            let failed = r.status == "failed";
+            let failed = r.status == RunStatus::Failed;
             html! {
                 <div class={classes!("run-banner", format!("run-{}", r.status))} role="status">
-                    <span>{ "Run " }<code>{ &r.id }</code>{ " · " }<strong>{ &r.status }</strong>
+                    <span>{ "Run " }<code>{ &r.id }</code>{ " · " }<strong>{ r.status.as_str() }</strong>
                         { r.version.as_ref().map(|v| format!(" · version {v}")).unwrap_or_default() }</span>
                     if failed {
                         <button class="retry-failed" onclick={link.callback(|_| Msg::Retry("failed"))}>{ "Retry from failed step" }</button>
                     }
-                    <button class="retry-start" disabled={r.status == "running"} onclick={link.callback(|_| Msg::Retry("start"))}>{ "Retry from start" }</button>
+                    <button class="retry-start" disabled={r.status == RunStatus::Running} onclick={link.callback(|_| Msg::Retry("start"))}>{ "Retry from start" }</button>
                     <button class="close-run" onclick={link.callback(|_| super::Msg::CloseRun)}>{ "Back to editing (Esc)" }</button>
                 </div>
             }
@@ -440,12 +454,12 @@ impl Canvas {
             Msg::Input(area.value())
         });
         let run = self.runs.run.as_ref().map(|r| {
-            let error = (!r.error.is_null()).then(|| html! {
-                <pre class="run-error" role="alert">{ error_text(&r.error) }</pre>
+            let error = r.error.as_ref().map(|e| html! {
+                <pre class="run-error" role="alert">{ error_text(e) }</pre>
             });
-            let retry = (r.pinned.is_none() && r.status != "running").then(|| html! {
+            let retry = (r.pinned.is_none() && r.status.is_finished()).then(|| html! {
                 <p class="retry">
-                    if r.status == "failed" {
+                    if r.status == RunStatus::Failed {
                         <button class="retry-failed" onclick={link.callback(|_| Msg::Retry("failed"))}>{ "Retry from failed step" }</button>
                     }
                     <button class="retry-start" onclick={link.callback(|_| Msg::Retry("start"))}>{ "Retry from start" }</button>
@@ -453,7 +467,7 @@ impl Canvas {
             });
             html! {
                 <div class={classes!("run", format!("run-{}", r.status))} data-run={r.id.clone()}>
-                    <p><strong class="run-status">{ &r.status }</strong>{ " · " }<code>{ &r.id }</code></p>
+                    <p><strong class="run-status">{ r.status.as_str() }</strong>{ " · " }<code>{ &r.id }</code></p>
                     { for error }
                     { for retry }
                     <h3>{ "Output" }</h3>
@@ -488,7 +502,7 @@ impl Canvas {
                     <span class="dot"></span>
                     <span class="when">{ when(r.created_at_us) }</span>
                     <span class="trigger">{ &r.trigger }</span>
-                    <span class="status-text">{ &r.status }</span>
+                    <span class="status-text">{ r.status.as_str() }</span>
                 </button></li>
             }
         });
@@ -512,8 +526,8 @@ impl Canvas {
     pub(super) fn run_step(&self, n: &sluice_model::Node) -> Option<Html> {
         self.runs.run.as_ref().and_then(|r| {
             let st = r.steps.get(&n.id)?;
-            let logs: Vec<&Value> = r.logs.iter().filter(|l| l["node"] == n.id.as_str()).collect();
-            let status = st.mark.as_ref().map_or("", |m| m.status.as_str()).to_string();
+            let logs: Vec<&LogLine> = r.logs.iter().filter(|l| l.node == n.id).collect();
+            let status = st.mark.as_ref().map_or("", |m| m.status.as_str());
             Some(html! {
                 <div class="step">
                     <h3>{ format!("This run: {status}") }</h3>
@@ -527,7 +541,7 @@ impl Canvas {
                     if !logs.is_empty() {
                         <details open=true><summary>{ format!("Logs ({})", logs.len()) }</summary>
                             <ol class="logs">{ for logs.iter().map(|l| html! {
-                                <li class={l["level"].as_str().unwrap_or("info").to_string()}>{ l["message"].as_str().unwrap_or_default() }</li>
+                                <li class={l.level.clone()}>{ &l.message }</li>
                             }) }</ol></details>
                     }
                 </div>
@@ -537,7 +551,7 @@ impl Canvas {
 }
 
 /// A run's (or a version's) time, as the local clock shows it.
-pub(super) fn when(us: u64) -> String {
+pub(super) fn when(us: i64) -> String {
     let date = js_sys::Date::new(&wasm_bindgen::JsValue::from_f64(us as f64 / 1000.0));
     let today = js_sys::Date::new_0().to_date_string() == date.to_date_string();
     let time = format!(
@@ -554,15 +568,13 @@ pub(super) fn when(us: u64) -> String {
 }
 
 /// The runs list rows of a `GET /api/v1/runs` answer.
-fn run_rows(list: &Value) -> Vec<RunRow> {
-    list.as_array()
-        .into_iter()
-        .flatten()
+fn run_rows(list: Vec<RunSummary>) -> Vec<RunRow> {
+    list.into_iter()
         .map(|r| RunRow {
-            id: r["id"].as_str().unwrap_or_default().to_string(),
-            status: r["status"].as_str().unwrap_or_default().to_string(),
-            trigger: r["trigger"].as_str().unwrap_or_default().to_string(),
-            created_at_us: r["created_at_us"].as_u64().unwrap_or(0),
+            id: r.id,
+            status: r.status,
+            trigger: r.trigger,
+            created_at_us: r.created_at_us,
         })
         .collect()
 }

@@ -1,0 +1,27 @@
+//! The wire protocol, typed once for both sides: what the engine's HTTP API,
+//! its WebSocket and the CLI's `--json` send, and what the editor, the
+//! desktop shell and scripts read. Serde only (no I/O), so the editor builds
+//! it for wasm32; the server derives its OpenAPI schemas from these types
+//! (feature `openapi`).
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
+pub mod error;
+pub mod events;
+pub mod runs;
+pub mod workflows;
+pub mod ws;
+
+pub use error::{ErrorBody, ErrorInfo};
+pub use events::{LiveEvent, What};
+pub use runs::{
+    LogLine, RunDetail, RunOutcome, RunStarted, RunStatus, RunSummary, Step, StepStatus,
+};
+pub use workflows::{CredentialEntry, WorkflowEntry};
+
+/// For `Option<Value>` fields where `null` and absent differ: a field that
+/// is present stays `Some`, even when it is `null`.
+pub(crate) fn present<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<serde_json::Value>, D::Error> {
+    serde::Deserialize::deserialize(d).map(Some)
+}

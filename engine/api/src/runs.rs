@@ -1,0 +1,253 @@
+//! Runs as the API, the CLI's `--json` and the editor see them: a summary
+//! per run and one entry per step attempt.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Where a run is. The one run status type: the state machine, the store,
+/// live events, the API and the editor all use it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Running,
+    Succeeded,
+    Failed,
+    Cancelled,
+}
+
+impl RunStatus {
+    pub const ALL: [RunStatus; 4] = [
+        RunStatus::Running,
+        RunStatus::Succeeded,
+        RunStatus::Failed,
+        RunStatus::Cancelled,
+    ];
+
+    /// The status as stored and sent (`succeeded`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Succeeded => "succeeded",
+            RunStatus::Failed => "failed",
+            RunStatus::Cancelled => "cancelled",
+        }
+    }
+
+    /// Whether the run has ended.
+    pub fn is_finished(self) -> bool {
+        self != RunStatus::Running
+    }
+}
+
+impl fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A status that is not one of `running`, `succeeded`, `failed`, `cancelled`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownStatus(pub String);
+
+impl fmt::Display for UnknownStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "status `{}`: expected running, succeeded, failed or cancelled",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for UnknownStatus {}
+
+impl FromStr for RunStatus {
+    type Err = UnknownStatus;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        RunStatus::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| UnknownStatus(s.to_string()))
+    }
+}
+
+/// Where one step attempt is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum StepStatus {
+    Running,
+    Succeeded,
+    Failed,
+    /// Not run: its branch was not taken.
+    Skipped,
+    /// Started, then cut short by a crash (run again after the restart).
+    Interrupted,
+}
+
+impl StepStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepStatus::Running => "running",
+            StepStatus::Succeeded => "succeeded",
+            StepStatus::Failed => "failed",
+            StepStatus::Skipped => "skipped",
+            StepStatus::Interrupted => "interrupted",
+        }
+    }
+}
+
+impl fmt::Display for StepStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A run without its steps.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RunSummary {
+    pub id: String,
+    pub workflow: String,
+    /// The trigger node it started at.
+    pub trigger: String,
+    pub status: RunStatus,
+    /// An object keyed by exit node id (null until the run ends).
+    pub output: Value,
+    /// Why the run failed: `{node, message, ...}`.
+    pub error: Option<Value>,
+    /// Microseconds since the Unix epoch.
+    pub created_at_us: i64,
+    pub finished_at_us: Option<i64>,
+    /// The workflow document version it ran (null for a run of a file).
+    pub version: Option<String>,
+}
+
+/// One step attempt: a node's run for one message (lineage, activation) and
+/// attempt, or a skip.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Step {
+    pub node: String,
+    /// The split indices of its message (`""` outside splits).
+    pub lineage: String,
+    pub status: StepStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub activation: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<u32>,
+    /// When it was skipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_us: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at_us: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at_us: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_us: Option<i64>,
+    /// Its input (present, maybe null, for every step that ran).
+    #[serde(
+        default,
+        deserialize_with = "crate::present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub input: Option<Value>,
+    /// Its messages by output port (a succeeded step).
+    #[serde(
+        default,
+        deserialize_with = "crate::present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub output: Option<Value>,
+    /// Its error (a failed step).
+    #[serde(
+        default,
+        deserialize_with = "crate::present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub error: Option<Value>,
+}
+
+/// A run with every step attempt (`GET /api/v1/runs/{id}`, `sluice runs show --json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RunDetail {
+    #[serde(flatten)]
+    pub run: RunSummary,
+    pub steps: Vec<Step>,
+}
+
+/// A run just started (`POST /api/v1/workflows/{id}/run` without waiting,
+/// `POST /api/v1/runs/{id}/retry`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RunStarted {
+    pub id: String,
+    pub status: RunStatus,
+    /// The workflow document version it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// The run this one retries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_of: Option<String>,
+}
+
+/// A run that ended while the caller waited (`POST /api/v1/workflows/{id}/run`
+/// with `wait`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RunOutcome {
+    pub id: String,
+    pub workflow: String,
+    pub status: RunStatus,
+    pub output: Value,
+    pub error: Option<Value>,
+    /// The workflow document version it ran.
+    pub version: Option<String>,
+}
+
+/// A line of a run's log (`GET /api/v1/runs/{id}/logs`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct LogLine {
+    pub node: String,
+    pub lineage: String,
+    pub level: String,
+    pub message: String,
+    pub at_us: i64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn statuses_read_back_as_written() {
+        for st in RunStatus::ALL {
+            assert_eq!(st.as_str().parse::<RunStatus>(), Ok(st));
+            assert_eq!(serde_json::to_value(st).unwrap(), json!(st.as_str()));
+        }
+        assert_eq!(
+            "done".parse::<RunStatus>().unwrap_err().to_string(),
+            "status `done`: expected running, succeeded, failed or cancelled"
+        );
+    }
+
+    #[test]
+    fn a_null_input_stays_apart_from_no_input() {
+        let ran = json!({"node": "a", "lineage": "", "status": "running", "activation": "", "attempt": 1, "started_at_us": 5, "input": null});
+        let step: Step = serde_json::from_value(ran.clone()).unwrap();
+        assert_eq!(step.input, Some(Value::Null));
+        assert_eq!(serde_json::to_value(&step).unwrap(), ran);
+        let skipped = json!({"node": "b", "lineage": "", "status": "skipped", "at_us": 5});
+        let step: Step = serde_json::from_value(skipped.clone()).unwrap();
+        assert_eq!(step.input, None);
+        assert_eq!(serde_json::to_value(&step).unwrap(), skipped);
+    }
+}
