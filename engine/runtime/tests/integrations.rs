@@ -643,6 +643,7 @@ async fn https_with_an_extra_root_and_refused_without_it() {
         h.engine
             .check_settings()
             .unwrap_err()
+            .to_string()
             .contains("not-a-cert.pem")
     );
 }

@@ -69,18 +69,13 @@ impl From<sluice_runtime::executor::Error> for ApiError {
         match e {
             E::Invalid(invalid) => ApiError::bad_request("invalid workflow")
                 .with_detail(serde_json::to_value(&invalid.0).unwrap_or(Value::Null)),
-            // Refusals a caller can act on. The engine faults among them
-            // (StartTask, ModuleCheck, StepChannelClosed) answer 400 too, as
-            // they did when they were all one `Usage(String)`.
+            // Refusals a caller can act on.
             e @ (E::CacheAllowed { .. }
             | E::StillRunning(_)
             | E::AlreadyEnded { .. }
             | E::StoredWorkflow { .. }
             | E::SandboxUnavailable(_)
             | E::Sandbox(_)
-            | E::ModuleCheck(_)
-            | E::StartTask(_)
-            | E::StepChannelClosed
             | E::Doc(_)
             | E::DocRenamed { .. }
             | E::NotWorkflowId(_)
@@ -91,7 +86,13 @@ impl From<sluice_runtime::executor::Error> for ApiError {
             E::WorkflowNotFound(id) => ApiError::not_found(format!("workflow `{id}` not found")),
             e @ E::Busy(_) => ApiError::new(StatusCode::TOO_MANY_REQUESTS, e.to_string()),
             e @ E::InputTooDeep => ApiError::bad_request(e.to_string()),
-            other => ApiError::internal(other),
+            // Engine faults (a task that ended without an answer, a lost
+            // channel, the store): nothing the caller did; 500.
+            other @ (E::ModuleCheck(_)
+            | E::StartTask(_)
+            | E::StepChannelClosed
+            | E::Store(_)
+            | E::Corrupt { .. }) => ApiError::internal(other),
         }
     }
 }

@@ -6,17 +6,45 @@
 //! merged updates), and records the document version it was written from:
 //! runs pin that version.
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sluice_model::Workflow;
 use sluice_model::doc::{Presence, Summary, WorkflowDoc, authors};
 use sluice_store::VersionMark;
+use tokio::sync::broadcast;
 
 use super::{Engine, tracing_log};
 use super::{Error, Result};
 use crate::plan::Plan;
+
+/// The engine's workflow documents: what is loaded, what is ahead of its
+/// stored JSON, who is looking, and the channel that relays changes. One
+/// value, owned by the engine; the operations are [`Engine`] methods below.
+pub(super) struct Documents {
+    /// Workflow documents in memory, by workflow id (one writer at a time).
+    docs: tokio::sync::Mutex<HashMap<String, DocState>>,
+    /// Workflows whose document is ahead of their stored JSON.
+    dirty: Mutex<HashSet<String>>,
+    /// Document updates and presence, for live subscribers.
+    events: broadcast::Sender<DocEvent>,
+    /// Who is looking at which workflow (ephemeral, never stored).
+    presence: Mutex<HashMap<String, Presence>>,
+    version_gap_secs: i64,
+}
+
+impl Documents {
+    pub(super) fn new(version_gap_secs: i64) -> Documents {
+        Documents {
+            docs: tokio::sync::Mutex::new(HashMap::new()),
+            dirty: Mutex::new(HashSet::new()),
+            events: broadcast::channel(4096).0,
+            presence: Mutex::new(HashMap::new()),
+            version_gap_secs,
+        }
+    }
+}
 
 /// A workflow document and where its stored form stands.
 pub(super) struct DocState {
@@ -105,7 +133,7 @@ impl Engine {
     pub async fn save_workflow_as(&self, plan: &Plan, origin: Option<&str>) -> Result<bool> {
         let id = &plan.workflow.id;
         let existed = self.store().get_workflow(id).await?.is_some();
-        let mut docs = self.inner.docs.lock().await;
+        let mut docs = self.inner.documents.docs.lock().await;
         let state = self.doc_state(&mut docs, id).await?;
         let before = state.doc.version();
         let parent = state.doc.head();
@@ -113,10 +141,10 @@ impl Engine {
         let changed = state
             .doc
             .apply_as(&plan.workflow, origin)
-            .map_err(doc_usage)?;
+            .map_err(Error::Doc)?;
         let head = state.doc.head();
         if changed {
-            let update = state.doc.updates_since(&before).map_err(doc_usage)?;
+            let update = state.doc.updates_since(&before).map_err(Error::Doc)?;
             let author = authors(&before, &state.doc.version());
             let mark = VersionMark {
                 parent: &parent,
@@ -149,6 +177,16 @@ impl Engine {
         Ok(existed)
     }
 
+    /// Deletes a stored workflow (its runs stay). Returns whether it existed.
+    pub async fn delete_workflow(&self, id: &str) -> Result<bool> {
+        let mut docs = self.inner.documents.docs.lock().await;
+        let existed = self.store().delete_workflow(id).await?;
+        docs.remove(id);
+        drop(docs);
+        self.workflow_changed(id);
+        Ok(existed)
+    }
+
     /// Merges a document update from an editor or a peer into workflow
     /// `id`, persists it, and stores the workflow it now holds. Bytes that
     /// are not an update, or that would change the workflow's id, are
@@ -169,7 +207,10 @@ impl Engine {
     }
 
     fn gap_us(&self) -> i64 {
-        self.inner.version_gap_secs.saturating_mul(1_000_000)
+        self.inner
+            .documents
+            .version_gap_secs
+            .saturating_mul(1_000_000)
     }
 
     async fn import_update(
@@ -179,7 +220,7 @@ impl Engine {
         origin: u64,
         message: Option<&str>,
     ) -> Result<bool> {
-        let mut docs = self.inner.docs.lock().await;
+        let mut docs = self.inner.documents.docs.lock().await;
         let state = self.doc_state(&mut docs, id).await?;
         let before = state.doc.version();
         let parent = state.doc.head();
@@ -189,11 +230,12 @@ impl Engine {
             return Ok(false);
         }
         let checked = imported
-            .map_err(doc_usage)
+            .map_err(Error::Doc)
             .and_then(|()| match state.doc.id() {
-                Some(new_id) if new_id != id => Err(Error::Usage(format!(
-                    "the update renames workflow `{id}` to `{new_id}`"
-                ))),
+                Some(new_id) if new_id != id => Err(Error::DocRenamed {
+                    id: id.to_string(),
+                    renamed: new_id,
+                }),
                 _ => Ok(()),
             });
         if let Err(e) = checked {
@@ -203,7 +245,7 @@ impl Engine {
         }
         // The update is durable now; the workflow JSON follows shortly (or
         // at once when something needs it: see `materialize`).
-        let update = state.doc.updates_since(&before).map_err(doc_usage)?;
+        let update = state.doc.updates_since(&before).map_err(Error::Doc)?;
         let (head, author) = (state.doc.head(), authors(&before, &fresh));
         let mark = VersionMark {
             parent: &parent,
@@ -246,14 +288,14 @@ impl Engine {
         origin: &str,
     ) -> Result<bool> {
         let update = {
-            let mut docs = self.inner.docs.lock().await;
+            let mut docs = self.inner.documents.docs.lock().await;
             let state = self.doc_state(&mut docs, id).await?;
-            let fork = state.doc.at(base).map_err(doc_usage)?;
+            let fork = state.doc.at(base).map_err(Error::Doc)?;
             let from = fork.version();
-            if !fork.apply_as(wf, Some(origin)).map_err(doc_usage)? {
+            if !fork.apply_as(wf, Some(origin)).map_err(Error::Doc)? {
                 return Ok(false);
             }
-            fork.updates_since(&from).map_err(doc_usage)?
+            fork.updates_since(&from).map_err(Error::Doc)?
         };
         let changed = self.import_update(id, &update, 0, Some(origin)).await?;
         // Planning and the file mirror want the JSON now, not in 200 ms.
@@ -264,12 +306,12 @@ impl Engine {
     /// Writes the JSON of a workflow whose document moved ahead of it, and
     /// tells the triggers. A no-op for workflows that are up to date.
     pub async fn materialize(&self, id: &str) -> Result<()> {
-        let mut docs = self.inner.docs.lock().await;
+        let mut docs = self.inner.documents.docs.lock().await;
         if !self.dirty().remove(id) {
             return Ok(());
         }
         let state = self.doc_state(&mut docs, id).await?;
-        let wf = state.doc.to_workflow().map_err(doc_usage)?;
+        let wf = state.doc.to_workflow().map_err(Error::Doc)?;
         // A document is stored (and mirrored) as JSON only when it names
         // this workflow and its nodes by slugs. Other problems (a field
         // still being typed) are allowed in the stored JSON: runs refuse it
@@ -299,7 +341,11 @@ impl Engine {
 
     /// Workflows whose document is ahead of their stored JSON.
     fn dirty(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
-        self.inner.dirty.lock().unwrap_or_else(|e| e.into_inner())
+        self.inner
+            .documents
+            .dirty
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     /// Whether workflow `id`'s document is ahead of its stored JSON.
@@ -317,14 +363,14 @@ impl Engine {
     /// Everything of workflow `id`'s document a peer at `since` lacks (all
     /// of it for an empty `since`), with the current version vector.
     pub async fn doc_updates(&self, id: &str, since: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
-        let mut docs = self.inner.docs.lock().await;
+        let mut docs = self.inner.documents.docs.lock().await;
         let state = self.doc_state(&mut docs, id).await?;
         let since = if since.is_empty() {
             Default::default()
         } else {
-            sluice_model::doc::decode_version(since).map_err(doc_usage)?
+            sluice_model::doc::decode_version(since).map_err(Error::Doc)?
         };
-        let bytes = state.doc.updates_since(&since).map_err(doc_usage)?;
+        let bytes = state.doc.updates_since(&since).map_err(Error::Doc)?;
         Ok((
             bytes,
             sluice_model::doc::encode_version(&state.doc.version()),
@@ -333,12 +379,12 @@ impl Engine {
 
     /// Document changes from now on, for every workflow.
     pub fn doc_events(&self) -> tokio::sync::broadcast::Receiver<DocEvent> {
-        self.inner.doc_events.subscribe()
+        self.inner.documents.events.subscribe()
     }
 
     fn publish(&self, event: DocEvent) {
         // Nobody listening is fine.
-        let _ = self.inner.doc_events.send(event);
+        let _ = self.inner.documents.events.send(event);
     }
 
     /// Merges a presence update (Loro ephemeral store) from subscriber
@@ -348,13 +394,14 @@ impl Engine {
         let keys = {
             let mut all = self
                 .inner
+                .documents
                 .presence
                 .lock()
                 .unwrap_or_else(|e| e.into_inner());
             let p = all
                 .entry(id.to_string())
                 .or_insert_with(|| Presence::new(PRESENCE_TIMEOUT_MS));
-            p.apply(bytes).map_err(doc_usage)?
+            p.apply(bytes).map_err(Error::Doc)?
         };
         self.publish(DocEvent::Presence {
             workflow: id.into(),
@@ -368,6 +415,7 @@ impl Engine {
     pub fn presence_state(&self, id: &str) -> Vec<u8> {
         let all = self
             .inner
+            .documents
             .presence
             .lock()
             .unwrap_or_else(|e| e.into_inner());
@@ -382,6 +430,7 @@ impl Engine {
         let bytes = {
             let mut all = self
                 .inner
+                .documents
                 .presence
                 .lock()
                 .unwrap_or_else(|e| e.into_inner());
@@ -404,14 +453,14 @@ impl Engine {
     pub async fn history(&self, id: &str, offset: u32, limit: u32) -> Result<Vec<VersionEntry>> {
         self.require_workflow(id).await?;
         let rows = self.store().list_versions(id, offset, limit).await?;
-        let mut docs = self.inner.docs.lock().await;
+        let mut docs = self.inner.documents.docs.lock().await;
         let state = self.doc_state(&mut docs, id).await?;
         rows.into_iter()
             .map(|r| {
                 let changes = state
                     .doc
                     .summarize(&r.parent, &r.version)
-                    .map_err(doc_usage)?;
+                    .map_err(Error::Doc)?;
                 Ok(VersionEntry {
                     summary: changes.to_string(),
                     changes,
@@ -431,10 +480,10 @@ impl Engine {
     /// (from [`Engine::history`] or a run's pinned version).
     pub async fn workflow_at(&self, id: &str, version: &str) -> Result<Workflow> {
         self.require_workflow(id).await?;
-        let mut docs = self.inner.docs.lock().await;
+        let mut docs = self.inner.documents.docs.lock().await;
         let state = self.doc_state(&mut docs, id).await?;
-        let past = state.doc.at(version).map_err(doc_usage)?;
-        past.to_workflow().map_err(doc_usage)
+        let past = state.doc.at(version).map_err(Error::Doc)?;
+        past.to_workflow().map_err(Error::Doc)
     }
 
     /// Makes workflow `id` what it was at `version`, as new operations on
@@ -445,7 +494,7 @@ impl Engine {
         let plan = Plan::new(wf)?;
         self.save_workflow_as(&plan, Some(&format!("restore {version}")))
             .await?;
-        let mut docs = self.inner.docs.lock().await;
+        let mut docs = self.inner.documents.docs.lock().await;
         Ok(self.doc_state(&mut docs, id).await?.doc.head())
     }
 
@@ -474,7 +523,7 @@ impl Engine {
             };
             let stored = self.store().load_doc(id).await?;
             let doc = WorkflowDoc::new();
-            doc.set_version_gap(self.inner.version_gap_secs);
+            doc.set_version_gap(self.inner.documents.version_gap_secs);
             if let Some(snapshot) = &stored.snapshot {
                 doc.import(snapshot).map_err(corrupt)?;
             }
@@ -491,9 +540,12 @@ impl Engine {
                 && stored.updates.is_empty()
                 && let Some(text) = self.store().get_workflow(id).await?
                 && let Ok(wf) = Workflow::from_json(&text)
-                && state.doc.apply_as(&wf, Some("import")).map_err(doc_usage)?
+                && state
+                    .doc
+                    .apply_as(&wf, Some("import"))
+                    .map_err(Error::Doc)?
             {
-                let all = state.doc.snapshot().map_err(doc_usage)?;
+                let all = state.doc.snapshot().map_err(Error::Doc)?;
                 let head = state.doc.head();
                 let author = authors(&Default::default(), &state.doc.version());
                 let mark = VersionMark {
@@ -536,12 +588,12 @@ impl Engine {
     /// Compacts workflow `id`'s stored document now.
     pub async fn compact(&self, id: &str) -> Result<()> {
         let (snapshot, upto) = {
-            let mut docs = self.inner.docs.lock().await;
+            let mut docs = self.inner.documents.docs.lock().await;
             let Some(state) = docs.get_mut(id) else {
                 return Ok(());
             };
             state.compacting = false;
-            let snapshot = state.doc.snapshot().map_err(doc_usage)?;
+            let snapshot = state.doc.snapshot().map_err(Error::Doc)?;
             let folded = state.pending;
             state.pending = 0;
             (snapshot, (state.last_seq, folded))
@@ -549,7 +601,7 @@ impl Engine {
         // Outside the lock: edits go on while the snapshot is written.
         if let Err(e) = self.store().compact_doc(id, &snapshot, upto.0).await {
             // Nothing was lost; try again with the next edit.
-            if let Some(state) = self.inner.docs.lock().await.get_mut(id) {
+            if let Some(state) = self.inner.documents.docs.lock().await.get_mut(id) {
                 state.pending += upto.1;
             }
             return Err(e.into());
@@ -560,14 +612,14 @@ impl Engine {
     /// Loads workflow `id`'s document (from SQLite unless cached) and returns
     /// its version vector, encoded.
     pub async fn doc_version(&self, id: &str) -> Result<Vec<u8>> {
-        let mut docs = self.inner.docs.lock().await;
+        let mut docs = self.inner.documents.docs.lock().await;
         let state = self.doc_state(&mut docs, id).await?;
         Ok(sluice_model::doc::encode_version(&state.doc.version()))
     }
 
     /// The current version (frontiers, `counter@peer,…`) of workflow `id`.
     pub async fn doc_head(&self, id: &str) -> Result<String> {
-        let mut docs = self.inner.docs.lock().await;
+        let mut docs = self.inner.documents.docs.lock().await;
         Ok(self.doc_state(&mut docs, id).await?.doc.head())
     }
 
@@ -579,12 +631,8 @@ impl Engine {
     /// Forgets the in-memory documents (the next use loads them from the
     /// store): what a restart does.
     pub async fn drop_doc_cache(&self) {
-        self.inner.docs.lock().await.clear();
+        self.inner.documents.docs.lock().await.clear();
     }
-}
-
-pub(super) fn doc_usage(e: sluice_model::doc::DocError) -> Error {
-    Error::Usage(e.to_string())
 }
 
 /// Refuses an id that is not a workflow id (a slug).
@@ -592,30 +640,27 @@ fn check_id(id: &str) -> Result<()> {
     if sluice_model::validate::is_slug(id) {
         Ok(())
     } else {
-        Err(Error::Usage(format!(
-            "`{}` is not a workflow id (letters, digits, `-`, `_`; at most 64)",
-            id.chars().take(80).collect::<String>()
-        )))
+        Err(Error::NotWorkflowId(id.chars().take(80).collect()))
     }
 }
 
 /// A materialized document must name workflow `id` and its nodes by slugs.
 fn check_identity(id: &str, wf: &Workflow) -> Result<()> {
     if wf.id != id {
-        return Err(Error::Usage(format!(
-            "the document of workflow `{id}` names itself `{}`",
-            wf.id.chars().take(80).collect::<String>()
-        )));
+        return Err(Error::DocNamesOther {
+            id: id.to_string(),
+            named: wf.id.chars().take(80).collect(),
+        });
     }
     if let Some(n) = wf
         .nodes
         .iter()
         .find(|n| !sluice_model::validate::is_slug(&n.id))
     {
-        return Err(Error::Usage(format!(
-            "workflow `{id}`: node id `{}` is not a slug",
-            n.id.chars().take(80).collect::<String>()
-        )));
+        return Err(Error::NodeIdNotSlug {
+            workflow: id.to_string(),
+            node: n.id.chars().take(80).collect(),
+        });
     }
     Ok(())
 }

@@ -1,0 +1,592 @@
+//! The run driver: one task per run carrying out the state machine's
+//! actions (journal, start steps, timers, abort, finish) and feeding the
+//! machine what happened, in order. Pure kinds run on the driver itself;
+//! the others on a task each under the engine's step permits.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use sluice_nodes as nodes;
+use sluice_store::{LogLine, Record, RecordKind, Stored};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinSet;
+
+use super::replay::Replay;
+use super::step::Prepared;
+use super::{Engine, Error, Outcome, Result, RunHandle, RunResult, Slot, tracing_log};
+use crate::events::{LiveEvent, What};
+use crate::machine::{Action, Activation, Event, Hist, Msg, Run, Status, StepError, StepKey};
+use crate::plan::Plan;
+
+impl Engine {
+    /// Hands a recorded (or replayed) run to a driver task of its own,
+    /// queued behind its workflow's concurrency limit if it has one.
+    pub(super) fn spawn_driver(
+        &self,
+        mut slot: Slot,
+        run: Run,
+        actions: Vec<Action>,
+        replay: Replay,
+        info: Value,
+        fires_errors: bool,
+    ) -> RunHandle {
+        let id = slot.id.clone();
+        let workflow = info["workflow"].as_str().unwrap_or_default().to_string();
+        let (own_tx, own_rx) = oneshot::channel();
+        let Some(tx) = slot.tx.take() else {
+            // A slot is used once; an empty one has nothing to drive.
+            return RunHandle {
+                id,
+                done: Outcome::Own(own_rx),
+            };
+        };
+        let driver = Driver::new(self.clone(), Arc::from(id.as_str()), run, replay, info);
+        if let Some(a) = self
+            .inner
+            .active
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(&id)
+        {
+            a.wake = Some(driver.tx.clone());
+        }
+        let engine = self.clone();
+        let run_id = id.clone();
+        let limit = self.workflow_limit(&driver.plan);
+        tokio::spawn(async move {
+            // Queued until the workflow's concurrency allows it to execute.
+            let permit = match limit {
+                Some(sem) => {
+                    engine.inner.metrics.queued(1);
+                    let p = sem.acquire_owned().await.ok();
+                    engine.inner.metrics.queued(-1);
+                    p
+                }
+                None => None,
+            };
+            let result = driver.drive(actions).await;
+            drop(permit);
+            engine
+                .inner
+                .metrics
+                .run_finished(&workflow, result.status.as_str());
+            // The finish is durable now: a later resume sees it and refuses.
+            engine.forget(&run_id);
+            if fires_errors && result.status == Status::Failed {
+                // Started (durably) before the result is reported: a process that
+                // exits right after resumes them at its next start.
+                engine.fire_error_triggers(&workflow, &result).await;
+            }
+            if tx.receiver_count() > 0 {
+                tx.send_replace(Some(Arc::new(result.clone())));
+            }
+            // The caller may not be waiting.
+            own_tx.send(result).ok();
+            drop(slot);
+        });
+        RunHandle {
+            id,
+            done: Outcome::Own(own_rx),
+        }
+    }
+}
+
+/// The template context `run`: `id`, `workflow`, `trigger`, `started_at` (RFC 3339).
+pub(super) fn run_info(id: &str, plan: &Plan, trigger: &str, started_at_us: i64) -> Value {
+    let started_at =
+        time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(started_at_us) * 1000)
+            .ok()
+            .and_then(|t| {
+                t.format(&time::format_description::well_known::Rfc3339)
+                    .ok()
+            });
+    json!({"id": id, "workflow": plan.workflow.id, "trigger": trigger, "started_at": started_at})
+}
+
+/// The optional parts of a journal record.
+#[derive(Default)]
+struct Extra<'a> {
+    /// The step input, for steps journaled only after they ran.
+    input: Option<&'a Value>,
+    error: Option<Value>,
+    duration_us: Option<i64>,
+    /// `data` already serialized (by the step's own task, off the driver).
+    stored: Option<Stored>,
+}
+
+/// What a finished step task reports back.
+pub(super) struct Done {
+    pub(super) key: StepKey,
+    pub(super) attempt: u32,
+    pub(super) started: Instant,
+    pub(super) result: Result<Vec<(String, Msg)>, StepError>,
+    pub(super) logs: Vec<(String, String)>,
+    /// Steps journaled only after they ran (pure kinds): their input.
+    pub(super) input: Option<Msg>,
+    /// The outputs, serialized by the step's task (see [`Extra::stored`]).
+    pub(super) stored: Option<Stored>,
+}
+
+pub(super) enum Wake {
+    Step(Done),
+    RetryDue(StepKey),
+    Cancel,
+}
+
+pub(super) struct Driver {
+    pub(super) engine: Engine,
+    pub(super) run_id: Arc<str>,
+    run: Run,
+    pub(super) plan: Arc<Plan>,
+    seq: u64,
+    first_started: HashMap<StepKey, i64>,
+    tasks: JoinSet<()>,
+    handles: HashMap<StepKey, tokio::task::AbortHandle>,
+    tx: mpsc::UnboundedSender<Wake>,
+    rx: mpsc::UnboundedReceiver<Wake>,
+    /// Steps that finished on the driver itself, not yet applied.
+    ready: VecDeque<Wake>,
+    pub(super) run_info: Arc<Value>,
+    workflow: Arc<str>,
+}
+
+impl Driver {
+    fn new(engine: Engine, run_id: Arc<str>, run: Run, replay: Replay, info: Value) -> Driver {
+        let plan = run.plan().clone();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let workflow: Arc<str> = Arc::from(info["workflow"].as_str().unwrap_or_default());
+        let trigger = info["trigger"].as_str().unwrap_or_default().to_string();
+        let run_info = Arc::new(info);
+        let driver = Driver {
+            engine,
+            run_id,
+            run,
+            plan,
+            seq: replay.next_seq,
+            first_started: replay.first_started,
+            tasks: JoinSet::new(),
+            handles: HashMap::new(),
+            tx,
+            rx,
+            ready: Default::default(),
+            run_info,
+            workflow,
+        };
+        driver.emit(What::RunStarted { trigger }, nodes::now_us());
+        driver
+    }
+
+    fn next_seq(&mut self) -> u64 {
+        let s = self.seq;
+        self.seq += 1;
+        s
+    }
+
+    fn key_strings(&self, key: &StepKey) -> (Arc<str>, String, String) {
+        (
+            self.plan.nodes[key.node].id.clone(),
+            key.lineage.to_string(),
+            key.activation.to_string(),
+        )
+    }
+
+    async fn journal<T: serde::Serialize + ?Sized>(
+        &mut self,
+        kind: RecordKind,
+        key: &StepKey,
+        attempt: u32,
+        data: Option<&T>,
+        extra: Extra<'_>,
+    ) -> Result<()> {
+        let Extra {
+            input,
+            error,
+            duration_us,
+            stored,
+        } = extra;
+        let (node, lineage, activation) = self.key_strings(key);
+        let blobs = self.engine.store().blobs();
+        let data = match stored {
+            Some(s) => Some(s),
+            None => data.map(|v| blobs.store_value(v)).transpose()?,
+        };
+        let input = input.map(|v| blobs.store_value(v)).transpose()?;
+        let at_us = nodes::now_us();
+        if self.engine.inner.events.receiver_count() > 0 {
+            let what = match kind {
+                RecordKind::Started => What::StepStarted {
+                    node: node.clone(),
+                    lineage: lineage.clone(),
+                    activation: activation.clone(),
+                    attempt,
+                },
+                RecordKind::Succeeded | RecordKind::Failed => What::StepFinished {
+                    node: node.clone(),
+                    lineage: lineage.clone(),
+                    activation: activation.clone(),
+                    attempt,
+                    status: if kind == RecordKind::Succeeded {
+                        "succeeded"
+                    } else {
+                        "failed"
+                    },
+                    duration_us: duration_us.unwrap_or(0),
+                    error: error
+                        .as_ref()
+                        .and_then(|e| e["message"].as_str())
+                        .map(str::to_string),
+                },
+                RecordKind::Skipped => What::StepSkipped {
+                    node: node.clone(),
+                    lineage: lineage.clone(),
+                },
+            };
+            self.emit(what, at_us);
+        }
+        let rec = Record {
+            run_id: self.run_id.clone(),
+            seq: self.next_seq(),
+            kind,
+            node,
+            lineage,
+            activation,
+            attempt,
+            at_us,
+            data,
+            input,
+            error,
+            duration_us,
+        };
+        self.engine.store().journal().append(rec).await?;
+        Ok(())
+    }
+
+    /// Publishes a live event (nobody listening costs nothing; a slow
+    /// listener lags, the run never waits).
+    fn emit(&self, what: What, at_us: i64) {
+        let event = LiveEvent {
+            run: self.run_id.clone(),
+            workflow: self.workflow.clone(),
+            at_us,
+            what,
+        };
+        // No receivers is not an error: events are best effort by design.
+        self.engine.inner.events.send(event).ok();
+    }
+
+    async fn drive(mut self, mut actions: Vec<Action>) -> RunResult {
+        // Cancelled while queued (workflow concurrency): end before starting.
+        if let Ok(Wake::Cancel) = self.rx.try_recv() {
+            actions = self.run.apply(Event::Cancel);
+        }
+        loop {
+            match self.carry_out(std::mem::take(&mut actions)).await {
+                Ok(Some(result)) => return result,
+                Ok(None) => {}
+                Err(e) => return self.internal_failure(e).await,
+            }
+            let wake = match self.ready.pop_front() {
+                Some(w) => Some(w),
+                None => self.rx.recv().await,
+            };
+            let Some(wake) = wake else {
+                return self.internal_failure(Error::StepChannelClosed).await;
+            };
+            let event = match wake {
+                Wake::RetryDue(key) => Event::RetryDue { key },
+                Wake::Cancel => Event::Cancel,
+                Wake::Step(mut done) => {
+                    self.handles.remove(&done.key);
+                    let took = done.started.elapsed();
+                    self.engine
+                        .inner
+                        .metrics
+                        .step_finished(self.plan.nodes[done.key.node].kind.name(), took);
+                    let duration = Some(took.as_micros() as i64);
+                    let logged = self.write_logs(&done).await;
+                    let journaled = match &done.result {
+                        // Serialized straight from the shared messages: `[[port, value], ...]`.
+                        Ok(outputs) => {
+                            let extra = Extra {
+                                input: done.input.as_deref(),
+                                error: None,
+                                duration_us: duration,
+                                stored: done.stored.take(),
+                            };
+                            self.journal(
+                                RecordKind::Succeeded,
+                                &done.key,
+                                done.attempt,
+                                Some(outputs.as_slice()),
+                                extra,
+                            )
+                            .await
+                        }
+                        Err(e) => {
+                            let err = json!({"message": e.message, "retryable": e.retryable});
+                            let extra = Extra {
+                                input: done.input.as_deref(),
+                                error: Some(err),
+                                duration_us: duration,
+                                stored: None,
+                            };
+                            self.journal(
+                                RecordKind::Failed,
+                                &done.key,
+                                done.attempt,
+                                None::<&Value>,
+                                extra,
+                            )
+                            .await
+                        }
+                    };
+                    if let Err(e) = logged.and(journaled) {
+                        return self.internal_failure(e).await;
+                    }
+                    match done.result {
+                        Ok(outputs) => Event::Succeeded {
+                            key: done.key,
+                            outputs,
+                        },
+                        Err(error) => Event::Failed {
+                            key: done.key,
+                            error,
+                        },
+                    }
+                }
+            };
+            actions = self.run.apply(event);
+        }
+    }
+
+    async fn write_logs(&self, done: &Done) -> Result<()> {
+        for (level, message) in &done.logs {
+            let line = LogLine {
+                run_id: self.run_id.clone(),
+                node: self.plan.nodes[done.key.node].id.to_string(),
+                lineage: done.key.lineage.to_string(),
+                level: level.clone(),
+                message: message.clone(),
+                at_us: nodes::now_us(),
+            };
+            if self.engine.inner.events.receiver_count() > 0 {
+                let what = What::Log {
+                    node: self.plan.nodes[done.key.node].id.clone(),
+                    lineage: line.lineage.clone(),
+                    level: line.level.clone(),
+                    message: line.message.clone(),
+                };
+                self.emit(what, line.at_us);
+            }
+            self.engine.store().journal().log(line).await?;
+        }
+        Ok(())
+    }
+
+    /// Carries out actions; returns the result when the run is over.
+    async fn carry_out(&mut self, actions: Vec<Action>) -> Result<Option<RunResult>> {
+        for action in actions {
+            match action {
+                Action::Start {
+                    key,
+                    attempt,
+                    input,
+                    hist,
+                } => {
+                    let first = *self
+                        .first_started
+                        .entry(key.clone())
+                        .or_insert_with(nodes::now_us);
+                    let node = &self.plan.nodes[key.node];
+                    if node.disabled || node.kind.is_pure() {
+                        // Pure steps run at once and have no side effects: they
+                        // are journaled once, after they ran, with their input.
+                        if self.engine.inner.events.receiver_count() > 0 {
+                            let (node, lineage, activation) = self.key_strings(&key);
+                            self.emit(
+                                What::StepStarted {
+                                    node,
+                                    lineage,
+                                    activation,
+                                    attempt,
+                                },
+                                nodes::now_us(),
+                            );
+                        }
+                    } else {
+                        self.journal(
+                            RecordKind::Started,
+                            &key,
+                            attempt,
+                            Some(&*input),
+                            Extra::default(),
+                        )
+                        .await?;
+                    }
+                    self.spawn_step(key, attempt, input, hist, first);
+                }
+                Action::Retry { key, delay_ms, .. } => {
+                    let tx = self.tx.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+                        // The run may be over: then nobody listens.
+                        tx.send(Wake::RetryDue(key)).ok();
+                    });
+                }
+                Action::Skipped { node, lineage } => {
+                    let key = StepKey {
+                        node,
+                        lineage,
+                        activation: Activation::default(),
+                    };
+                    self.journal(
+                        RecordKind::Skipped,
+                        &key,
+                        0,
+                        None::<&Value>,
+                        Extra::default(),
+                    )
+                    .await?;
+                }
+                Action::Abort { keys } => {
+                    for k in keys {
+                        if let Some(h) = self.handles.remove(&k) {
+                            h.abort();
+                        }
+                    }
+                }
+                Action::Finish {
+                    status,
+                    output,
+                    error,
+                    respond,
+                } => {
+                    let stored = self.engine.store().blobs().store_value(&output)?;
+                    self.engine
+                        .store()
+                        .journal()
+                        .finish_run(
+                            &self.run_id,
+                            status.as_str(),
+                            Some(stored),
+                            error.clone(),
+                            nodes::now_us(),
+                        )
+                        .await?;
+                    self.tasks.abort_all();
+                    self.emit(
+                        What::RunFinished {
+                            status: status.as_str(),
+                            error: error.clone(),
+                        },
+                        nodes::now_us(),
+                    );
+                    return Ok(Some(RunResult {
+                        id: self.run_id.to_string(),
+                        status,
+                        output,
+                        error,
+                        respond,
+                    }));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Runs a step: pure kinds (and disabled nodes) at once on the driver,
+    /// with no task or channel hop; the others on a task of their own.
+    fn spawn_step(
+        &mut self,
+        key: StepKey,
+        attempt: u32,
+        input: Msg,
+        hist: Option<Arc<Hist>>,
+        first_started_at_us: i64,
+    ) {
+        let node = &self.plan.nodes[key.node];
+        let step = Prepared::new(self, &key, attempt, &input, hist);
+        let inline = if node.disabled {
+            Some(Ok(vec![("out".to_string(), input.clone())]))
+        } else {
+            nodes::execute_pure(&step.call(node, first_started_at_us))
+        };
+        if let Some(result) = inline {
+            self.ready
+                .push_back(Wake::Step(step.done(key, attempt, result, Some(input))));
+            return;
+        }
+        let plan = self.plan.clone();
+        let permits = self.engine.inner.permits.clone();
+        let blobs = self.engine.store().blobs().clone();
+        let tx = self.tx.clone();
+        let handle_key = key.clone();
+        // Kinds that only wait (for a timer, for a child run) hold no step
+        // permit: parents waiting on children must never starve the steps
+        // those children (or unrelated runs) need.
+        let waits = node.kind.only_waits();
+        let handle = self.tasks.spawn(async move {
+            let permit = if waits {
+                None
+            } else {
+                permits.acquire_owned().await.ok()
+            };
+            // Durations count the node's own time, not the wait for a permit.
+            let mut step = step;
+            step.started = Instant::now();
+            let node = &plan.nodes[key.node];
+            let fut = nodes::execute(step.call(node, first_started_at_us));
+            let result = match node.timeout_ms {
+                Some(ms) => match tokio::time::timeout(Duration::from_millis(ms), fut).await {
+                    Ok(r) => r,
+                    Err(_) => Err(nodes::Error::retryable(format!("timed out after {ms} ms"))),
+                },
+                None => fut.await,
+            };
+            drop(permit);
+            let mut done = step.done(key, attempt, result, None);
+            // Serialize the outputs here, in parallel with other steps, so
+            // the run's driver (one task per run) only queues them. A failure
+            // leaves it to the driver, which reports it.
+            if let Ok(outputs) = &done.result {
+                done.stored = blobs.store_value(outputs.as_slice()).ok();
+            }
+            // The driver may be gone (run aborted): nothing to report then.
+            tx.send(Wake::Step(done)).ok();
+        });
+        self.handles.insert(handle_key, handle);
+    }
+
+    async fn internal_failure(&mut self, e: Error) -> RunResult {
+        self.tasks.abort_all();
+        let error = json!({"message": format!("engine error: {e}")});
+        // Best effort: the journal itself may be what failed.
+        if let Err(e2) = self
+            .engine
+            .store()
+            .journal()
+            .finish_run(
+                &self.run_id,
+                "failed",
+                None,
+                Some(error.clone()),
+                nodes::now_us(),
+            )
+            .await
+        {
+            tracing_log(&format!(
+                "run {}: could not record the failure: {e2}",
+                self.run_id
+            ));
+        }
+        RunResult {
+            id: self.run_id.to_string(),
+            status: Status::Failed,
+            output: Value::Null,
+            error: Some(error),
+            respond: None,
+        }
+    }
+}

@@ -1,0 +1,241 @@
+//! The step host ([`StepHost`]): what a node may ask of the engine while
+//! it runs: its idempotency key, credentials (whose secrets are then masked
+//! in all the step produces), blobs, log lines, and sub-workflows (bounded
+//! in depth, found again after a crash by an id derived from the step).
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use sluice_model::kinds::Kind;
+use sluice_nodes as nodes;
+use sluice_nodes::Host;
+use sluice_nodes::redact::Redactor;
+
+use super::{Engine, RunResult};
+use crate::machine::{Msg, Status};
+use crate::plan::Plan;
+
+/// The host side of one step execution.
+pub(super) struct StepHost {
+    pub(super) engine: Engine,
+    /// The plan of the step's run (its workflow, for sub-workflow limits).
+    pub(super) plan: Arc<Plan>,
+    pub(super) idem: String,
+    pub(super) logs: Mutex<Vec<(String, String)>>,
+    /// The secrets of the credentials this step asked for.
+    pub(super) secrets: Mutex<Redactor>,
+}
+
+/// A blob written by a step, masked for the step's secrets on the way in.
+struct StepBlob {
+    writer: sluice_store::BytesWriter,
+    redact: Option<nodes::redact::StreamRedactor>,
+}
+
+impl nodes::BlobWriter for StepBlob {
+    fn write(&mut self, bytes: &[u8]) -> nodes::Result<()> {
+        let result = match &mut self.redact {
+            Some(r) => {
+                let safe = r.push(bytes);
+                self.writer.write(&safe)
+            }
+            None => self.writer.write(bytes),
+        };
+        result.map_err(|e| nodes::Error::retryable(format!("blob store: {e}")))
+    }
+
+    fn finish(mut self: Box<Self>) -> nodes::Result<(String, u64)> {
+        if let Some(r) = self.redact.take() {
+            let tail = r.finish();
+            self.writer
+                .write(&tail)
+                .map_err(|e| nodes::Error::retryable(format!("blob store: {e}")))?;
+        }
+        self.writer
+            .finish()
+            .map_err(|e| nodes::Error::retryable(format!("blob store: {e}")))
+    }
+}
+
+impl Host for StepHost {
+    fn idempotency_key(&self) -> &str {
+        &self.idem
+    }
+
+    fn credential<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> nodes::BoxFuture<'a, nodes::Result<nodes::Credential>> {
+        Box::pin(async move {
+            let found = self
+                .engine
+                .store()
+                .get_credential(name)
+                .await
+                .map_err(|e| match e {
+                    // A key that does not open the vault will not next time either.
+                    sluice_store::Error::Vault(_) => {
+                        nodes::Error::terminal(format!("credential `{name}`: {e}"))
+                    }
+                    _ => nodes::Error::retryable(format!("credential `{name}`: {e}")),
+                })?;
+            let Some((kind, value)) = found else {
+                return Err(nodes::Error::terminal(format!(
+                    "credential `{name}` does not exist"
+                )));
+            };
+            if let Ok(mut secrets) = self.secrets.lock() {
+                secrets.extend(nodes::redact::secrets_of(&kind, &value));
+            }
+            Ok(nodes::Credential {
+                name: name.to_string(),
+                kind,
+                value,
+            })
+        })
+    }
+
+    fn mask(&self, bytes: &[u8]) -> Vec<u8> {
+        match self.secrets.lock() {
+            Ok(s) if !s.is_empty() => {
+                let mut stream = s.stream();
+                let mut out = stream.push(bytes);
+                out.extend(stream.finish());
+                out
+            }
+            _ => bytes.to_vec(),
+        }
+    }
+
+    fn blob_writer(&self) -> nodes::Result<Box<dyn nodes::BlobWriter>> {
+        let writer = self
+            .engine
+            .store()
+            .blobs()
+            .bytes_writer()
+            .map_err(|e| nodes::Error::retryable(format!("blob store: {e}")))?;
+        let redact = self
+            .secrets
+            .lock()
+            .ok()
+            .filter(|s| !s.is_empty())
+            .map(|s| s.stream());
+        Ok(Box::new(StepBlob { writer, redact }))
+    }
+
+    fn blob_path(&self, hash: &str) -> nodes::Result<PathBuf> {
+        self.engine
+            .store()
+            .blobs()
+            .blob_path(hash)
+            .map_err(|e| nodes::Error::terminal(format!("blob `{hash}`: {e}")))
+    }
+
+    fn log(&self, level: &str, message: &str) {
+        if let Ok(mut logs) = self.logs.lock()
+            && logs.len() < 1000
+        {
+            logs.push((level.to_string(), message.chars().take(8192).collect()));
+        }
+    }
+
+    fn subworkflow(
+        &self,
+        workflow: String,
+        trigger: Option<String>,
+        input: Msg,
+        wait: bool,
+    ) -> nodes::BoxFuture<'_, nodes::Result<Value>> {
+        Box::pin(async move {
+            let engine = &self.engine;
+            // The child's id derives from this step's idempotency key: after a
+            // crash the same child is found again instead of started twice.
+            let child_id = format!("r{}", &blake3::hash(self.idem.as_bytes()).to_hex()[..24]);
+            let parent = self.idem.split('/').next().map(str::to_string);
+            let existing = engine
+                .store()
+                .get_run(&child_id)
+                .await
+                .map_err(|e| nodes::Error::retryable(e.to_string()))?;
+            let handle = match existing {
+                Some(row) if row.status != "running" => {
+                    return child_result(
+                        RunResult {
+                            id: row.id,
+                            status: match row.status.as_str() {
+                                "succeeded" => Status::Succeeded,
+                                "cancelled" => Status::Cancelled,
+                                _ => Status::Failed,
+                            },
+                            output: row.output.unwrap_or(Value::Null),
+                            error: row.error,
+                            respond: None,
+                        },
+                        &workflow,
+                    );
+                }
+                Some(_) => engine.resume(&child_id).await,
+                None => {
+                    // A new child: bounded in depth (a workflow calling itself
+                    // would otherwise start runs without end) and counted
+                    // against the engine's run limit like any new run.
+                    let run_id = parent.as_deref().unwrap_or_default();
+                    let limit = engine.inner.max_subworkflow_depth;
+                    let mut chain = engine
+                        .lineage(run_id, &self.plan.workflow.id, limit)
+                        .await
+                        .map_err(|e| nodes::Error::retryable(e.to_string()))?;
+                    if chain.len() > limit {
+                        chain.reverse();
+                        chain.push(workflow.clone());
+                        return Err(nodes::Error::terminal(format!(
+                            "flow.subworkflow: sub-workflow depth limit {limit} reached: {}",
+                            chain.join(" → ")
+                        )));
+                    }
+                    engine
+                        .admit()
+                        .map_err(|e| nodes::Error::retryable(format!("flow.subworkflow: {e}")))?;
+                    let plan = engine
+                        .workflow(&workflow)
+                        .await
+                        .map_err(|e| nodes::Error::terminal(format!("flow.subworkflow: {e}")))?;
+                    // Default entry: the called workflow's only `trigger.workflow`.
+                    let mut called = plan
+                        .nodes
+                        .iter()
+                        .filter(|n| n.kind == Kind::WorkflowTrigger);
+                    let trigger = match (trigger, called.next(), called.next()) {
+                        (Some(t), _, _) => Some(t),
+                        (None, Some(only), None) => Some(only.id.to_string()),
+                        (None, _, _) => None,
+                    };
+                    engine
+                        .start_with_id(child_id, plan, trigger.as_deref(), input, parent)
+                        .await
+                }
+            }
+            .map_err(|e| nodes::Error::terminal(format!("flow.subworkflow: {e}")))?;
+            if !wait {
+                return Ok(json!({"run_id": handle.id}));
+            }
+            child_result(handle.wait().await, &workflow)
+        })
+    }
+}
+
+fn child_result(r: RunResult, workflow: &str) -> nodes::Result<Value> {
+    match r.status {
+        Status::Succeeded => Ok(r.output),
+        _ => Err(nodes::Error::terminal(format!(
+            "sub-workflow `{workflow}` (run {}) {}: {}",
+            r.id,
+            r.status.as_str(),
+            r.error
+                .as_ref()
+                .and_then(|e| e["message"].as_str())
+                .unwrap_or("no error message")
+        ))),
+    }
+}

@@ -1,0 +1,92 @@
+//! Retrying an ended run: [`Engine::retry_from_start`] runs the pinned
+//! workflow version again; [`Engine::retry_from_failed`] copies the journal
+//! records of the steps that finished into a new run and resumes it, so only
+//! the failed step and what follows run again.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use sluice_model::Workflow;
+use sluice_nodes as nodes;
+use sluice_store::{NewRun, Record, RecordKind};
+
+use super::{Engine, Error, Result, RunHandle, new_run_id};
+use crate::plan::Plan;
+
+impl Engine {
+    /// A new run of the same pinned workflow version with the same trigger
+    /// and input as `run_id`.
+    pub async fn retry_from_start(&self, run_id: &str) -> Result<RunHandle> {
+        let (row, plan) = self.ended_run(run_id).await?;
+        self.start_with_id(
+            new_run_id(),
+            plan,
+            Some(&row.trigger),
+            row.input.clone(),
+            None,
+        )
+        .await
+    }
+
+    /// A new run that reuses every step `run_id` finished (their journal
+    /// records are copied, so they are replayed, not executed) and runs the
+    /// rest: the failed step and what follows it.
+    pub async fn retry_from_failed(&self, run_id: &str) -> Result<RunHandle> {
+        let (row, _plan) = self.ended_run(run_id).await?;
+        let records = self.store().run_records(run_id).await?;
+        let finished: HashSet<(&str, &str, &str)> = records
+            .iter()
+            .filter(|r| r.kind == RecordKind::Succeeded)
+            .map(|r| (&*r.node, r.lineage.as_str(), r.activation.as_str()))
+            .collect();
+        let id = new_run_id();
+        self.store()
+            .create_run(&NewRun {
+                id: id.clone(),
+                workflow_id: row.workflow_id.clone(),
+                definition: row.definition.clone().into(),
+                trigger: row.trigger.clone(),
+                input: row.input.clone(),
+                created_at_us: nodes::now_us(),
+                parent_run: None,
+                doc_version: row.doc_version.clone(),
+            })
+            .await?;
+        let run: Arc<str> = Arc::from(id.as_str());
+        let mut seq = 0;
+        for rec in &records {
+            let reused = matches!(rec.kind, RecordKind::Started | RecordKind::Succeeded)
+                && finished.contains(&(&*rec.node, rec.lineage.as_str(), rec.activation.as_str()));
+            if reused {
+                self.store()
+                    .journal()
+                    .append(Record {
+                        run_id: run.clone(),
+                        seq,
+                        ..rec.clone()
+                    })
+                    .await?;
+                seq += 1;
+            }
+        }
+        self.store().journal().flush().await?;
+        self.resume(&id).await
+    }
+
+    /// A run that has ended, with its pinned plan.
+    async fn ended_run(&self, run_id: &str) -> Result<(sluice_store::RunRow, Arc<Plan>)> {
+        let row = self
+            .store()
+            .get_run(run_id)
+            .await?
+            .ok_or_else(|| Error::RunNotFound(run_id.to_string()))?;
+        if row.status == "running" {
+            return Err(Error::StillRunning(run_id.to_string()));
+        }
+        let wf = Workflow::from_json(&row.definition).map_err(|e| Error::Corrupt {
+            run: run_id.to_string(),
+            message: e.to_string(),
+        })?;
+        Ok((row, Plan::new(wf)?))
+    }
+}

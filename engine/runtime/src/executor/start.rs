@@ -1,0 +1,124 @@
+//! Starting runs: [`Engine::start`] (refused beyond the active-run limit),
+//! [`Engine::start_for_result`] (created with its finish) and
+//! [`Engine::start_with_id`] (deterministic ids: schedule fires,
+//! sub-workflows, error triggers, retries). Each records the run, then
+//! hands it to a driver.
+
+use std::sync::Arc;
+
+use sluice_model::kinds::Kind;
+use sluice_nodes as nodes;
+use sluice_store::NewRun;
+
+use super::driver::run_info;
+use super::replay::Replay;
+use super::{Engine, Error, Result, RunHandle, new_run_id};
+use crate::machine::{Msg, Run};
+use crate::plan::Plan;
+
+impl Engine {
+    /// Starts a run; returns once the run is durably recorded.
+    pub async fn start(
+        &self,
+        plan: Arc<Plan>,
+        trigger: Option<&str>,
+        input: Msg,
+    ) -> Result<RunHandle> {
+        self.admit()?;
+        self.start_detached(plan, trigger, input, true).await
+    }
+
+    /// Like [`Engine::start`] for callers that answer only when the run has
+    /// ended (a `when_finished` webhook, a waiting API call): the run's
+    /// creation is committed with its finish instead of before its first
+    /// step, saving one commit round trip. A crash before the finish loses a
+    /// run nobody was told about.
+    pub async fn start_for_result(
+        &self,
+        plan: Arc<Plan>,
+        trigger: Option<&str>,
+        input: Msg,
+    ) -> Result<RunHandle> {
+        self.admit()?;
+        self.start_detached(plan, trigger, input, false).await
+    }
+
+    /// Starts a run under a chosen id (deterministic ids make starts
+    /// idempotent: a schedule fire, a sub-workflow call). If a run with this
+    /// id is being driven, attaches to it. Not subject to the active-run limit.
+    pub async fn start_with_id(
+        &self,
+        id: String,
+        plan: Arc<Plan>,
+        trigger: Option<&str>,
+        input: Msg,
+        parent: Option<String>,
+    ) -> Result<RunHandle> {
+        self.start_inner(id, plan, trigger, input, parent, true)
+            .await
+    }
+
+    /// Creates and spawns a run on a task of its own: a caller that goes away
+    /// midway (an HTTP client hanging up) cannot leave a run recorded but
+    /// never driven.
+    async fn start_detached(
+        &self,
+        plan: Arc<Plan>,
+        trigger: Option<&str>,
+        input: Msg,
+        durable: bool,
+    ) -> Result<RunHandle> {
+        let engine = self.clone();
+        let trigger = trigger.map(str::to_string);
+        tokio::spawn(async move {
+            engine
+                .start_inner(new_run_id(), plan, trigger.as_deref(), input, None, durable)
+                .await
+        })
+        .await
+        .map_err(Error::StartTask)?
+    }
+
+    async fn start_inner(
+        &self,
+        id: String,
+        plan: Arc<Plan>,
+        trigger: Option<&str>,
+        input: Msg,
+        parent: Option<String>,
+        durable: bool,
+    ) -> Result<RunHandle> {
+        let entry = plan.entry(trigger)?;
+        if sluice_model::value::deeper_than(&input, sluice_model::value::MAX_DEPTH) {
+            return Err(Error::InputTooDeep);
+        }
+        self.check_credentials(&plan.workflow).await?;
+        let slot = match self.claim(&id) {
+            Ok(slot) => slot,
+            Err(attached) => return Ok(attached),
+        };
+        let created_at_us = nodes::now_us();
+        let fires_errors = parent.is_none() && plan.nodes[entry].kind != Kind::ErrorTrigger;
+        let new_run = NewRun {
+            id: id.clone(),
+            workflow_id: plan.workflow.id.clone(),
+            definition: sluice_store::Definition::from_hashed(
+                plan.definition.shared_text().clone(),
+                plan.definition.shared_hash().clone(),
+            ),
+            trigger: plan.nodes[entry].id.to_string(),
+            input: input.clone(),
+            created_at_us,
+            parent_run: parent,
+            doc_version: plan.version.clone(),
+        };
+        if durable {
+            self.store().create_run(&new_run).await?;
+        } else {
+            self.store().queue_run(&new_run).await?;
+        }
+        let info = run_info(&id, &plan, &plan.nodes[entry].id, created_at_us);
+        let (run, actions) = Run::start(plan, entry, input);
+        Ok(self.spawn_driver(slot, run, actions, Replay::default(), info, fires_errors))
+    }
+}

@@ -1,0 +1,186 @@
+//! One execution of a step ([`Prepared`]): its host, its template scope
+//! (`input`, `nodes.<id>` along the message's path, `run`, `vars`), and
+//! the report of how it went, with the step's secrets masked in everything
+//! it produced before anything is journaled.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use sluice_model::template::{NodeOutputs, Scope};
+use sluice_nodes as nodes;
+use sluice_nodes::redact::Redactor;
+
+use super::driver::{Done, Driver};
+use super::host::StepHost;
+use crate::machine::{Hist, Msg, StepKey};
+use crate::plan::{Plan, PlanNode};
+
+/// One execution of a step, ready to call the node.
+pub(super) struct Prepared {
+    host: StepHost,
+    scope: Scope,
+    pub(super) started: Instant,
+}
+
+impl Prepared {
+    pub(super) fn new(
+        driver: &Driver,
+        key: &StepKey,
+        attempt: u32,
+        input: &Msg,
+        hist: Option<Arc<Hist>>,
+    ) -> Prepared {
+        let plan = &driver.plan;
+        let node = &plan.nodes[key.node];
+        let idem = format!(
+            "{}/{}/{}/{}",
+            driver.run_id, node.id, key.lineage, key.activation
+        );
+        if let Some(log) = &driver.engine.inner.exec_log {
+            use std::io::Write;
+            if let Ok(mut f) = log.lock() {
+                // Test hook only: a failed write just means a missing count.
+                writeln!(f, "{idem} {attempt}").ok();
+            }
+        }
+        Prepared {
+            host: StepHost {
+                engine: driver.engine.clone(),
+                plan: plan.clone(),
+                idem,
+                logs: Mutex::new(Vec::new()),
+                secrets: Mutex::new(Redactor::default()),
+            },
+            scope: Scope {
+                input: input.clone(),
+                nodes: Arc::new(HistView {
+                    plan: plan.clone(),
+                    hist,
+                }),
+                run: driver.run_info.clone(),
+                vars: plan.vars.clone(),
+            },
+            started: Instant::now(),
+        }
+    }
+
+    pub(super) fn call<'a>(
+        &'a self,
+        node: &'a PlanNode,
+        first_started_at_us: i64,
+    ) -> nodes::Call<'a> {
+        nodes::Call {
+            kind: node.kind,
+            node_id: &node.id,
+            config: &node.config,
+            scope: self.scope.clone(),
+            first_started_at_us,
+            host: &self.host,
+            jq: node.jq.clone(),
+            io: &self.host.engine.inner.io,
+        }
+    }
+
+    /// The report of a finished step; `input` for steps journaled only now.
+    pub(super) fn done(
+        self,
+        key: StepKey,
+        attempt: u32,
+        result: nodes::Result<Vec<(String, Msg)>>,
+        input: Option<Msg>,
+    ) -> Done {
+        let mut logs = self.host.logs.into_inner().unwrap_or_default();
+        let secrets = self.host.secrets.into_inner().unwrap_or_default();
+        let mut result = result;
+        // Every value in a run stays readable (see `sluice_model::value`): a
+        // node that built a deeper one fails here, before it is journaled.
+        if let Ok(outputs) = &result
+            && let Some((port, _)) = outputs.iter().find(|(_, msg)| {
+                sluice_model::value::deeper_than(msg, sluice_model::value::MAX_DEPTH)
+            })
+        {
+            result = Err(nodes::Error::terminal(format!(
+                "output `{port}` is nested more than {} levels deep (the limit for values in a run)",
+                sluice_model::value::MAX_DEPTH
+            )));
+        }
+        // A step that used a credential: mask its secrets in all it produced
+        // before anything reaches the journal, the events or the caller.
+        if !secrets.is_empty() {
+            match &mut result {
+                Ok(outputs) => {
+                    for (_, msg) in outputs.iter_mut() {
+                        if let Some(masked) = secrets.redact_value(msg) {
+                            *msg = Arc::new(masked);
+                        }
+                    }
+                }
+                Err(e) => e.message = secrets.redact_str(&e.message).into_owned(),
+            }
+            for (_, line) in logs.iter_mut() {
+                *line = secrets.redact_str(line).into_owned();
+            }
+        }
+        Done {
+            key,
+            attempt,
+            started: self.started,
+            result,
+            logs,
+            input,
+            stored: None,
+        }
+    }
+}
+
+/// `nodes.<id>` for a step: the outputs on the path of its message.
+#[derive(Debug)]
+struct HistView {
+    plan: Arc<Plan>,
+    hist: Option<Arc<Hist>>,
+}
+
+impl HistView {
+    fn walk(&self, mut visit: impl FnMut(&Hist) -> bool) {
+        let mut stack: Vec<Arc<Hist>> = self.hist.iter().cloned().collect();
+        let mut seen: HashSet<*const Hist> = HashSet::new();
+        while let Some(h) = stack.pop() {
+            if !seen.insert(Arc::as_ptr(&h)) {
+                continue;
+            }
+            if h.node != usize::MAX && visit(&h) {
+                return;
+            }
+            stack.extend(h.parents.iter().rev().cloned());
+        }
+    }
+}
+
+impl NodeOutputs for HistView {
+    fn get(&self, id: &str) -> Option<Msg> {
+        let target = self.plan.node_index(id)?;
+        let mut found = None;
+        self.walk(|h| {
+            if h.node == target {
+                found = Some(h.output.clone());
+                true
+            } else {
+                false
+            }
+        });
+        found
+    }
+
+    fn ids(&self) -> Vec<String> {
+        let mut ids = Vec::new();
+        self.walk(|h| {
+            let id = self.plan.nodes[h.node].id.to_string();
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+            false
+        });
+        ids
+    }
+}
