@@ -39,6 +39,18 @@ fn started() -> std::time::Instant {
 }
 pub const TRAY: &str = "sluice-tray";
 
+/// Why the app cannot start as configured.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("SLUICE_WEBVIEW_GPU={0}: expected on, off or auto")]
+    Rendering(String),
+    /// `SLUICE_DATA_DIR`, `SLUICE_LISTEN`, or the engine itself.
+    #[error(transparent)]
+    Host(#[from] sluice_host::Error),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
 /// How the webview draws.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rendering {
@@ -54,7 +66,7 @@ pub enum Rendering {
 /// rasterizer: slower than WebKit's CPU painting, and about 80 MB more
 /// memory in the web process (measured under Xvfb, docs/benchmarks.md).
 /// A user's own `WEBKIT_DISABLE_COMPOSITING_MODE` always wins.
-pub fn choose_rendering(setting: Option<&str>, has_render_node: bool) -> Result<Rendering, String> {
+pub fn choose_rendering(setting: Option<&str>, has_render_node: bool) -> Result<Rendering> {
     match setting.map(str::trim) {
         None | Some("" | "auto") => Ok(if has_render_node {
             Rendering::Gpu
@@ -63,9 +75,7 @@ pub fn choose_rendering(setting: Option<&str>, has_render_node: bool) -> Result<
         }),
         Some("on") => Ok(Rendering::Gpu),
         Some("off") => Ok(Rendering::Cpu),
-        Some(other) => Err(format!(
-            "SLUICE_WEBVIEW_GPU={other}: expected on, off or auto"
-        )),
+        Some(other) => Err(Error::Rendering(other.to_string())),
     }
 }
 
@@ -152,10 +162,10 @@ impl Desktop {
 
 /// How the engine starts: `SLUICE_DATA_DIR`, `SLUICE_LISTEN`,
 /// `SLUICE_UI_DIR`, else the built-in editor, else the checkout's build.
-pub fn host_options() -> Result<HostOptions, String> {
-    let dir = sluice_host::default_data_dir().map_err(|e| e.to_string())?;
+pub fn host_options() -> Result<HostOptions> {
+    let dir = sluice_host::default_data_dir()?;
     let mut options = HostOptions::new(dir);
-    if let Some(listen) = sluice_host::listen_from_env().map_err(|e| e.to_string())? {
+    if let Some(listen) = sluice_host::listen_from_env()? {
         options.listen = listen;
     }
     options.ui_embedded = embedded::UI_FILES;
@@ -456,7 +466,7 @@ fn import_with_dialog<R: Runtime>(app: &AppHandle<R>) {
             }
             Err(e) => {
                 app.dialog()
-                    .message(e)
+                    .message(e.to_string())
                     .kind(MessageDialogKind::Error)
                     .title("Import failed")
                     .blocking_show();
@@ -492,7 +502,7 @@ fn export_with_dialog<R: Runtime>(app: &AppHandle<R>) {
         let state = app.state::<Desktop>();
         if let Err(e) = tauri::async_runtime::block_on(commands::export_file(&state, &id, &path)) {
             app.dialog()
-                .message(e)
+                .message(e.to_string())
                 .kind(MessageDialogKind::Error)
                 .title("Export failed")
                 .blocking_show();

@@ -22,25 +22,41 @@ fn id(s: &str) -> Option<String> {
     .then(|| s.to_string())
 }
 
+/// What is wrong with a link (each names the link).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    #[error("`{0}` is not a sluice:// link")]
+    NotALink(String),
+    #[error("`{0}`: no valid workflow id")]
+    NoWorkflowId(String),
+    #[error("`{0}`: no valid run id")]
+    NoRunId(String),
+    #[error("`{url}`: unknown kind of link `{kind}` (workflow, run or open)")]
+    UnknownKind { url: String, kind: String },
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
 /// Parses a `sluice://` link; the error says what is wrong with it.
-pub fn parse(url: &str) -> Result<Link, String> {
+pub fn parse(url: &str) -> Result<Link> {
     let rest = url
         .strip_prefix("sluice://")
         .or_else(|| url.strip_prefix("sluice:"))
-        .ok_or_else(|| format!("`{url}` is not a sluice:// link"))?;
+        .ok_or_else(|| Error::NotALink(url.to_string()))?;
     let rest = rest.split(['?', '#']).next().unwrap_or_default();
     let (what, tail) = rest.split_once('/').unwrap_or((rest, ""));
     match what {
         "" | "open" => Ok(Link::Home),
         "workflow" | "w" => id(tail)
             .map(Link::Workflow)
-            .ok_or_else(|| format!("`{url}`: no valid workflow id")),
+            .ok_or_else(|| Error::NoWorkflowId(url.to_string())),
         "run" | "r" => id(tail)
             .map(Link::Run)
-            .ok_or_else(|| format!("`{url}`: no valid run id")),
-        other => Err(format!(
-            "`{url}`: unknown kind of link `{other}` (workflow, run or open)"
-        )),
+            .ok_or_else(|| Error::NoRunId(url.to_string())),
+        other => Err(Error::UnknownKind {
+            url: url.to_string(),
+            kind: other.to_string(),
+        }),
     }
 }
 
@@ -75,26 +91,23 @@ mod tests {
 
     #[test]
     fn bad_links_say_why() {
-        assert!(
-            parse("https://example.com")
-                .unwrap_err()
-                .contains("not a sluice:// link")
+        let error = |url: &str| parse(url).unwrap_err().to_string();
+        assert_eq!(
+            error("https://example.com"),
+            "`https://example.com` is not a sluice:// link"
         );
-        assert!(
-            parse("sluice://workflow/")
-                .unwrap_err()
-                .contains("workflow id")
+        assert_eq!(
+            error("sluice://workflow/"),
+            "`sluice://workflow/`: no valid workflow id"
         );
-        assert!(parse("sluice://run/../etc").unwrap_err().contains("run id"));
-        assert!(
-            parse("sluice://workflow/a%2Fb")
-                .unwrap_err()
-                .contains("workflow id")
+        assert_eq!(
+            error("sluice://run/../etc"),
+            "`sluice://run/../etc`: no valid run id"
         );
-        assert!(
-            parse("sluice://delete/x")
-                .unwrap_err()
-                .contains("unknown kind")
+        assert!(error("sluice://workflow/a%2Fb").contains("workflow id"));
+        assert_eq!(
+            error("sluice://delete/x"),
+            "`sluice://delete/x`: unknown kind of link `delete` (workflow, run or open)"
         );
     }
 

@@ -161,11 +161,15 @@ fn only_the_bundled_page_may_call_commands() {
 #[test]
 fn the_webview_draws_on_the_cpu_only_without_a_gpu_or_when_told() {
     use sluice_desktop::{Rendering, choose_rendering};
-    assert_eq!(choose_rendering(None, true), Ok(Rendering::Gpu));
-    assert_eq!(choose_rendering(None, false), Ok(Rendering::Cpu));
-    assert_eq!(choose_rendering(Some("auto"), false), Ok(Rendering::Cpu));
-    assert_eq!(choose_rendering(Some("on"), false), Ok(Rendering::Gpu));
-    assert_eq!(choose_rendering(Some(" off "), true), Ok(Rendering::Cpu));
+    let choose = |setting, gpu| choose_rendering(setting, gpu).unwrap();
+    assert_eq!(choose(None, true), Rendering::Gpu);
+    assert_eq!(choose(None, false), Rendering::Cpu);
+    assert_eq!(choose(Some("auto"), false), Rendering::Cpu);
+    assert_eq!(choose(Some("on"), false), Rendering::Gpu);
+    assert_eq!(choose(Some(" off "), true), Rendering::Cpu);
     let err = choose_rendering(Some("yes"), true).unwrap_err();
-    assert_eq!(err, "SLUICE_WEBVIEW_GPU=yes: expected on, off or auto");
+    assert_eq!(
+        err.to_string(),
+        "SLUICE_WEBVIEW_GPU=yes: expected on, off or auto"
+    );
 }

@@ -17,21 +17,94 @@ use sluice_runtime::{Engine, Options, Settings};
 use sluice_server::Codes;
 use tokio::task::JoinHandle;
 
+/// Why the engine cannot start (or stop cleanly). [`Error::is_usage`]
+/// tells what the user can fix from what went wrong inside.
 #[derive(Debug, thiserror::Error)]
-pub enum HostError {
-    /// Something the user can fix (a busy data dir or port, bad settings).
-    #[error("{0}")]
-    Usage(String),
-    #[error("{0}")]
-    Internal(String),
+pub enum Error {
+    #[error("no home directory: pass --data-dir or set SLUICE_DATA_DIR")]
+    NoHome,
+    #[error("SLUICE_LISTEN={value}: not an address like 127.0.0.1:4260 ({source})")]
+    Listen {
+        value: String,
+        source: std::net::AddrParseError,
+    },
+    #[error("cannot create {}: {source}", path.display())]
+    CreateDataDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot open {}: {source}", path.display())]
+    OpenLock {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "the data dir {} is in use by another Sluice (`sluice serve`, `sluice runs resume` or the app)",
+        dir.display()
+    )]
+    InUse { dir: PathBuf },
+    #[error("cannot lock {}: {source}", path.display())]
+    Lock {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// `config.toml` cannot be used (the message names file and line).
+    #[error(transparent)]
+    Settings(#[from] sluice_nodes::settings::Error),
+    /// What the settings describe cannot be built (a bad extra root).
+    #[error(transparent)]
+    CheckSettings(#[from] sluice_nodes::io::Error),
+    #[error("cannot open the data dir {}: {source}", dir.display())]
+    OpenEngine {
+        dir: PathBuf,
+        source: sluice_runtime::executor::Error,
+    },
+    #[error("cannot write {}: {source}", path.display())]
+    WriteToken {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    /// The bound socket's address cannot be read.
+    #[error(transparent)]
+    BoundAddr(std::io::Error),
+    /// The workflows folder cannot be created or read.
+    #[error(transparent)]
+    Workflows(#[from] sluice_triggers::mirror::Error),
+    /// The unfinished runs cannot be listed or resumed.
+    #[error(transparent)]
+    Resume(sluice_runtime::executor::Error),
+    /// The journal cannot be flushed at stop.
+    #[error(transparent)]
+    Flush(sluice_runtime::executor::Error),
+    #[error("the trigger port failed: {0}")]
+    Serve(#[source] std::io::Error),
+    /// The server's task panicked or was cancelled.
+    #[error("the trigger port failed: {0}")]
+    ServeTask(#[source] tokio::task::JoinError),
 }
 
-fn usage(e: impl std::fmt::Display) -> HostError {
-    HostError::Usage(e.to_string())
-}
+pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-fn internal(e: impl std::fmt::Display) -> HostError {
-    HostError::Internal(e.to_string())
+impl Error {
+    /// Whether the user can fix it (a busy data dir or port, bad settings
+    /// or environment), as opposed to a failure inside.
+    pub fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            Error::NoHome
+                | Error::Listen { .. }
+                | Error::InUse { .. }
+                | Error::Settings(_)
+                | Error::CheckSettings(_)
+                | Error::Bind { .. }
+                | Error::Workflows(_)
+        )
+    }
 }
 
 /// How to start.
@@ -63,53 +136,55 @@ impl HostOptions {
 
 /// The platform's data dir for Sluice (`~/.local/share/sluice` on Linux),
 /// unless `SLUICE_DATA_DIR` says otherwise.
-pub fn default_data_dir() -> Result<PathBuf, HostError> {
+pub fn default_data_dir() -> Result<PathBuf> {
     if let Some(d) = std::env::var_os("SLUICE_DATA_DIR").filter(|d| !d.is_empty()) {
         return Ok(PathBuf::from(d));
     }
     directories::ProjectDirs::from("dev", "sluice", "sluice")
         .map(|p| p.data_dir().to_path_buf())
-        .ok_or_else(|| usage("no home directory: pass --data-dir or set SLUICE_DATA_DIR"))
+        .ok_or(Error::NoHome)
 }
 
 /// `SLUICE_LISTEN`, parsed, when set.
-pub fn listen_from_env() -> Result<Option<SocketAddr>, HostError> {
+pub fn listen_from_env() -> Result<Option<SocketAddr>> {
     match std::env::var("SLUICE_LISTEN") {
-        Ok(v) if !v.trim().is_empty() => v.trim().parse().map(Some).map_err(|e| {
-            usage(format!(
-                "SLUICE_LISTEN={v}: not an address like 127.0.0.1:4260 ({e})"
-            ))
-        }),
+        Ok(v) if !v.trim().is_empty() => v
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|source| Error::Listen { value: v, source }),
         _ => Ok(None),
     }
 }
 
 /// Takes the data dir's lock: one engine process per data dir.
-pub fn lock_data_dir(dir: &Path) -> Result<std::fs::File, HostError> {
-    std::fs::create_dir_all(dir)
-        .map_err(|e| internal(format!("cannot create {}: {e}", dir.display())))?;
+pub fn lock_data_dir(dir: &Path) -> Result<std::fs::File> {
+    std::fs::create_dir_all(dir).map_err(|source| Error::CreateDataDir {
+        path: dir.to_path_buf(),
+        source,
+    })?;
     let path = dir.join("lock");
-    let file = std::fs::OpenOptions::new()
+    let file = match std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .open(&path)
-        .map_err(|e| internal(format!("cannot open {}: {e}", path.display())))?;
+    {
+        Ok(f) => f,
+        Err(source) => return Err(Error::OpenLock { path, source }),
+    };
     match file.try_lock() {
         Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => Err(usage(format!(
-            "the data dir {} is in use by another Sluice (`sluice serve`, `sluice runs resume` or the app)",
-            dir.display()
-        ))),
-        Err(std::fs::TryLockError::Error(e)) => {
-            Err(internal(format!("cannot lock {}: {e}", path.display())))
-        }
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::InUse {
+            dir: dir.to_path_buf(),
+        }),
+        Err(std::fs::TryLockError::Error(source)) => Err(Error::Lock { path, source }),
     }
 }
 
 /// Opens the engine on `dir` with its `settings.toml`.
-pub async fn open_engine(dir: &Path) -> Result<Engine, HostError> {
-    let settings = Settings::load(dir).map_err(usage)?;
+pub async fn open_engine(dir: &Path) -> Result<Engine> {
+    let settings = Settings::load(dir)?;
     let options = Options {
         max_active_runs: usize::try_from(settings.server.max_active_runs.get())
             .unwrap_or(usize::MAX),
@@ -118,7 +193,10 @@ pub async fn open_engine(dir: &Path) -> Result<Engine, HostError> {
     };
     Engine::open(dir, options)
         .await
-        .map_err(|e| internal(format!("cannot open the data dir {}: {e}", dir.display())))
+        .map_err(|source| Error::OpenEngine {
+            dir: dir.to_path_buf(),
+            source,
+        })
 }
 
 /// Binds the trigger port with a backlog of 1024 (tokio's bind asks for
@@ -162,20 +240,21 @@ pub struct Host {
 impl Host {
     /// Starts everything; see the module docs. Must run inside a tokio
     /// runtime.
-    pub async fn start(options: HostOptions) -> Result<Host, HostError> {
+    pub async fn start(options: HostOptions) -> Result<Host> {
         let dir = options.data_dir.clone();
         let lock = lock_data_dir(&dir)?;
         let engine = open_engine(&dir).await?;
-        engine.check_settings().map_err(usage)?;
-        let (token, token_is_new) = sluice_server::ensure_token_new(&dir).map_err(|e| {
-            internal(format!(
-                "cannot write {}: {e}",
-                dir.join("api-token").display()
-            ))
+        engine.check_settings()?;
+        let (token, token_is_new) =
+            sluice_server::ensure_token_new(&dir).map_err(|source| Error::WriteToken {
+                path: dir.join("api-token"),
+                source,
+            })?;
+        let listener = bind(options.listen).map_err(|source| Error::Bind {
+            addr: options.listen,
+            source,
         })?;
-        let listener = bind(options.listen)
-            .map_err(|e| usage(format!("cannot listen on {}: {e}", options.listen)))?;
-        let bound = listener.local_addr().map_err(internal)?;
+        let bound = listener.local_addr().map_err(Error::BoundAddr)?;
         // 0.0.0.0 / [::] accept every interface; the API answers loopback names.
         let addr = if bound.ip().is_unspecified() {
             SocketAddr::from(([127, 0, 0, 1], bound.port()))
@@ -204,8 +283,8 @@ impl Host {
         let codes = server_options.codes.clone();
         // The workflows folder: files in, files out.
         let folder = options.workflows.unwrap_or_else(|| dir.join("workflows"));
-        let mirror = sluice_triggers::Mirror::new(engine.clone(), &folder).map_err(usage)?;
-        let resumed = engine.resume_all().await.map_err(internal)?;
+        let mirror = sluice_triggers::Mirror::new(engine.clone(), &folder)?;
+        let resumed = engine.resume_all().await.map_err(Error::Resume)?;
         let resumed_count = resumed.len();
         let mut tasks = Vec::new();
         for h in resumed {
@@ -289,7 +368,7 @@ impl Host {
 
     /// Stops: no new requests, the steps in flight finish or are journaled,
     /// the journal is flushed. Unfinished runs resume at the next start.
-    pub async fn stop(mut self) -> Result<(), HostError> {
+    pub async fn stop(mut self) -> Result<()> {
         if let Some(stop) = self.stop.take() {
             stop.send(()).ok();
         }
@@ -302,11 +381,11 @@ impl Host {
             .journal()
             .flush()
             .await
-            .map_err(internal)?;
+            .map_err(|e| Error::Flush(e.into()))?;
         match served {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(internal(format!("the trigger port failed: {e}"))),
-            Err(e) => Err(internal(format!("the trigger port failed: {e}"))),
+            Ok(Err(e)) => Err(Error::Serve(e)),
+            Err(e) => Err(Error::ServeTask(e)),
         }
     }
 

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use serde_json::json;
-use sluice_host::{Host, HostError, HostOptions};
+use sluice_host::{Error, Host, HostOptions};
 
 fn options(dir: &std::path::Path) -> HostOptions {
     let mut o = HostOptions::new(dir.to_path_buf());
@@ -83,7 +83,7 @@ async fn starts_serves_refuses_a_second_engine_stops_and_starts_again() {
     // One engine per data dir.
     let err = Host::start(options(dir.path())).await.err().unwrap();
     assert!(
-        matches!(&err, HostError::Usage(m) if m.contains("in use")),
+        matches!(&err, Error::InUse { .. }) && err.is_usage() && err.to_string().contains("in use"),
         "{err}"
     );
 
@@ -110,7 +110,9 @@ async fn a_busy_port_is_a_clear_error() {
     o.listen = taken.local_addr().unwrap();
     let err = Host::start(o).await.err().unwrap();
     assert!(
-        matches!(&err, HostError::Usage(m) if m.starts_with("cannot listen on 127.0.0.1:")),
+        matches!(&err, Error::Bind { .. })
+            && err.is_usage()
+            && err.to_string().starts_with("cannot listen on 127.0.0.1:"),
         "{err}"
     );
     // The lock was released with the failed start.
@@ -177,7 +179,7 @@ async fn a_zero_limit_in_config_toml_is_refused_naming_the_line() {
     let err = Host::start(options(dir.path())).await.err().unwrap();
     let text = err.to_string();
     assert!(
-        matches!(&err, HostError::Usage(_)) && text.contains("config.toml:2:"),
+        matches!(&err, Error::Settings(_)) && err.is_usage() && text.contains("config.toml:2:"),
         "{text}"
     );
 }

@@ -125,7 +125,8 @@ fn output(outcome: std::result::Result<Outcome, SandboxError>) -> Result<Outputs
     let outcome = outcome.map_err(|e| Error::terminal(e.to_string()))?;
     match outcome.result {
         Ok(text) => {
-            let value = sluice_sandbox::parse_output(&text).map_err(Error::terminal)?;
+            let value =
+                sluice_sandbox::parse_output(&text).map_err(|e| Error::terminal(e.to_string()))?;
             out(Arc::new(value))
         }
         Err(message) => Err(Error::terminal(message)),

@@ -6,6 +6,7 @@
 //! and text are parsed into the message, binary bodies above
 //! `inline_bytes` stream into the blob store and never sit in memory whole.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,14 +33,43 @@ pub fn install_crypto_provider() {
         .ok();
 }
 
+/// Why the shared client cannot be built: a `tls.extra_roots` file (named)
+/// that is not usable, or the TLS or client setup.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("tls.extra_roots: {}: {source}", path.display())]
+    ReadRoots {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("tls.extra_roots: {}: {source}", path.display())]
+    ParseRoot {
+        path: PathBuf,
+        source: rustls::pki_types::pem::Error,
+    },
+    #[error("tls.extra_roots: {}: {source}", path.display())]
+    AddRoot {
+        path: PathBuf,
+        source: rustls::Error,
+    },
+    #[error("tls.extra_roots: {}: no PEM certificate in the file", path.display())]
+    NoCertificate { path: PathBuf },
+    #[error("TLS setup: {0}")]
+    Tls(#[source] rustls::Error),
+    #[error("HTTP client setup: {0}")]
+    Client(#[source] reqwest::Error),
+}
+
 /// Builds the shared client: rustls on ring, the system's roots plus
 /// `tls.extra_roots`, no automatic redirects.
-pub(crate) fn build_client(settings: &Settings) -> std::result::Result<reqwest::Client, String> {
+pub(crate) fn build_client(
+    settings: &Settings,
+) -> std::result::Result<reqwest::Client, ClientError> {
     let roots = root_store(settings)?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let tls = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS setup: {e}"))?
+        .map_err(ClientError::Tls)?
         .with_root_certificates(roots)
         .with_no_client_auth();
     reqwest::Client::builder()
@@ -49,11 +79,11 @@ pub(crate) fn build_client(settings: &Settings) -> std::result::Result<reqwest::
         .tcp_nodelay(true)
         .pool_max_idle_per_host(64)
         .build()
-        .map_err(|e| format!("HTTP client setup: {e}"))
+        .map_err(ClientError::Client)
 }
 
 /// The system's root certificates plus the configured extra ones.
-pub fn root_store(settings: &Settings) -> std::result::Result<rustls::RootCertStore, String> {
+pub fn root_store(settings: &Settings) -> std::result::Result<rustls::RootCertStore, ClientError> {
     use rustls::pki_types::CertificateDer;
     use rustls::pki_types::pem::PemObject;
     let mut roots = rustls::RootCertStore::empty();
@@ -61,21 +91,24 @@ pub fn root_store(settings: &Settings) -> std::result::Result<rustls::RootCertSt
     // take HTTPS down.
     roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
     for path in &settings.tls.extra_roots {
-        let pem =
-            std::fs::read(path).map_err(|e| format!("tls.extra_roots: {}: {e}", path.display()))?;
+        let pem = std::fs::read(path).map_err(|source| ClientError::ReadRoots {
+            path: path.clone(),
+            source,
+        })?;
         let mut added = 0;
         for cert in CertificateDer::pem_slice_iter(&pem) {
-            let cert = cert.map_err(|e| format!("tls.extra_roots: {}: {e}", path.display()))?;
-            roots
-                .add(cert)
-                .map_err(|e| format!("tls.extra_roots: {}: {e}", path.display()))?;
+            let cert = cert.map_err(|source| ClientError::ParseRoot {
+                path: path.clone(),
+                source,
+            })?;
+            roots.add(cert).map_err(|source| ClientError::AddRoot {
+                path: path.clone(),
+                source,
+            })?;
             added += 1;
         }
         if added == 0 {
-            return Err(format!(
-                "tls.extra_roots: {}: no PEM certificate in the file",
-                path.display()
-            ));
+            return Err(ClientError::NoCertificate { path: path.clone() });
         }
     }
     Ok(roots)

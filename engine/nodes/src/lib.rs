@@ -8,15 +8,17 @@ mod code;
 pub mod email;
 pub mod files;
 pub mod http;
+pub mod io;
 pub mod redact;
 pub mod settings;
 
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
+pub use io::Io;
 pub use settings::Settings;
 
 use serde_json::{Map, Value, json};
@@ -128,72 +130,6 @@ pub(crate) fn is_tls_failure(e: &(dyn std::error::Error + 'static)) -> bool {
         cur = err.source();
     }
     false
-}
-
-/// Engine-wide resources for the I/O kinds: the settings and a shared HTTP
-/// client (one connection pool for every request), built on first use.
-pub struct Io {
-    pub settings: Arc<Settings>,
-    http: OnceLock<std::result::Result<reqwest::Client, String>>,
-    /// The wasmtime sandbox for `code.js` and `code.wasm`, started on first use.
-    sandbox: OnceLock<std::result::Result<sluice_sandbox::Sandbox, String>>,
-    /// Where compiled components are cached (None: not cached on disk).
-    wasm_cache: Option<PathBuf>,
-}
-
-impl std::fmt::Debug for Io {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Io")
-            .field("settings", &self.settings)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Default for Io {
-    fn default() -> Self {
-        Io::new(Settings::default())
-    }
-}
-
-impl Io {
-    pub fn new(settings: Settings) -> Io {
-        http::install_crypto_provider();
-        Io {
-            settings: Arc::new(settings),
-            http: OnceLock::new(),
-            sandbox: OnceLock::new(),
-            wasm_cache: None,
-        }
-    }
-
-    /// Caches compiled components in `dir`.
-    pub fn with_wasm_cache(mut self, dir: PathBuf) -> Io {
-        self.wasm_cache = Some(dir);
-        self
-    }
-
-    /// The shared sandbox (one wasmtime engine for every code step).
-    pub fn sandbox(&self) -> Result<&sluice_sandbox::Sandbox> {
-        self.sandbox
-            .get_or_init(|| {
-                sluice_sandbox::Sandbox::new(self.wasm_cache.as_deref()).map_err(|e| e.to_string())
-            })
-            .as_ref()
-            .map_err(|e| Error::terminal(e.clone()))
-    }
-
-    /// The shared HTTP client; an error names a bad `tls.extra_roots` file.
-    pub fn http_client(&self) -> Result<&reqwest::Client> {
-        self.http
-            .get_or_init(|| http::build_client(&self.settings))
-            .as_ref()
-            .map_err(|e| Error::terminal(e.clone()))
-    }
-
-    /// Builds the client now, so a bad setting is reported at start.
-    pub fn check(&self) -> std::result::Result<(), String> {
-        self.http_client().map(|_| ()).map_err(|e| e.message)
-    }
 }
 
 /// One invocation of a node.

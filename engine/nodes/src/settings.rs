@@ -161,39 +161,67 @@ const fn nonzero(n: u64) -> NonZeroU64 {
 
 /// A settings file that cannot be used; the message names file and line.
 #[derive(Debug, thiserror::Error)]
-pub enum SettingsError {
+pub enum Error {
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("{path}:{line}:{column}: {message}")]
-    Invalid {
+    /// Not TOML, or not the settings (an unknown key, a wrong type).
+    #[error("{path}:{source}")]
+    Parse { path: PathBuf, source: ParseError },
+    /// A `[files] allow` entry contains the data dir, which holds the API
+    /// token, the vault key and compiled code.
+    #[error(
+        "{path}:{line}:{column}: `[files] allow` entry {} contains the data dir {}: workflows \
+         could read its API token and keys; allow a folder beside it or inside it",
+        allowed.display(),
+        data.display()
+    )]
+    AllowsDataDir {
         path: PathBuf,
         line: usize,
         column: usize,
-        message: String,
+        allowed: PathBuf,
+        data: PathBuf,
     },
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Settings text that does not parse, at a 1-based line and column.
+#[derive(Debug, thiserror::Error)]
+#[error("{line}:{column}: {}", self.message())]
+pub struct ParseError {
+    pub line: usize,
+    pub column: usize,
+    /// Boxed: toml's error is large, and a `Result` carries it.
+    #[source]
+    source: Box<toml::de::Error>,
+}
+
+impl ParseError {
+    /// What is wrong, without the position.
+    pub fn message(&self) -> &str {
+        self.source.message().trim()
+    }
 }
 
 impl Settings {
     /// Reads `<data_dir>/config.toml`; defaults when it does not exist.
     /// Relative `files.allow` and `tls.extra_roots` entries are made absolute
     /// against the data dir.
-    pub fn load(data_dir: &Path) -> Result<Settings, SettingsError> {
+    pub fn load(data_dir: &Path) -> Result<Settings> {
         let path = data_dir.join(FILE_NAME);
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Settings::default()),
-            Err(source) => return Err(SettingsError::Io { path, source }),
+            Err(source) => return Err(Error::Io { path, source }),
         };
-        let mut settings =
-            Settings::parse(&text).map_err(|(line, column, message)| SettingsError::Invalid {
-                path: path.clone(),
-                line,
-                column,
-                message,
-            })?;
+        let mut settings = Settings::parse(&text).map_err(|source| Error::Parse {
+            path: path.clone(),
+            source,
+        })?;
         for p in settings
             .files
             .allow
@@ -213,16 +241,12 @@ impl Settings {
                 {
                     let (line, column) =
                         text.find("allow").map_or((1, 1), |at| line_col(&text, at));
-                    return Err(SettingsError::Invalid {
+                    return Err(Error::AllowsDataDir {
                         path: path.clone(),
                         line,
                         column,
-                        message: format!(
-                            "`[files] allow` entry {} contains the data dir {}: workflows could \
-                             read its API token and keys; allow a folder beside it or inside it",
-                            allowed.display(),
-                            data.display()
-                        ),
+                        allowed: allowed.clone(),
+                        data,
                     });
                 }
             }
@@ -231,13 +255,17 @@ impl Settings {
     }
 
     /// Parses settings text; errors carry 1-based line and column.
-    pub fn parse(text: &str) -> Result<Settings, (usize, usize, String)> {
-        toml::from_str::<Settings>(text).map_err(|e| {
-            let (line, column) = match e.span() {
+    pub fn parse(text: &str) -> Result<Settings, ParseError> {
+        toml::from_str::<Settings>(text).map_err(|source| {
+            let (line, column) = match source.span() {
                 Some(span) => line_col(text, span.start),
                 None => (1, 1),
             };
-            (line, column, e.message().trim().to_string())
+            ParseError {
+                line,
+                column,
+                source: Box::new(source),
+            }
         })
     }
 }
@@ -315,16 +343,15 @@ mod tests {
         assert_eq!(s.server.body_limit_bytes.get(), 1024);
         assert_eq!(s.server.wait_ms.get(), 250);
         assert_eq!(s.server.max_active_runs.get(), 10_000);
-        let (line, _, message) = Settings::parse("[server]\n\nmax_active_runs = 0\n").unwrap_err();
-        assert_eq!(line, 3);
-        assert!(message.contains("nonzero"), "{message}");
+        let e = Settings::parse("[server]\n\nmax_active_runs = 0\n").unwrap_err();
+        assert_eq!(e.line, 3);
+        assert!(e.message().contains("nonzero"), "{e}");
     }
 
     #[test]
     fn a_wrong_type_names_the_line() {
-        let (line, _, message) =
-            Settings::parse("[http]\n\nmax_redirects = \"ten\"\n").unwrap_err();
-        assert_eq!(line, 3);
-        assert!(message.contains("invalid type"), "{message}");
+        let e = Settings::parse("[http]\n\nmax_redirects = \"ten\"\n").unwrap_err();
+        assert_eq!(e.line, 3);
+        assert!(e.message().contains("invalid type"), "{e}");
     }
 }

@@ -42,9 +42,9 @@ pub(crate) const GRANTED: &[&str] = &[
 ];
 
 /// A call to something a code node is not granted.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[error("{call} is not available to code.wasm: {why}")]
-pub(crate) struct NotGranted {
+pub struct NotGranted {
     call: String,
     why: &'static str,
 }

@@ -20,8 +20,8 @@ use wasmtime::{Caller, Extern, InstancePre, Linker, Module, Store, UpdateDeadlin
 use wasmtime_wizer::{InstanceState, SnapshotVal, ValType, Wizer};
 
 use crate::{
-    Capabilities, Captured, Error, Limiter, Limits, MAX_MEMORY, Outcome, Sandbox, TimeLimitHit,
-    cache_compiled, cache_file, classify, lock, set_fuel,
+    Capabilities, Captured, Crash, Error, HostError, Limiter, Limits, MAX_MEMORY, Outcome, Sandbox,
+    TimeLimitHit, cache_compiled, cache_file, classify, lock, set_fuel,
 };
 
 /// The runtime as built (before Wizer).
@@ -48,20 +48,39 @@ impl std::fmt::Display for JsError {
     }
 }
 
+/// What is wrong with the bytes the JavaScript runtime answered with.
+#[derive(Debug, thiserror::Error)]
+pub enum AnswerError {
+    #[error("the JavaScript runtime returned nothing")]
+    Empty,
+    #[error("the JavaScript runtime returned invalid UTF-8: {0}")]
+    Utf8(#[source] std::str::Utf8Error),
+    #[error("the JavaScript runtime returned a broken error: {0}")]
+    BrokenError(#[source] serde_json::Error),
+    #[error("the JavaScript runtime returned an unknown answer (tag byte {0:#04x})")]
+    UnknownTag(u8),
+}
+
+/// What is wrong with a guest's output.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    #[error("the output is nested more than 128 levels deep")]
+    TooDeep(#[source] serde_json::Error),
+    #[error("the output is not JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+}
+
 /// Turns the bytes the JS runtime answered with into the output JSON text
 /// or the code's error. Anything malformed is an error naming the problem,
 /// never a panic: this is the host side of guest I/O (see `fuzz/`).
-pub fn decode_js_answer(bytes: &[u8]) -> Result<Result<String, JsError>, String> {
-    let (tag, rest) = bytes
-        .split_first()
-        .ok_or_else(|| "the JavaScript runtime returned nothing".to_string())?;
-    let text = std::str::from_utf8(rest)
-        .map_err(|e| format!("the JavaScript runtime returned invalid UTF-8: {e}"))?;
+pub fn decode_js_answer(bytes: &[u8]) -> Result<Result<String, JsError>, AnswerError> {
+    let (tag, rest) = bytes.split_first().ok_or(AnswerError::Empty)?;
+    let text = std::str::from_utf8(rest).map_err(AnswerError::Utf8)?;
     match tag {
         b'o' => Ok(Ok(text.to_string())),
         b'e' => {
-            let v: serde_json::Value = serde_json::from_str(text)
-                .map_err(|e| format!("the JavaScript runtime returned a broken error: {e}"))?;
+            let v: serde_json::Value =
+                serde_json::from_str(text).map_err(AnswerError::BrokenError)?;
             let field = |k: &str| v.get(k).and_then(serde_json::Value::as_str);
             let number = |k: &str| {
                 v.get(k)
@@ -75,20 +94,18 @@ pub fn decode_js_answer(bytes: &[u8]) -> Result<Result<String, JsError>, String>
                 column: number("column"),
             }))
         }
-        other => Err(format!(
-            "the JavaScript runtime returned an unknown answer (tag byte {other:#04x})"
-        )),
+        &other => Err(AnswerError::UnknownTag(other)),
     }
 }
 
 /// A guest's output (JSON text) as a value; the error says what is wrong
 /// with it. Shared by `code.js` and `code.wasm`, and fuzzed (see `fuzz/`).
-pub fn parse_output(text: &str) -> Result<serde_json::Value, String> {
+pub fn parse_output(text: &str) -> Result<serde_json::Value, OutputError> {
     serde_json::from_str(text).map_err(|e| {
         if e.to_string().starts_with("recursion limit exceeded") {
-            "the output is nested more than 128 levels deep".to_string()
+            OutputError::TooDeep(e)
         } else {
-            format!("the output is not JSON: {e}")
+            OutputError::NotJson(e)
         }
     })
 }
@@ -110,7 +127,7 @@ pub fn fuzz_guest_output(data: &[u8]) {
             let shown = e.to_string();
             assert!(shown.starts_with(&e.name));
         }
-        Err(message) => assert!(!message.is_empty()),
+        Err(e) => assert!(!e.to_string().is_empty()),
     }
     if let Ok(text) = std::str::from_utf8(data) {
         let _ = parse_output(text);
@@ -313,8 +330,8 @@ impl Sandbox {
         snapshot: bool,
     ) -> Result<Sandbox, Error> {
         let sandbox = Sandbox::new(cache_dir)?;
-        let mut inner = Arc::try_unwrap(sandbox.inner)
-            .map_err(|_| Error::Host("the sandbox is shared".into()))?;
+        let mut inner =
+            Arc::try_unwrap(sandbox.inner).map_err(|_| Error::Host(HostError::Shared))?;
         let foreign = wasm.as_slice() != RUNTIME_WASM;
         inner.js_source = JsSource {
             wasm: std::borrow::Cow::Owned(wasm),
@@ -340,7 +357,7 @@ impl Sandbox {
                 let handle = tokio::runtime::Handle::current();
                 tokio::task::spawn_blocking(move || this.build_js(&handle))
                     .await
-                    .map_err(|e| Error::Host(format!("preparing the JavaScript runtime: {e}")))?
+                    .map_err(|e| Error::Host(HostError::JsTask(e)))?
             })
             .await
     }
@@ -349,8 +366,8 @@ impl Sandbox {
     #[allow(unsafe_code)]
     fn build_js(&self, rt: &tokio::runtime::Handle) -> Result<JsRuntime, Error> {
         let engine = &self.inner.engine;
-        let fail = |what: &str, e: wasmtime::Error| {
-            Error::Host(format!("the JavaScript runtime: {what}: {e:#}"))
+        let fail = |step: &'static str, source: wasmtime::Error| {
+            Error::Host(HostError::JsRuntime { step, source })
         };
         let source = &self.inner.js_source;
         let mut linker = linker(engine).map_err(|e| fail("linking", e))?;
@@ -397,8 +414,8 @@ impl Sandbox {
 
     /// Runs the runtime's initializer once and snapshots the result.
     async fn wizen(&self, linker: &Linker<JsState>) -> Result<Vec<u8>, Error> {
-        let fail = |what: &str, e: wasmtime::Error| {
-            Error::Host(format!("the JavaScript runtime: {what}: {e:#}"))
+        let fail = |step: &'static str, source: wasmtime::Error| {
+            Error::Host(HostError::JsRuntime { step, source })
         };
         let wizer = Wizer::new();
         let (cx, instrumented) = wizer
@@ -447,7 +464,7 @@ impl Sandbox {
         caps: Capabilities,
     ) -> Result<Outcome, Error> {
         let Some(rt) = &self.inner.runtime else {
-            return Err(Error::Host("the sandbox is shut down".into()));
+            return Err(Error::Host(HostError::ShutDown));
         };
         let this = self.clone();
         let (source, input) = (source.to_string(), input.to_string());
@@ -455,7 +472,7 @@ impl Sandbox {
         let _abort = crate::AbortOnDrop(handle.abort_handle());
         handle
             .await
-            .map_err(|e| Error::Host(format!("the guest's task ended: {e}")))?
+            .map_err(|e| Error::Host(HostError::TaskEnded(e)))?
     }
 
     async fn run_js_here(
@@ -483,7 +500,7 @@ impl Sandbox {
         };
         match result {
             Ok(bytes) => {
-                let answer = decode_js_answer(&bytes).map_err(Error::Trap)?;
+                let answer = decode_js_answer(&bytes).map_err(Crash::Answer)?;
                 Ok(Outcome {
                     result: answer.map_err(|e| e.to_string()),
                     logs,
@@ -510,7 +527,8 @@ impl Sandbox {
     /// without end exhausts the guest's stack, one that loops stops at the
     /// time limit, and neither touches the engine's own threads. The inner
     /// result is the JSON array of the outputs (at most `max_outputs`), or
-    /// the program's error.
+    /// the program's own error message (data it produced, like
+    /// [`Outcome::result`]'s, not a failure of the sandbox).
     pub async fn run_jq(
         &self,
         program: &str,
@@ -519,7 +537,7 @@ impl Sandbox {
         limits: Limits,
     ) -> Result<Result<String, String>, Error> {
         let Some(rt) = &self.inner.runtime else {
-            return Err(Error::Host("the sandbox is shut down".into()));
+            return Err(Error::Host(HostError::ShutDown));
         };
         let this = self.clone();
         let (program, input) = (program.to_string(), input.to_string());
@@ -532,7 +550,7 @@ impl Sandbox {
             let hit_memory = store.data().limiter.hit;
             drop(store);
             match result {
-                Ok(bytes) => match decode_js_answer(&bytes).map_err(Error::Trap)? {
+                Ok(bytes) => match decode_js_answer(&bytes).map_err(Crash::Answer)? {
                     Ok(json) => Ok(Ok(json)),
                     Err(e) => Ok(Err(e.message)),
                 },
@@ -544,9 +562,7 @@ impl Sandbox {
                     if e.downcast_ref::<wasmtime::Trap>()
                         == Some(&wasmtime::Trap::MemoryOutOfBounds) =>
                 {
-                    Err(Error::Trap(
-                        "call stack exhausted: the program recursed too deeply".into(),
-                    ))
+                    Err(Error::Trap(Crash::ProgramTooDeep(e)))
                 }
                 Err(e) => Err(classify(e, hit_memory, limits)),
             }
@@ -554,7 +570,7 @@ impl Sandbox {
         let _abort = crate::AbortOnDrop(handle.abort_handle());
         handle
             .await
-            .map_err(|e| Error::Host(format!("the guest's task ended: {e}")))?
+            .map_err(|e| Error::Host(HostError::TaskEnded(e)))?
     }
 }
 
@@ -631,7 +647,10 @@ mod tests {
 
     #[test]
     fn answers_decode() {
-        assert_eq!(decode_js_answer(b"o{\"a\":1}"), Ok(Ok("{\"a\":1}".into())));
+        assert_eq!(
+            decode_js_answer(b"o{\"a\":1}").unwrap(),
+            Ok("{\"a\":1}".into())
+        );
         let e =
             decode_js_answer(br#"e{"name":"TypeError","message":"x is null","line":3,"column":7}"#)
                 .unwrap()
@@ -641,25 +660,28 @@ mod tests {
             .unwrap()
             .unwrap_err();
         assert_eq!(e.to_string(), "Error: m");
-        assert!(decode_js_answer(b"").unwrap_err().contains("nothing"));
-        assert!(
-            decode_js_answer(b"x1")
-                .unwrap_err()
-                .contains("tag byte 0x78")
-        );
-        assert!(
-            decode_js_answer(b"e{")
-                .unwrap_err()
-                .contains("broken error")
-        );
-        assert!(decode_js_answer(b"o\xff").unwrap_err().contains("UTF-8"));
+        let answer_error = |bytes: &[u8]| decode_js_answer(bytes).unwrap_err().to_string();
+        assert_eq!(answer_error(b""), "the JavaScript runtime returned nothing");
         assert_eq!(
-            parse_output(&format!("{}{}", "[".repeat(200), "]".repeat(200))).unwrap_err(),
+            answer_error(b"x1"),
+            "the JavaScript runtime returned an unknown answer (tag byte 0x78)"
+        );
+        assert!(
+            answer_error(b"e{").starts_with("the JavaScript runtime returned a broken error: ")
+        );
+        assert!(
+            answer_error(b"o\xff").starts_with("the JavaScript runtime returned invalid UTF-8: ")
+        );
+        assert_eq!(
+            parse_output(&format!("{}{}", "[".repeat(200), "]".repeat(200)))
+                .unwrap_err()
+                .to_string(),
             "the output is nested more than 128 levels deep"
         );
         assert!(
             parse_output("{\"a\":")
                 .unwrap_err()
+                .to_string()
                 .starts_with("the output is not JSON: ")
         );
     }

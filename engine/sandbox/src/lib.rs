@@ -33,7 +33,10 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 mod grant;
 mod js;
-pub use js::{JsError, decode_js_answer, fuzz_guest_output, parse_output};
+pub use grant::NotGranted;
+pub use js::{
+    AnswerError, JsError, OutputError, decode_js_answer, fuzz_guest_output, parse_output,
+};
 
 wasmtime::component::bindgen!({
     path: "wit",
@@ -110,7 +113,9 @@ pub struct LogLine {
 /// What an invocation produced.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {
-    /// The guest's answer: its output JSON text, or its error message.
+    /// The guest's answer: its output JSON text, or its error message. The
+    /// message is the guest's own (data it returned, shown to the user as
+    /// it is), not a failure of the sandbox: those are [`Error`].
     pub result: Result<String, String>,
     /// Without a [`Capabilities::sink`]: `log` calls, stdout lines (`info`)
     /// and stderr lines (`warn`), in the order written.
@@ -119,10 +124,15 @@ pub struct Outcome {
     pub dropped_output: usize,
 }
 
+/// Why an invocation (or loading a component, or starting the sandbox)
+/// failed. The limits and [`Error::Trap`] are the guest's doing;
+/// [`Error::Host`] is the sandbox's own.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("not a valid WebAssembly component for the sluice:node world: {0}")]
-    Invalid(String),
+    /// wasmtime refused the bytes (its error says why).
+    #[error("not a valid WebAssembly component for the sluice:node world: {0:#}")]
+    Invalid(#[source] wasmtime::Error),
+    /// No component with this id was loaded.
     #[error("no component {0} was loaded")]
     Unknown(String),
     #[error("stopped at the time limit of {} ms", .0.as_millis())]
@@ -132,13 +142,92 @@ pub enum Error {
     #[error("stopped at the fuel limit of {0} units")]
     FuelLimit(u64),
     #[error("the guest crashed: {0}")]
-    Trap(String),
+    Trap(#[from] Crash),
     /// The guest called something it is not granted (a file, a socket, a
     /// timer): the message names the call.
-    #[error("{0}")]
-    NotGranted(String),
+    #[error(transparent)]
+    NotGranted(NotGranted),
     #[error("sandbox: {0}")]
-    Host(String),
+    Host(#[from] HostError),
+}
+
+/// How a guest crashed.
+#[derive(Debug, thiserror::Error)]
+pub enum Crash {
+    /// The guest's call stack ran out.
+    #[error("call stack exhausted: recursion or data nested too deeply")]
+    StackExhausted(#[source] wasmtime::Error),
+    /// A jq program recursed past the runtime's stack (see
+    /// [`Sandbox::run_jq`]).
+    #[error("call stack exhausted: the program recursed too deeply")]
+    ProgramTooDeep(#[source] wasmtime::Error),
+    /// A WebAssembly trap: its kind and the first line of wasmtime's
+    /// message (wasm backtraces follow on later lines).
+    #[error("{trap}: {}", first_line(source))]
+    Trap {
+        trap: wasmtime::Trap,
+        #[source]
+        source: wasmtime::Error,
+    },
+    /// Any other failure of the call.
+    #[error("{0:#}")]
+    Other(#[source] wasmtime::Error),
+    /// The JavaScript runtime answered with something malformed.
+    #[error(transparent)]
+    Answer(#[from] AnswerError),
+}
+
+/// A failure of the sandbox itself (not of the guest): starting the
+/// engine or its threads, the compile cache, the JavaScript runtime.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// wasmtime's engine or linker could not be set up.
+    #[error("{0:#}")]
+    Engine(#[source] wasmtime::Error),
+    #[error("cannot start the epoch thread: {0}")]
+    EpochThread(#[source] std::io::Error),
+    #[error("cannot start the sandbox threads: {0}")]
+    Threads(#[source] std::io::Error),
+    #[error("cannot create {}: {source}", path.display())]
+    CacheDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the sandbox is shut down")]
+    ShutDown,
+    /// The task running the guest panicked or was cancelled.
+    #[error("the guest's task ended: {0}")]
+    TaskEnded(#[source] tokio::task::JoinError),
+    /// [`Sandbox::with_js_runtime`] needs the only handle to a new sandbox.
+    #[error("the sandbox is shared")]
+    Shared,
+    /// The task preparing the JavaScript runtime panicked.
+    #[error("preparing the JavaScript runtime: {0}")]
+    JsTask(#[source] tokio::task::JoinError),
+    /// Preparing the JavaScript runtime failed at `step` (compiling,
+    /// linking, snapshotting…).
+    #[error("the JavaScript runtime: {step}: {source:#}")]
+    JsRuntime {
+        step: &'static str,
+        #[source]
+        source: wasmtime::Error,
+    },
+}
+
+/// Building a guest crate failed ([`build_component`]).
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("cannot run cargo: {0}")]
+    Cargo(#[source] std::io::Error),
+    #[error("building {} failed (is the wasm32-wasip2 target installed?)", .0.display())]
+    Failed(PathBuf),
+    #[error("{}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// The time limit was hit (carried through wasmtime's error).
@@ -455,7 +544,7 @@ impl Sandbox {
     /// A sandbox caching compiled components in `cache_dir` (none: compile
     /// on every start of the process).
     pub fn new(cache_dir: Option<&Path>) -> Result<Sandbox, Error> {
-        let host = |e: wasmtime::Error| Error::Host(format!("{e:#}"));
+        let host = |e: wasmtime::Error| Error::Host(HostError::Engine(e));
         let mut pool = PoolingAllocationConfig::default();
         pool.total_component_instances(SLOTS)
             .total_core_instances(SLOTS * 8)
@@ -503,7 +592,7 @@ impl Sandbox {
                         engine.increment_epoch();
                     }
                 })
-                .map_err(|e| Error::Host(format!("cannot start the epoch thread: {e}")))?;
+                .map_err(|e| Error::Host(HostError::EpochThread(e)))?;
         }
         let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -511,10 +600,14 @@ impl Sandbox {
             .thread_name("sluice-sandbox")
             .enable_all()
             .build()
-            .map_err(|e| Error::Host(format!("cannot start the sandbox threads: {e}")))?;
+            .map_err(|e| Error::Host(HostError::Threads(e)))?;
         if let Some(dir) = cache_dir {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| Error::Host(format!("cannot create {}: {e}", dir.display())))?;
+            std::fs::create_dir_all(dir).map_err(|source| {
+                Error::Host(HostError::CacheDir {
+                    path: dir.to_path_buf(),
+                    source,
+                })
+            })?;
         }
         Ok(Sandbox {
             inner: Arc::new(Inner {
@@ -546,12 +639,9 @@ impl Sandbox {
         let component = self.compile_cached(&id, bytes)?;
         // The granted interfaces, and a stop for each `wasi:*` function it
         // imports beyond them (see grant.rs).
-        let linker = grant::linker_for(&self.inner.linker, &component)
-            .map_err(|e| Error::Invalid(format!("{e:#}")))?;
-        let pre = linker
-            .instantiate_pre(&component)
-            .map_err(|e| Error::Invalid(format!("{e:#}")))?;
-        let pre = NodePre::new(pre).map_err(|e| Error::Invalid(format!("{e:#}")))?;
+        let linker = grant::linker_for(&self.inner.linker, &component).map_err(Error::Invalid)?;
+        let pre = linker.instantiate_pre(&component).map_err(Error::Invalid)?;
+        let pre = NodePre::new(pre).map_err(Error::Invalid)?;
         self.loaded().insert(id.clone(), pre);
         Ok(id)
     }
@@ -586,8 +676,7 @@ impl Sandbox {
                 return Ok(c);
             }
         }
-        let component =
-            Component::new(engine, bytes).map_err(|e| Error::Invalid(format!("{e:#}")))?;
+        let component = Component::new(engine, bytes).map_err(Error::Invalid)?;
         // SAFETY (deserialize_file): as above; this process has just
         // written the file.
         Ok(cache_compiled(
@@ -608,7 +697,7 @@ impl Sandbox {
         caps: Capabilities,
     ) -> Result<Outcome, Error> {
         let Some(rt) = &self.inner.runtime else {
-            return Err(Error::Host("the sandbox is shut down".into()));
+            return Err(Error::Host(HostError::ShutDown));
         };
         let this = self.clone();
         let (id, input) = (id.to_string(), input.to_string());
@@ -616,7 +705,7 @@ impl Sandbox {
         let _abort = AbortOnDrop(handle.abort_handle());
         handle
             .await
-            .map_err(|e| Error::Host(format!("the guest's task ended: {e}")))?
+            .map_err(|e| Error::Host(HostError::TaskEnded(e)))?
     }
 
     /// Waits for a free instance slot.
@@ -769,26 +858,27 @@ fn classify(e: wasmtime::Error, hit_memory: bool, limits: Limits) -> Error {
     if e.downcast_ref::<TimeLimitHit>().is_some() {
         return Error::TimeLimit(limits.timeout);
     }
-    if let Some(n) = e.downcast_ref::<grant::NotGranted>() {
-        return Error::NotGranted(n.to_string());
+    if let Some(n) = e.downcast_ref::<NotGranted>() {
+        return Error::NotGranted(n.clone());
     }
     if hit_memory || e.downcast_ref::<MemoryLimitHit>().is_some() {
         return Error::MemoryLimit(limits.memory);
     }
-    if let Some(trap) = e.downcast_ref::<wasmtime::Trap>() {
-        if *trap == wasmtime::Trap::OutOfFuel {
+    if let Some(&trap) = e.downcast_ref::<wasmtime::Trap>() {
+        if trap == wasmtime::Trap::OutOfFuel {
             return Error::FuelLimit(limits.fuel.unwrap_or(u64::MAX));
         }
-        if *trap == wasmtime::Trap::StackOverflow {
-            return Error::Trap("call stack exhausted: recursion or data nested too deeply".into());
+        if trap == wasmtime::Trap::StackOverflow {
+            return Error::Trap(Crash::StackExhausted(e));
         }
-        return Error::Trap(format!("{trap}: {}", root_message(&e)));
+        return Error::Trap(Crash::Trap { trap, source: e });
     }
-    Error::Trap(format!("{e:#}"))
+    Error::Trap(Crash::Other(e))
 }
 
-/// The first line of an error chain (wasm backtraces follow on later lines).
-fn root_message(e: &wasmtime::Error) -> String {
+/// The first line of an error's message (wasm backtraces follow on later
+/// lines).
+fn first_line(e: &wasmtime::Error) -> String {
     format!("{e}")
         .lines()
         .next()
@@ -846,7 +936,7 @@ pub fn build_component(
     manifest: &Path,
     target_dir: &Path,
     artifact: &str,
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, BuildError> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = std::process::Command::new(cargo)
         .args([
@@ -861,13 +951,51 @@ pub fn build_component(
         .arg("--target-dir")
         .arg(target_dir)
         .status()
-        .map_err(|e| format!("cannot run cargo: {e}"))?;
+        .map_err(BuildError::Cargo)?;
     if !status.success() {
-        return Err(format!(
-            "building {} failed (is the wasm32-wasip2 target installed?)",
-            manifest.display()
-        ));
+        return Err(BuildError::Failed(manifest.to_path_buf()));
     }
-    let file = target_dir.join(format!("wasm32-wasip2/release/{artifact}.wasm"));
-    std::fs::read(&file).map_err(|e| format!("{}: {e}", file.display()))
+    let path = target_dir.join(format!("wasm32-wasip2/release/{artifact}.wasm"));
+    std::fs::read(&path).map_err(|source| BuildError::Read { path, source })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The messages keep wasmtime's whole chain (`{:#}`), as they did when
+    /// they were strings, and the error is kept as the source.
+    #[test]
+    fn messages_show_and_keep_wasmtime_errors() {
+        let chain = || wasmtime::Error::msg("root cause").context("outer");
+        let e = Error::Invalid(chain());
+        assert_eq!(
+            e.to_string(),
+            "not a valid WebAssembly component for the sluice:node world: outer: root cause"
+        );
+        assert!(std::error::Error::source(&e).is_some());
+        assert_eq!(
+            Error::Trap(Crash::Other(chain())).to_string(),
+            "the guest crashed: outer: root cause"
+        );
+        let trap = Crash::Trap {
+            trap: wasmtime::Trap::UnreachableCodeReached,
+            source: wasmtime::Error::msg("first line\nbacktrace"),
+        };
+        assert_eq!(
+            Error::Trap(trap).to_string(),
+            format!(
+                "the guest crashed: {}: first line",
+                wasmtime::Trap::UnreachableCodeReached
+            )
+        );
+        let host = HostError::JsRuntime {
+            step: "linking",
+            source: chain(),
+        };
+        assert_eq!(
+            Error::Host(host).to_string(),
+            "sandbox: the JavaScript runtime: linking: outer: root cause"
+        );
+    }
 }

@@ -16,12 +16,28 @@ use tokio::task::AbortHandle;
 
 const DEFAULT_DEBOUNCE_MS: u64 = 200;
 
+/// A file trigger that cannot be armed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The folder is missing or not allowed (`[files] allow`): the
+    /// message names it.
+    #[error(transparent)]
+    Folder(sluice_nodes::Error),
+    #[error("cannot watch `{}`: {source}", dir.display())]
+    Watch {
+        dir: PathBuf,
+        source: notify_debouncer_full::notify::Error,
+    },
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
 pub(crate) fn arm(
     engine: Engine,
     plan: Arc<Plan>,
     trigger: Arc<str>,
     cfg: &FileTrigger,
-) -> Result<AbortHandle, String> {
+) -> Result<AbortHandle> {
     // Only folders the user allowed (`[files] allow`), like the file nodes:
     // a workflow cannot watch, and learn the file names of, anything else.
     let dir = sluice_nodes::files::resolve_dir(
@@ -29,7 +45,7 @@ pub(crate) fn arm(
         &engine.settings().files.allow,
         &cfg.path,
     )
-    .map_err(|e| e.message)?;
+    .map_err(Error::Folder)?;
     let glob = cfg.glob.clone();
     let events: Vec<&'static str> = cfg.events.iter().map(|e| e.as_str()).collect();
     let debounce = Duration::from_millis(cfg.debounce_ms.unwrap_or(DEFAULT_DEBOUNCE_MS).max(1));
@@ -38,10 +54,16 @@ pub(crate) fn arm(
         // The receiver is gone only when the trigger was disarmed.
         tx.send(res).ok();
     })
-    .map_err(|e| format!("cannot watch `{}`: {e}", dir.display()))?;
+    .map_err(|source| Error::Watch {
+        dir: dir.clone(),
+        source,
+    })?;
     debouncer
         .watch(&dir, RecursiveMode::NonRecursive)
-        .map_err(|e| format!("cannot watch `{}`: {e}", dir.display()))?;
+        .map_err(|source| Error::Watch {
+            dir: dir.clone(),
+            source,
+        })?;
     let task = tokio::spawn(async move {
         // Owned by the task: aborting the task drops it and stops the watch.
         let _debouncer = debouncer;

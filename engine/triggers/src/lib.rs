@@ -9,9 +9,9 @@
 //! missed (coalesced, never a burst), then keeps its normal pace.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
-mod files;
+pub mod files;
 pub mod mirror;
-mod schedule;
+pub mod schedule;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -22,6 +22,16 @@ use tokio::task::AbortHandle;
 
 pub use mirror::{Mirror, Report};
 pub use schedule::parse_cron;
+
+/// A trigger that cannot be armed (reported, and the workflow's other
+/// triggers armed all the same).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Schedule(#[from] schedule::Error),
+    #[error(transparent)]
+    File(#[from] files::Error),
+}
 
 /// Arms and re-arms triggers for an engine.
 pub struct Triggers {
@@ -108,16 +118,18 @@ impl Triggers {
     fn arm(&self, plan: &Arc<Plan>, catch_up: bool) -> Vec<AbortHandle> {
         let mut handles = Vec::new();
         for node in plan.nodes.iter().filter(|n| !n.disabled) {
-            let armed = match &node.trigger {
+            let armed: Result<AbortHandle, Error> = match &node.trigger {
                 Some(Trigger::Schedule(cfg)) => schedule::arm(
                     self.engine.clone(),
                     plan.clone(),
                     node.id.clone(),
                     cfg,
                     catch_up,
-                ),
+                )
+                .map_err(Error::from),
                 Some(Trigger::File(cfg)) => {
                     files::arm(self.engine.clone(), plan.clone(), node.id.clone(), cfg)
+                        .map_err(Error::from)
                 }
                 _ => continue,
             };

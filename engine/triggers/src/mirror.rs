@@ -39,6 +39,29 @@ const FILE_DEBOUNCE: Duration = Duration::from_millis(100);
 /// Changes to a workflow within this window are written once.
 const WRITE_DEBOUNCE: Duration = Duration::from_millis(150);
 
+/// Why the mirror cannot start (or go on) watching its folder.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot create {}: {source}", dir.display())]
+    CreateDir {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+    /// The folder's real path cannot be found.
+    #[error("{}: {source}", dir.display())]
+    Resolve {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot watch {}: {source}", dir.display())]
+    Watch {
+        dir: PathBuf,
+        source: notify_debouncer_full::notify::Error,
+    },
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
 /// What the mirror did or refused, for logs and tests.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Report {
@@ -113,12 +136,15 @@ fn hash(text: &str) -> String {
 
 impl Mirror {
     /// A mirror of `engine`'s workflows in `dir` (created if missing).
-    pub fn new(engine: Engine, dir: &Path) -> Result<Mirror, String> {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        let dir = dir
-            .canonicalize()
-            .map_err(|e| format!("{}: {e}", dir.display()))?;
+    pub fn new(engine: Engine, dir: &Path) -> Result<Mirror> {
+        std::fs::create_dir_all(dir).map_err(|source| Error::CreateDir {
+            dir: dir.to_path_buf(),
+            source,
+        })?;
+        let dir = dir.canonicalize().map_err(|source| Error::Resolve {
+            dir: dir.to_path_buf(),
+            source,
+        })?;
         let state_file = engine.store().data_dir().join("mirror.json");
         let state = std::fs::read_to_string(&state_file)
             .ok()
@@ -170,15 +196,19 @@ impl Mirror {
 
     /// Syncs the folder with the engine, then follows both until the
     /// engine's change channel closes or the task is dropped.
-    pub async fn run(mut self) -> Result<(), String> {
+    pub async fn run(mut self) -> Result<()> {
         let (tx, mut files) = tokio::sync::mpsc::unbounded_channel::<DebounceEventResult>();
+        let watch_error = |source| Error::Watch {
+            dir: self.dir.clone(),
+            source,
+        };
         let mut debouncer = new_debouncer(FILE_DEBOUNCE, None, move |res| {
             tx.send(res).ok();
         })
-        .map_err(|e| format!("cannot watch {}: {e}", self.dir.display()))?;
+        .map_err(watch_error)?;
         debouncer
             .watch(&self.dir, RecursiveMode::NonRecursive)
-            .map_err(|e| format!("cannot watch {}: {e}", self.dir.display()))?;
+            .map_err(watch_error)?;
         let mut changes = self.engine.workflow_changes();
         self.reconcile().await;
         let mut pending: HashSet<String> = HashSet::new();
@@ -326,17 +356,16 @@ impl Mirror {
         let result = match (&current, known.and_then(|k| k.version)) {
             _ if same => Ok(false),
             // Edits made since the file was written are kept.
-            (Some(_), Some(base)) => self
-                .engine
-                .apply_edit_at(id, &base, &plan.workflow, "file")
-                .await
-                .map_err(|e| e.to_string()),
+            (Some(_), Some(base)) => {
+                self.engine
+                    .apply_edit_at(id, &base, &plan.workflow, "file")
+                    .await
+            }
             _ => self
                 .engine
                 .save_workflow_as(&plan, Some("file"))
                 .await
-                .map(|_| true)
-                .map_err(|e| e.to_string()),
+                .map(|_| true),
         };
         match result {
             Ok(changed) => {
@@ -352,9 +381,9 @@ impl Mirror {
                     });
                 }
             }
-            Err(message) => self.report(Report::Failed {
+            Err(e) => self.report(Report::Failed {
                 file: path,
-                message,
+                message: e.to_string(),
             }),
         }
     }

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use croner::Cron;
+use croner::errors::CronError;
 use croner::parser::{CronParser, Seconds, Year};
 use jiff::tz::TimeZone;
 use jiff::{Timestamp, Zoned};
@@ -16,29 +17,48 @@ use tokio::task::AbortHandle;
 /// Most missed occurrences counted (the fire itself is always one).
 const MAX_MISSED_COUNT: u64 = 10_000;
 
+/// A schedule that cannot be armed; the message names the expression or
+/// the time zone.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cron `{expr}`: {source}")]
+    Cron { expr: String, source: CronError },
+    #[error("time zone `{name}`: {source}")]
+    Zone { name: String, source: jiff::Error },
+    /// No next occurrence (an expression that never matches again).
+    #[error(transparent)]
+    Next(CronError),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
 /// Parses a cron expression with seconds (`sec min hour dom mon dow [year]`).
-pub fn parse_cron(expr: &str) -> Result<Cron, String> {
+pub fn parse_cron(expr: &str) -> Result<Cron> {
     let parser = CronParser::builder()
         .seconds(Seconds::Required)
         .year(Year::Optional)
         .build();
-    parser
-        .parse(expr)
-        .map_err(|e| format!("cron `{expr}`: {e}"))
+    parser.parse(expr).map_err(|source| Error::Cron {
+        expr: expr.to_string(),
+        source,
+    })
 }
 
-fn zone(name: Option<&str>) -> Result<TimeZone, String> {
+fn zone(name: Option<&str>) -> Result<TimeZone> {
     match name {
         None => Ok(TimeZone::UTC),
-        Some(n) => TimeZone::get(n).map_err(|e| format!("time zone `{n}`: {e}")),
+        Some(n) => TimeZone::get(n).map_err(|source| Error::Zone {
+            name: n.to_string(),
+            source,
+        }),
     }
 }
 
-fn next_after(cron: &Cron, tz: &TimeZone, after: Timestamp) -> Result<Timestamp, String> {
+fn next_after(cron: &Cron, tz: &TimeZone, after: Timestamp) -> Result<Timestamp> {
     let z: Zoned = after.to_zoned(tz.clone());
     cron.find_next_occurrence(&z, false)
         .map(|n| n.timestamp())
-        .map_err(|e| e.to_string())
+        .map_err(Error::Next)
 }
 
 /// `catch_up`: fire once for occurrences missed since the last fire (at
@@ -50,7 +70,7 @@ pub(crate) fn arm(
     trigger: Arc<str>,
     cfg: &ScheduleTrigger,
     catch_up: bool,
-) -> Result<AbortHandle, String> {
+) -> Result<AbortHandle> {
     let cron = parse_cron(&cfg.cron)?;
     let tz = zone(cfg.timezone.as_deref())?;
     // Fails now, not at the first fire, when the expression never matches.
@@ -184,11 +204,12 @@ mod tests {
 
     #[test]
     fn bad_expressions_and_zones_are_named() {
-        let e = parse_cron("* * * * *").unwrap_err();
+        let e = parse_cron("* * * * *").unwrap_err().to_string();
         assert!(e.starts_with("cron `* * * * *`:"), "{e}");
         assert!(
             zone(Some("Mars/Olympus"))
                 .unwrap_err()
+                .to_string()
                 .starts_with("time zone `Mars/Olympus`")
         );
     }
