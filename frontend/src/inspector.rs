@@ -234,7 +234,6 @@ pub struct CodeEditor {
 
 pub enum CodeMsg {
     Input,
-    Key(KeyboardEvent),
     Scroll,
 }
 
@@ -299,64 +298,23 @@ impl Component for CodeEditor {
                 }
                 false
             }
-            CodeMsg::Key(e) => {
-                let text = area.value();
-                let start = area.selection_start().ok().flatten().unwrap_or(0);
-                let end = area.selection_end().ok().flatten().unwrap_or(start);
-                let units: Vec<u16> = text.encode_utf16().collect();
-                let line_start = units[..start as usize]
-                    .iter()
-                    .rposition(|&c| c == u16::from(b'\n'))
-                    .map_or(0, |i| i + 1) as u32;
-                match e.key().as_str() {
-                    "Tab" if !e.shift_key() => {
-                        e.prevent_default();
-                        area.set_range_text_with_start_and_end_and_mode(INDENT, start, end, "end")
-                            .ok();
-                    }
-                    "Tab" => {
-                        e.prevent_default();
-                        let line = &units[line_start as usize..];
-                        let spaces = line
-                            .iter()
-                            .take(INDENT.len())
-                            .take_while(|&&c| c == u16::from(b' '))
-                            .count() as u32;
-                        if spaces == 0 {
-                            return false;
-                        }
-                        area.set_range_text_with_start_and_end("", line_start, line_start + spaces)
-                            .ok();
-                        let s = start.saturating_sub(spaces).max(line_start);
-                        area.set_selection_range(s, end.saturating_sub(spaces).max(s))
-                            .ok();
-                    }
-                    "Enter" if !(e.ctrl_key() || e.meta_key()) => {
-                        e.prevent_default();
-                        let indent: String =
-                            String::from_utf16_lossy(&units[line_start as usize..start as usize])
-                                .chars()
-                                .take_while(|c| *c == ' ' || *c == '\t')
-                                .collect();
-                        area.set_range_text_with_start_and_end_and_mode(
-                            &format!("\n{indent}"),
-                            start,
-                            end,
-                            "end",
-                        )
-                        .ok();
-                    }
-                    _ => return false,
-                }
-                ctx.props().on_change.emit(area.value());
-                false
-            }
         }
     }
 
     fn view(&self, ctx: &Context<Self>) -> Html {
         let lines = ctx.props().value.split('\n').count().max(1);
         let link = ctx.link();
+        let onkeydown = {
+            let area = self.area.clone();
+            let link = link.clone();
+            Callback::from(move |e: KeyboardEvent| {
+                if let Some(area) = area.cast::<HtmlTextAreaElement>()
+                    && edit_key(&area, &e)
+                {
+                    link.send_message(CodeMsg::Input);
+                }
+            })
+        };
         html! {
             <div class="code">
                 <div class="gutter" ref={self.gutter.clone()} aria-hidden="true">
@@ -366,11 +324,68 @@ impl Component for CodeEditor {
                     spellcheck="false" autocapitalize="off" autocomplete="off"
                     value={ctx.props().value.clone()}
                     oninput={link.callback(|_| CodeMsg::Input)}
-                    onkeydown={link.callback(CodeMsg::Key)}
+                    onkeydown={onkeydown}
                     onscroll={link.callback(|_| CodeMsg::Scroll)} />
             </div>
         }
     }
+}
+
+/// A key that edits the code (Tab, Shift+Tab, Enter), carried out at once,
+/// inside the key event: the browser's own handling is prevented before the
+/// event returns, and the edit lands where the caret is now, before any
+/// later key. (Done in a component update, which may run after the event,
+/// Enter's default newline slipped in beside ours.) True when the text changed.
+fn edit_key(area: &HtmlTextAreaElement, e: &KeyboardEvent) -> bool {
+    let text = area.value();
+    let start = area.selection_start().ok().flatten().unwrap_or(0);
+    let end = area.selection_end().ok().flatten().unwrap_or(start);
+    let units: Vec<u16> = text.encode_utf16().collect();
+    let line_start = units[..start as usize]
+        .iter()
+        .rposition(|&c| c == u16::from(b'\n'))
+        .map_or(0, |i| i + 1) as u32;
+    match e.key().as_str() {
+        "Tab" if !e.shift_key() => {
+            e.prevent_default();
+            area.set_range_text_with_start_and_end_and_mode(INDENT, start, end, "end")
+                .ok();
+        }
+        "Tab" => {
+            e.prevent_default();
+            let line = &units[line_start as usize..];
+            let spaces = line
+                .iter()
+                .take(INDENT.len())
+                .take_while(|&&c| c == u16::from(b' '))
+                .count() as u32;
+            if spaces == 0 {
+                return false;
+            }
+            area.set_range_text_with_start_and_end("", line_start, line_start + spaces)
+                .ok();
+            let s = start.saturating_sub(spaces).max(line_start);
+            area.set_selection_range(s, end.saturating_sub(spaces).max(s))
+                .ok();
+        }
+        "Enter" if !(e.ctrl_key() || e.meta_key()) => {
+            e.prevent_default();
+            let indent: String =
+                String::from_utf16_lossy(&units[line_start as usize..start as usize])
+                    .chars()
+                    .take_while(|c| *c == ' ' || *c == '\t')
+                    .collect();
+            area.set_range_text_with_start_and_end_and_mode(
+                &format!("\n{indent}"),
+                start,
+                end,
+                "end",
+            )
+            .ok();
+        }
+        _ => return false,
+    }
+    true
 }
 
 // ---------------------------------------------------------------------------

@@ -754,8 +754,9 @@ async fn typing_together_presence_runs_list_run_view_and_adding_nodes() {
         }
         assert!(
             started.elapsed() < Duration::from_secs(5),
-            "the code stored is {source}, a shows {:?}",
-            value_of(&a, "#cfg-source").await
+            "the code stored is {source}, a shows {:?}, b shows {:?}",
+            value_of(&a, "#cfg-source").await,
+            value_of(&b, "#cfg-source").await
         );
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
