@@ -537,7 +537,7 @@ fn notify_failures<R: Runtime>(app: &AppHandle<R>) {
                 Err(_) => break,
             };
             if let sluice_runtime::events::What::RunFinished {
-                status: "failed",
+                status: sluice_runtime::Status::Failed,
                 error,
             } = &event.what
             {

@@ -83,7 +83,7 @@ pub enum Error {
     StillRunning(String),
     /// A resume of a run that has ended.
     #[error("run `{run}` already {status}: nothing to resume")]
-    AlreadyEnded { run: String, status: String },
+    AlreadyEnded { run: String, status: Status },
     /// A stored workflow's text does not parse.
     #[error("stored workflow `{id}`: {source}")]
     StoredWorkflow {

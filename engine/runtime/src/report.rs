@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use serde_json::Value;
-use sluice_api::{RunDetail, RunStatus, RunSummary, Step, StepStatus};
+use sluice_api::{RunDetail, RunSummary, Step, StepStatus};
 use sluice_store::{Record, RecordKind, RunRow, Stored};
 
 /// A run without its steps.
@@ -14,7 +14,7 @@ pub fn run_summary(r: &RunRow) -> RunSummary {
         id: r.id.clone(),
         workflow: r.workflow_id.clone(),
         trigger: r.trigger.clone(),
-        status: r.status.parse().unwrap_or(RunStatus::Failed),
+        status: r.status,
         output: r.output.clone().unwrap_or(Value::Null),
         error: r.error.clone(),
         created_at_us: r.created_at_us,

@@ -642,7 +642,7 @@ async fn cancel_stops_in_flight_steps_and_ends_the_run_cancelled() {
     assert_eq!(r.output, json!({"quick": "done"}));
     assert_eq!(r.error, Some(json!({"message": "the run was cancelled"})));
     let row = h.engine.store().get_run(&id).await.unwrap().unwrap();
-    assert_eq!(row.status, "cancelled");
+    assert_eq!(row.status, Status::Cancelled);
     assert!(!h.engine.cancel(&id), "a finished run cannot be cancelled");
 }
 
@@ -693,7 +693,7 @@ async fn a_failed_run_fires_error_triggers() {
         let runs = h.engine.store().list_runs(10).await.unwrap();
         if let Some(run) = runs
             .iter()
-            .find(|r| r.workflow_id == "on-failure" && r.status != "running")
+            .find(|r| r.workflow_id == "on-failure" && r.status != Status::Running)
         {
             found = Some(run.clone());
             break;
@@ -701,7 +701,7 @@ async fn a_failed_run_fires_error_triggers() {
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     let run = found.expect("the error workflow ran");
-    assert_eq!(run.status, "succeeded");
+    assert_eq!(run.status, Status::Succeeded);
     assert_eq!(
         run.output,
         Some(json!({"report": "t/boom: data.transform: jq runtime error: \"nope\""}))

@@ -372,13 +372,14 @@ pub(crate) async fn list_runs(
     q: Result<Query<ListRuns>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Vec<RunSummary>>, ApiError> {
     let Query(q) = q.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    if let Some(st) = &q.status {
-        st.parse::<RunStatus>()
-            .map_err(|e| ApiError::bad_request(e.to_string()))?;
-    }
+    let status = q
+        .status
+        .map(|st| st.parse::<RunStatus>())
+        .transpose()
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
     let filter = sluice_store::RunFilter {
         workflow: q.workflow,
-        status: q.status,
+        status,
         before: q.before,
         limit: q.limit.clamp(1, 1000),
     };
@@ -410,7 +411,7 @@ pub(crate) async fn cancel_run(
     }
     match s.engine.store().get_run(&id).await? {
         None => Err(ApiError::not_found(format!("run `{id}` not found"))),
-        Some(row) if row.status == "running" => Err(ApiError::new(
+        Some(row) if row.status == RunStatus::Running => Err(ApiError::new(
             StatusCode::CONFLICT,
             format!("run `{id}` is not being driven by this engine (it resumes at the next start)"),
         )),

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use anyhow::Result;
 use serde_json::json;
-use sluice_store::{NewRun, Record, RecordKind, Store, status};
+use sluice_store::{NewRun, Record, RecordKind, RunStatus, Store};
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<()> {
@@ -64,7 +64,7 @@ async fn main() -> Result<()> {
                     .await?;
             }
             journal
-                .finish_run(&id, status::SUCCEEDED, None, None, 0)
+                .finish_run(&id, RunStatus::Succeeded, None, None, 0)
                 .await?;
             anyhow::Ok(())
         });

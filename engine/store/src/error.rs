@@ -51,8 +51,8 @@ pub enum Error {
     #[error("record seq {0} is out of range (max {max})", max = i64::MAX)]
     SeqOutOfRange(u64),
 
-    #[error("invalid final run status {0:?}: expected succeeded, failed or cancelled")]
-    InvalidStatus(String),
+    #[error("invalid final run status `{0}`: expected succeeded, failed or cancelled")]
+    InvalidStatus(sluice_api::RunStatus),
 
     #[error("run {0} not found")]
     RunNotFound(String),

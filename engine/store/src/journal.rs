@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use serde_json::Value;
+use sluice_api::RunStatus;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::blobs::{Blobs, Stored, check_hash};
@@ -20,14 +21,6 @@ pub(crate) use writer::spawn_writer;
 
 /// Longer log messages are cut (on a char boundary) to keep the logs bounded.
 pub const MAX_LOG_MESSAGE: usize = 64 * 1024;
-
-/// Run statuses as stored in `runs.status`.
-pub mod status {
-    pub const RUNNING: &str = "running";
-    pub const SUCCEEDED: &str = "succeeded";
-    pub const FAILED: &str = "failed";
-    pub const CANCELLED: &str = "cancelled";
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RecordKind {
@@ -144,23 +137,23 @@ impl Journal {
     }
 
     /// Marks a run finished and waits until that and everything queued before
-    /// it is committed. `status` is `succeeded`, `failed` or `cancelled`.
+    /// it is committed. `status` is a final one (not `running`).
     /// Returns [`Error::WritesLost`] if an earlier queued write of this run
     /// could not be committed (the status itself is then still saved).
     pub async fn finish_run(
         &self,
         run_id: &str,
-        status: &str,
+        status: RunStatus,
         output: Option<Stored>,
         error: Option<Value>,
         finished_at_us: i64,
     ) -> Result<()> {
-        if ![status::SUCCEEDED, status::FAILED, status::CANCELLED].contains(&status) {
-            return Err(Error::InvalidStatus(status.to_owned()));
+        if !status.is_finished() {
+            return Err(Error::InvalidStatus(status));
         }
         let finish = FinishRun {
             run_id: run_id.into(),
-            status: status.into(),
+            status: status.as_str(),
             output: output.map(|o| db_text(&self.blobs, o)).transpose()?,
             error: error.map(|e| Arc::from(e.to_string())),
             finished_at_us,
@@ -276,7 +269,7 @@ pub(crate) struct LogRow {
 #[derive(Debug)]
 pub(crate) struct FinishRun {
     pub run_id: Arc<str>,
-    pub status: Arc<str>,
+    pub status: &'static str,
     pub output: Option<Arc<str>>,
     pub error: Option<Arc<str>>,
     pub finished_at_us: i64,

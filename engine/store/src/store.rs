@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
+use sluice_api::RunStatus;
 use sqlx::migrate::Migrator;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Connection, SqliteConnection, SqlitePool};
@@ -36,8 +37,7 @@ const READERS: u32 = 4;
 #[derive(Clone, Debug, Default)]
 pub struct RunFilter {
     pub workflow: Option<String>,
-    /// `running`, `succeeded`, `failed` or `cancelled`.
-    pub status: Option<String>,
+    pub status: Option<RunStatus>,
     /// Only runs older than this run (pagination cursor).
     pub before: Option<String>,
     pub limit: u32,
@@ -117,8 +117,7 @@ pub struct RunRow {
     pub definition: String,
     pub trigger: String,
     pub input: Arc<Value>,
-    /// running | succeeded | failed | cancelled
-    pub status: String,
+    pub status: RunStatus,
     pub output: Option<Value>,
     pub error: Option<Value>,
     pub created_at_us: i64,
@@ -769,7 +768,7 @@ impl Store {
             q.push(" AND workflow_id = ").push_bind(w.clone());
         }
         if let Some(st) = &filter.status {
-            q.push(" AND status = ").push_bind(st.clone());
+            q.push(" AND status = ").push_bind(st.as_str());
         }
         if let Some(before) = &filter.before {
             // Strictly older than the cursor run, in (created_at_us, id) order.
@@ -911,6 +910,13 @@ fn decode_run(blobs: &Blobs, row: RunColumns) -> Result<RunRow> {
         .map(|t| serde_json::from_str(&t).map_err(Error::InvalidJson))
         .transpose()
         .map_err(|e| corrupt("error", e))?;
+    let status = status
+        .parse()
+        .map_err(|e: sluice_api::runs::UnknownStatus| Error::Corrupt {
+            table: "runs",
+            key: id.clone(),
+            detail: format!("status: {e}"),
+        })?;
     Ok(RunRow {
         id,
         workflow_id,

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 use sluice_store::{
-    CredentialRow, Error, LogLine, NewRun, Record, RecordKind, RunFilter, Store, Stored,
-    VersionMark, VersionRow, status,
+    CredentialRow, Error, LogLine, NewRun, Record, RecordKind, RunFilter, RunStatus, Store, Stored,
+    VersionMark, VersionRow,
 };
 use tempfile::TempDir;
 
@@ -208,7 +208,7 @@ async fn run_and_journal_survive_reopen() -> Result<()> {
         journal
             .finish_run(
                 "r1",
-                status::SUCCEEDED,
+                RunStatus::Succeeded,
                 Some(output),
                 Some(json!({"note": 1})),
                 99,
@@ -229,7 +229,7 @@ async fn run_and_journal_survive_reopen() -> Result<()> {
         assert_eq!(row.definition, run.definition.text());
         assert_eq!(row.trigger, run.trigger);
         assert_eq!(row.input, run.input);
-        assert_eq!(row.status, "succeeded");
+        assert_eq!(row.status, RunStatus::Succeeded);
         assert_eq!(row.output, Some(json!({"end": [1, 2]})));
         assert_eq!(row.error, Some(json!({"note": 1})));
         assert_eq!(row.created_at_us, 42);
@@ -347,10 +347,16 @@ async fn unfinished_runs_are_the_running_ones_oldest_first() -> Result<()> {
         }
         let journal = store.journal();
         journal
-            .finish_run("a", status::FAILED, None, Some(json!({"message": "x"})), 5)
+            .finish_run(
+                "a",
+                RunStatus::Failed,
+                None,
+                Some(json!({"message": "x"})),
+                5,
+            )
             .await?;
         journal
-            .finish_run("c", status::CANCELLED, None, None, 5)
+            .finish_run("c", RunStatus::Cancelled, None, None, 5)
             .await?;
         let ids: Vec<String> = store
             .unfinished_runs()
@@ -380,11 +386,13 @@ async fn finish_run_checks_status_and_run() -> Result<()> {
         let (_dir, store) = open().await?;
         let journal = store.journal();
         assert!(matches!(
-            journal.finish_run("x", "running", None, None, 1).await,
+            journal
+                .finish_run("x", RunStatus::Running, None, None, 1)
+                .await,
             Err(Error::InvalidStatus(_))
         ));
         assert!(matches!(
-            journal.finish_run("x", status::SUCCEEDED, None, None, 1).await,
+            journal.finish_run("x", RunStatus::Succeeded, None, None, 1).await,
             Err(Error::RunNotFound(id)) if id == "x"
         ));
         assert!(matches!(store.create_run(&new_run("r", 1)).await, Ok(())));
@@ -474,10 +482,10 @@ async fn a_bad_write_fails_alone() -> Result<()> {
         assert_eq!(store.run_records("good").await?.len(), 2);
         assert_eq!(store.run_records("bad").await?.len(), 1);
         journal
-            .finish_run("good", status::SUCCEEDED, None, None, 3)
+            .finish_run("good", RunStatus::Succeeded, None, None, 3)
             .await?;
         match journal
-            .finish_run("bad", status::SUCCEEDED, None, None, 3)
+            .finish_run("bad", RunStatus::Succeeded, None, None, 3)
             .await
         {
             Err(Error::WritesLost { count: 1, .. }) => {}
@@ -485,7 +493,7 @@ async fn a_bad_write_fails_alone() -> Result<()> {
         }
         assert_eq!(
             store.get_run("bad").await?.context("bad")?.status,
-            "succeeded"
+            RunStatus::Succeeded
         );
         Ok(())
     })
@@ -539,7 +547,7 @@ async fn concurrent_runs_keep_per_run_order() -> Result<()> {
                         .await?;
                 }
                 journal
-                    .finish_run(&id, status::SUCCEEDED, None, None, 0)
+                    .finish_run(&id, RunStatus::Succeeded, None, None, 0)
                     .await?;
                 anyhow::Ok(())
             });
@@ -571,22 +579,25 @@ async fn many_finishes_in_one_batch_and_one_unknown_run() -> Result<()> {
             let journal = journal.clone();
             async move {
                 let status = if i % 2 == 0 {
-                    status::SUCCEEDED
+                    RunStatus::Succeeded
                 } else {
-                    status::FAILED
+                    RunStatus::Failed
                 };
                 journal
                     .finish_run(&format!("r{i}"), status, None, None, 100 + i)
                     .await
             }
         });
-        let unknown = journal.finish_run("ghost", status::SUCCEEDED, None, None, 1);
+        let unknown = journal.finish_run("ghost", RunStatus::Succeeded, None, None, 1);
         let (results, ghost) = tokio::join!(futures::future::join_all(finishes), unknown);
         assert!(results.iter().all(Result::is_ok), "{results:?}");
         assert!(matches!(ghost, Err(Error::RunNotFound(id)) if id == "ghost"));
         for i in 0..40 {
             let row = store.get_run(&format!("r{i}")).await?.context("run")?;
-            assert_eq!(row.status, if i % 2 == 0 { "succeeded" } else { "failed" });
+            assert_eq!(
+                row.status.as_str(),
+                if i % 2 == 0 { "succeeded" } else { "failed" }
+            );
             assert_eq!(row.finished_at_us, Some(100 + i));
         }
         Ok(())
@@ -860,13 +871,19 @@ async fn runs_are_found_by_workflow_status_trigger_and_cursor() -> Result<()> {
         }
         store
             .journal()
-            .finish_run("d", status::FAILED, None, Some(json!({"message": "x"})), 50)
+            .finish_run(
+                "d",
+                RunStatus::Failed,
+                None,
+                Some(json!({"message": "x"})),
+                50,
+            )
             .await?;
         let ids =
             |rows: Vec<sluice_store::RunRow>| rows.into_iter().map(|r| r.id).collect::<Vec<_>>();
         let find = |workflow: Option<&str>, status: Option<&str>, before: Option<&str>| RunFilter {
             workflow: workflow.map(Into::into),
-            status: status.map(Into::into),
+            status: status.map(|s| s.parse().unwrap()),
             before: before.map(Into::into),
             limit: 10,
         };

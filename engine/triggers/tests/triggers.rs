@@ -23,7 +23,7 @@ async fn finished_runs(engine: &Engine, workflow: &str) -> Vec<Value> {
     let runs = engine.store().list_runs(1000).await.unwrap();
     let mut out: Vec<Value> = runs
         .into_iter()
-        .filter(|r| r.workflow_id == workflow && r.status == "succeeded")
+        .filter(|r| r.workflow_id == workflow && r.status == sluice_runtime::Status::Succeeded)
         .map(|r| r.output.unwrap_or(Value::Null))
         .collect();
     out.reverse();

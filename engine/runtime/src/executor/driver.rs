@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use sluice_api::StepStatus;
 use sluice_nodes as nodes;
 use sluice_store::{LogLine, Record, RecordKind, Stored};
 use tokio::sync::{mpsc, oneshot};
@@ -228,9 +229,9 @@ impl Driver {
                     activation: activation.clone(),
                     attempt,
                     status: if kind == RecordKind::Succeeded {
-                        "succeeded"
+                        StepStatus::Succeeded
                     } else {
-                        "failed"
+                        StepStatus::Failed
                     },
                     duration_us: duration_us.unwrap_or(0),
                     error: error
@@ -469,7 +470,7 @@ impl Driver {
                         .journal()
                         .finish_run(
                             &self.run_id,
-                            status.as_str(),
+                            status,
                             Some(stored),
                             error.clone(),
                             nodes::now_us(),
@@ -478,7 +479,7 @@ impl Driver {
                     self.tasks.abort_all();
                     self.emit(
                         What::RunFinished {
-                            status: status.as_str(),
+                            status,
                             error: error.clone(),
                         },
                         nodes::now_us(),
@@ -569,7 +570,7 @@ impl Driver {
             .journal()
             .finish_run(
                 &self.run_id,
-                "failed",
+                Status::Failed,
                 None,
                 Some(error.clone()),
                 nodes::now_us(),

@@ -159,15 +159,11 @@ impl Host for StepHost {
                 .await
                 .map_err(|e| nodes::Error::retryable(e.to_string()))?;
             let handle = match existing {
-                Some(row) if row.status != "running" => {
+                Some(row) if row.status != Status::Running => {
                     return child_result(
                         RunResult {
                             id: row.id,
-                            status: match row.status.as_str() {
-                                "succeeded" => Status::Succeeded,
-                                "cancelled" => Status::Cancelled,
-                                _ => Status::Failed,
-                            },
+                            status: row.status,
                             output: row.output.unwrap_or(Value::Null),
                             error: row.error,
                             respond: None,

@@ -14,7 +14,9 @@ use sluice_store::{Record, RecordKind, Stored};
 
 use super::driver::run_info;
 use super::{Engine, Error, Result, RunHandle, tracing_log};
-use crate::machine::{Action, Activation, Event, Hist, Lineage, Msg, Run, StepError, StepKey};
+use crate::machine::{
+    Action, Activation, Event, Hist, Lineage, Msg, Run, Status, StepError, StepKey,
+};
 use crate::plan::Plan;
 
 impl Engine {
@@ -44,7 +46,7 @@ impl Engine {
             .get_run(run_id)
             .await?
             .ok_or_else(|| Error::RunNotFound(run_id.to_string()))?;
-        if row.status != "running" {
+        if row.status != Status::Running {
             return Err(Error::AlreadyEnded {
                 run: run_id.to_string(),
                 status: row.status,

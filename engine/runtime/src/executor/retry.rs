@@ -11,6 +11,7 @@ use sluice_nodes as nodes;
 use sluice_store::{NewRun, Record, RecordKind};
 
 use super::{Engine, Error, Result, RunHandle, new_run_id};
+use crate::machine::Status;
 use crate::plan::Plan;
 
 impl Engine {
@@ -80,7 +81,7 @@ impl Engine {
             .get_run(run_id)
             .await?
             .ok_or_else(|| Error::RunNotFound(run_id.to_string()))?;
-        if row.status == "running" {
+        if row.status == Status::Running {
             return Err(Error::StillRunning(run_id.to_string()));
         }
         let wf = Workflow::from_json(&row.definition).map_err(|e| Error::Corrupt {

@@ -302,7 +302,7 @@ async fn finish_runs(
         let mut qb = QueryBuilder::<Sqlite>::new("WITH v(id, status, output, error, fin) AS (");
         qb.push_values(chunk, |mut b, f| {
             b.push_bind(f.run_id.clone())
-                .push_bind(f.status.clone())
+                .push_bind(f.status)
                 .push_bind(f.output.clone())
                 .push_bind(f.error.clone())
                 .push_bind(f.finished_at_us);
@@ -473,7 +473,7 @@ async fn finish_run(conn: &mut SqliteConnection, f: &FinishRun) -> Result<Outcom
     let done = sqlx::query(
         "UPDATE runs SET status = ?, output = ?, error = ?, finished_at_us = ? WHERE id = ?",
     )
-    .bind(f.status.clone())
+    .bind(f.status)
     .bind(f.output.clone())
     .bind(f.error.clone())
     .bind(f.finished_at_us)
