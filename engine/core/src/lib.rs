@@ -8,11 +8,13 @@
 
 pub mod definition;
 pub mod error;
+pub mod journal;
 pub mod jq;
 pub mod machine;
 pub mod plan;
 
 pub use definition::Definition;
 pub use error::StepError;
+pub use journal::{Entry, Resumed};
 pub use machine::{Action, Activation, Event, Lineage, Msg, Run, Status, StepKey};
 pub use plan::{EntryError, Invalid, Plan, Role};
