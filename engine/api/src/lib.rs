@@ -14,7 +14,8 @@ pub mod ws;
 pub use error::{ErrorBody, ErrorInfo};
 pub use events::{LiveEvent, What};
 pub use runs::{
-    LogLine, RunDetail, RunOutcome, RunStarted, RunStatus, RunSummary, Step, StepStatus,
+    LogLine, Retry, RetryFrom, RunDetail, RunOutcome, RunStarted, RunStatus, RunSummary, StartRun,
+    Step, StepStatus,
 };
 pub use workflows::{CredentialEntry, WorkflowEntry};
 

@@ -182,6 +182,43 @@ pub struct RunDetail {
     pub steps: Vec<Step>,
 }
 
+/// The body of `POST /api/v1/workflows/{id}/runs`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct StartRun {
+    /// The trigger's message.
+    #[serde(default)]
+    pub input: Value,
+    /// The trigger to start at (default: the only `trigger.manual`, else the only trigger).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger: Option<String>,
+    /// Answer with the finished run (waiting at most the server's webhook timeout).
+    #[serde(default)]
+    pub wait: bool,
+}
+
+/// The body of `POST /api/v1/runs/{id}/retry`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Retry {
+    #[serde(default)]
+    pub from: RetryFrom,
+}
+
+/// Where a retry starts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum RetryFrom {
+    /// Reuse every finished step and run the failed one again.
+    #[default]
+    Failed,
+    /// Run the pinned version again from its trigger.
+    Start,
+}
+
 /// A run just started (`POST /api/v1/workflows/{id}/run` without waiting,
 /// `POST /api/v1/runs/{id}/retry`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

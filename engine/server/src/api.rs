@@ -11,8 +11,8 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use sluice_api::{
-    CredentialEntry, LogLine, RunDetail, RunOutcome, RunStarted, RunStatus, RunSummary,
-    WorkflowEntry,
+    CredentialEntry, LogLine, Retry, RetryFrom, RunDetail, RunOutcome, RunStarted, RunStatus,
+    RunSummary, StartRun, WorkflowEntry,
 };
 use sluice_model::Workflow;
 use sluice_runtime::{Plan, report};
@@ -284,20 +284,9 @@ pub(crate) async fn delete_workflow(
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct StartRun {
-    #[serde(default)]
-    input: Value,
-    #[serde(default)]
-    trigger: Option<String>,
-    #[serde(default)]
-    wait: bool,
-}
-
 #[utoipa::path(post, path = "/api/v1/workflows/{id}/runs", tag = "runs",
     params(("id" = String, Path, description = "Workflow id")),
-    request_body(content = Object, description = "`{input?, trigger?, wait?}`", content_type = "application/json"),
+    request_body(content = StartRun, description = "The input, the trigger (optional) and whether to wait", content_type = "application/json"),
     responses((status = 202, description = "Started (`version`: the workflow document version it runs)", body = RunStarted),
         (status = 200, description = "With `wait`: the finished run with its output", body = RunOutcome),
         (status = 404, description = "No such workflow"), (status = 429, description = "Too many runs in progress")))]
@@ -307,11 +296,7 @@ pub(crate) async fn start_run(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let req: StartRun = match parse_json(&body)? {
-        Value::Null => StartRun {
-            input: Value::Null,
-            trigger: None,
-            wait: false,
-        },
+        Value::Null => StartRun::default(),
         v => serde_json::from_value(v).map_err(|e| ApiError::bad_request(format!("body: {e}")))?,
     };
     let plan = s.engine.workflow(&id).await?;
@@ -425,25 +410,9 @@ pub(crate) async fn cancel_run(
     }
 }
 
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct Retry {
-    /// `failed` (default): reuse every finished step; `start`: run it all again.
-    #[serde(default)]
-    from: RetryFrom,
-}
-
-#[derive(Deserialize, Default, Clone, Copy)]
-#[serde(rename_all = "snake_case")]
-enum RetryFrom {
-    #[default]
-    Failed,
-    Start,
-}
-
 #[utoipa::path(post, path = "/api/v1/runs/{id}/retry", tag = "runs",
     params(("id" = String, Path, description = "Run id")),
-    request_body(content = Object, description = "`{from: \"failed\" (default) | \"start\"}`", content_type = "application/json"),
+    request_body(content = Retry, description = "`from`: `failed` (default) reuses every finished step; `start` runs it all again", content_type = "application/json"),
     responses((status = 202, description = "The new run", body = RunStarted), (status = 400, description = "Still running")))]
 pub(crate) async fn retry_run(
     State(s): State<AppState>,

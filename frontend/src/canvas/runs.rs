@@ -4,9 +4,10 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use sluice_api::{
-    LiveEvent, LogLine, RunDetail, RunStarted, RunStatus, RunSummary, StepStatus, What,
+    LiveEvent, LogLine, Retry, RetryFrom, RunDetail, RunStarted, RunStatus, RunSummary, StartRun,
+    StepStatus, What,
 };
 use yew::prelude::*;
 
@@ -34,7 +35,7 @@ pub enum Msg {
     /// Open a run from the list: its pinned workflow, read-only.
     Open(String),
     Pinned(String, Result<Value, String>),
-    Retry(&'static str),
+    Retry(RetryFrom),
 }
 
 impl From<Msg> for super::Msg {
@@ -181,7 +182,11 @@ impl Canvas {
                 self.runs.running = true;
                 let path = format!("/api/v1/workflows/{}/runs", ctx.props().workflow);
                 ctx.link().send_future(async move {
-                    let body = json!({"input": input});
+                    let body = serde_json::to_value(StartRun {
+                        input,
+                        ..StartRun::default()
+                    })
+                    .unwrap_or_default();
                     Msg::Started(net::call_as("POST", &path, Some(&body)).await, false)
                 });
                 true
@@ -311,7 +316,7 @@ impl Canvas {
                 let path = format!("/api/v1/runs/{}/retry", run.id);
                 self.runs.running = true;
                 ctx.link().send_future(async move {
-                    let body = json!({"from": from});
+                    let body = serde_json::to_value(Retry { from }).unwrap_or_default();
                     Msg::Started(net::call_as("POST", &path, Some(&body)).await, true)
                 });
                 true
@@ -437,9 +442,9 @@ impl Canvas {
                     <span>{ "Run " }<code>{ &r.id }</code>{ " · " }<strong>{ r.status.as_str() }</strong>
                         { r.version.as_ref().map(|v| format!(" · version {v}")).unwrap_or_default() }</span>
                     if failed {
-                        <button class="retry-failed" onclick={link.callback(|_| Msg::Retry("failed"))}>{ "Retry from failed step" }</button>
+                        <button class="retry-failed" onclick={link.callback(|_| Msg::Retry(RetryFrom::Failed))}>{ "Retry from failed step" }</button>
                     }
-                    <button class="retry-start" disabled={r.status == RunStatus::Running} onclick={link.callback(|_| Msg::Retry("start"))}>{ "Retry from start" }</button>
+                    <button class="retry-start" disabled={r.status == RunStatus::Running} onclick={link.callback(|_| Msg::Retry(RetryFrom::Start))}>{ "Retry from start" }</button>
                     <button class="close-run" onclick={link.callback(|_| super::Msg::CloseRun)}>{ "Back to editing (Esc)" }</button>
                 </div>
             }
@@ -460,9 +465,9 @@ impl Canvas {
             let retry = (r.pinned.is_none() && r.status.is_finished()).then(|| html! {
                 <p class="retry">
                     if r.status == RunStatus::Failed {
-                        <button class="retry-failed" onclick={link.callback(|_| Msg::Retry("failed"))}>{ "Retry from failed step" }</button>
+                        <button class="retry-failed" onclick={link.callback(|_| Msg::Retry(RetryFrom::Failed))}>{ "Retry from failed step" }</button>
                     }
-                    <button class="retry-start" onclick={link.callback(|_| Msg::Retry("start"))}>{ "Retry from start" }</button>
+                    <button class="retry-start" onclick={link.callback(|_| Msg::Retry(RetryFrom::Start))}>{ "Retry from start" }</button>
                 </p>
             });
             html! {
