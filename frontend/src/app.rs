@@ -391,7 +391,16 @@ impl Component for App {
                 </div>
             };
         }
-        let rows = self.workflows.iter().map(|WorkflowEntry { id, name, .. }| {
+        let rows = self.workflows.iter().map(|w| {
+            let WorkflowEntry { id, name, .. } = w;
+            // Whether what runs is the draft: a glance at what needs publishing.
+            let (state, state_title) = if !w.published {
+                ("not published", "Its triggers are off until it is published")
+            } else if w.published_version != w.draft_version {
+                ("unpublished edits", "The draft has edits that do not run yet")
+            } else {
+                ("", "")
+            };
             let on = |make: fn(String) -> Msg| {
                 let id = id.clone();
                 link.callback(move |_| make(id.clone()))
@@ -410,7 +419,11 @@ impl Component for App {
                 },
                 _ => html! {
                     <button class="workflow" data-id={id.clone()} onclick={on(Msg::Open)}>
-                        <span class="name">{ name }</span><span class="id">{ id }</span>
+                        <span class="name">{ name }</span>
+                        if !state.is_empty() {
+                            <span class="publish-state" title={state_title}>{ state }</span>
+                        }
+                        <span class="id">{ id }</span>
                     </button>
                 },
             };

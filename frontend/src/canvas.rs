@@ -28,6 +28,7 @@ mod gestures;
 mod history;
 mod inspector_host;
 mod palette;
+mod publish;
 mod runs;
 
 use std::cell::RefCell;
@@ -46,6 +47,7 @@ use self::gestures::{Drag, Gestures};
 use self::history::History;
 use self::inspector_host::InspectorHost;
 use self::palette::Palette;
+use self::publish::Publishing;
 use self::runs::{RunView, Runs};
 use crate::net::Socket;
 use crate::scene::{self, Scene, SceneView, curve, port_at};
@@ -90,6 +92,7 @@ pub enum Msg {
     Palette(palette::Msg),
     Runs(runs::Msg),
     History(history::Msg),
+    Publish(publish::Msg),
 }
 
 /// A listener on the window (event name, callback), removed on destroy.
@@ -111,6 +114,7 @@ pub struct Canvas {
     inspector: InspectorHost,
     runs: Runs,
     history: History,
+    publishing: Publishing,
     svg: NodeRef,
     fitted: bool,
     /// The surface's size (read on gestures, not in every render).
@@ -360,6 +364,8 @@ impl Canvas {
                 true
             }
             Some(Inbound::Doc { synced, reply }) => {
+                // The draft changed (ours arrived, or someone else's edit).
+                ctx.link().send_message(publish::Msg::Refresh);
                 if synced {
                     if let Some(reply) = reply {
                         self.send(&reply);
@@ -373,6 +379,7 @@ impl Canvas {
             Some(Inbound::Acked { all }) => {
                 if all {
                     self.status = "saved".into();
+                    ctx.link().send_message(publish::Msg::Refresh);
                     if std::mem::take(&mut self.runs.run_when_saved) {
                         ctx.link().send_message(runs::Msg::Run);
                     }
@@ -561,6 +568,7 @@ impl Component for Canvas {
             inspector: InspectorHost::default(),
             runs: Runs::default(),
             history: History::default(),
+            publishing: Publishing::default(),
             svg: NodeRef::default(),
             fitted: false,
             view_size: (1200.0, 800.0),
@@ -681,6 +689,7 @@ impl Component for Canvas {
             Msg::Palette(msg) => self.on_palette(msg),
             Msg::Runs(msg) => self.on_runs(ctx, msg),
             Msg::History(msg) => self.on_history(ctx, msg),
+            Msg::Publish(msg) => self.on_publish(ctx, msg),
             Msg::CenterOn(wx, wy) => {
                 let (w, h) = self.size();
                 let Some(editor) = self.shown_mut() else {

@@ -78,7 +78,7 @@ pub fn field(
         .filter(|o: &Vec<String>| !o.is_empty());
     let input_id = format!("cfg-{name}");
     let hint = templated(prop).then(|| html! {
-        <small class="hint">{ "Templates: " }<code>{ "{{ input.field }}" }</code>{ ", " }<code>{ "{{ vars.name }}" }</code>{ ", " }<code>{ "{{ nodes.id.output }}" }</code></small>
+        <small class="hint">{ "Templates: " }<code>{ "{{ input.field }}" }</code>{ ", " }<code>{ "{{ vars.name }}" }</code>{ ", " }<code>{ "{{ nodes.<node id>.field }}" }</code></small>
     });
     let control = if name == "credential" || name.ends_with("_credential") {
         // A picker over the stored credentials (names only: values are

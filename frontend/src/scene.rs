@@ -11,8 +11,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
-use serde_json::Value;
-use sluice_api::StepStatus;
+use sluice_api::{RunError, StepStatus};
 use sluice_model::kinds;
 use yew::prelude::*;
 
@@ -268,14 +267,10 @@ pub fn duration(us: u64) -> String {
     }
 }
 
-/// A step or run error: its message (and node), else the JSON.
-pub fn error_text(e: &Value) -> String {
-    match (e["node"].as_str(), e["message"].as_str()) {
-        (Some(node), Some(m)) => format!("{node}: {m}"),
-        (None, Some(m)) => m.to_string(),
-        _ => e
-            .as_str()
-            .map(str::to_string)
-            .unwrap_or_else(|| e.to_string()),
+/// A step or run error: its message (and node).
+pub fn error_text(e: &RunError) -> String {
+    match &e.node {
+        Some(node) => format!("{node}: {}", e.message),
+        None => e.message.clone(),
     }
 }

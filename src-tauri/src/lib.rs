@@ -543,13 +543,9 @@ fn notify_failures<R: Runtime>(app: &AppHandle<R>) {
             {
                 let message = error
                     .as_ref()
-                    .and_then(|e| {
-                        let node = e.get("node").and_then(|n| n.as_str());
-                        let msg = e.get("message").and_then(|m| m.as_str())?;
-                        Some(match node {
-                            Some(n) => format!("{n}: {msg}"),
-                            None => msg.to_string(),
-                        })
+                    .map(|e| match &e.node {
+                        Some(n) => format!("{n}: {}", e.message),
+                        None => e.message.clone(),
                     })
                     .unwrap_or_else(|| "the run failed".into());
                 let shown = app

@@ -312,7 +312,7 @@ async fn the_window_edits_and_runs_and_closing_it_keeps_webhooks_answering() {
         .unwrap();
     let base = format!("http://127.0.0.1:{port}");
     let r = http
-        .put(format!("{base}/api/v1/workflows/hook"))
+        .put(format!("{base}/api/v1/workflows/hook?publish=true"))
         .bearer_auth(&token)
         .json(&json!({"format": "sluice.workflow/v1", "id": "hook", "nodes": [
             {"id": "in", "kind": "trigger.webhook", "config": {"method": "POST", "path": "ping", "respond": "when_finished"}},
@@ -366,7 +366,7 @@ async fn the_window_edits_and_runs_and_closing_it_keeps_webhooks_answering() {
 
     // A failed run: a notification; clicking it shows the window on that run.
     let r = http
-        .put(format!("{base}/api/v1/workflows/boom"))
+        .put(format!("{base}/api/v1/workflows/boom?publish=true"))
         .bearer_auth(&token)
         .json(&json!({"format": "sluice.workflow/v1", "id": "boom", "nodes": [
             {"id": "t", "kind": "trigger.manual"},

@@ -165,7 +165,7 @@ fn webhook() -> Result<()> {
             .args([
                 "--data-binary",
                 wf,
-                &format!("{base}/api/v1/workflows/bench"),
+                &format!("{base}/api/v1/workflows/bench?publish=true"),
             ])
             .output()?;
         if !put.status.success() {

@@ -6,9 +6,8 @@
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
-use crate::runs::{RunStatus, StepStatus};
+use crate::runs::{RunError, RunStatus, StepStatus};
 
 /// One thing that happened in a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -30,6 +29,9 @@ pub struct LiveEvent {
 pub enum What {
     RunStarted {
         trigger: String,
+        /// It runs the draft, not the published version.
+        #[serde(default, skip_serializing_if = "crate::runs::is_false")]
+        draft: bool,
     },
     StepStarted {
         #[cfg_attr(feature = "openapi", schema(value_type = String))]
@@ -65,7 +67,7 @@ pub enum What {
     RunFinished {
         status: RunStatus,
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        error: Option<Value>,
+        error: Option<RunError>,
     },
 }
 

@@ -14,10 +14,13 @@ pub mod ws;
 pub use error::{ErrorBody, ErrorInfo};
 pub use events::{LiveEvent, What};
 pub use runs::{
-    LogLine, Retry, RetryFrom, RunDetail, RunOutcome, RunStarted, RunStatus, RunSummary, StartRun,
-    Step, StepStatus,
+    LogLine, Retry, RetryFrom, RunDetail, RunError, RunOutcome, RunStarted, RunStatus, RunSummary,
+    StartRun, Step, StepStatus,
 };
-pub use workflows::{CredentialEntry, WorkflowEntry};
+pub use workflows::{
+    Changes, CredentialEntry, Problem, Publish, PublishMode, PublishState, Restored, VersionEntry,
+    WorkflowEntry,
+};
 
 /// For `Option<Value>` fields where `null` and absent differ: a field that
 /// is present stays `Some`, even when it is `null`.

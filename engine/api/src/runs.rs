@@ -108,6 +108,47 @@ impl fmt::Display for StepStatus {
     }
 }
 
+/// Why a run failed or was cancelled, or why a step attempt failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RunError {
+    /// The node that failed (absent when the run ended otherwise: cancelled,
+    /// the engine stopped).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// What went wrong, naming the thing (field, file, status).
+    pub message: String,
+    /// Whether another attempt could succeed (a timeout, a 5xx) or not (bad
+    /// config, a 4xx).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retryable: Option<bool>,
+    /// The attempts made, retries included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<u32>,
+}
+
+impl RunError {
+    /// An error that belongs to no node (the run was cancelled, the engine
+    /// stopped).
+    pub fn of_run(message: impl Into<String>) -> Self {
+        RunError {
+            node: None,
+            message: message.into(),
+            retryable: None,
+            attempts: None,
+        }
+    }
+}
+
+impl fmt::Display for RunError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.node {
+            Some(node) => write!(f, "node `{node}`: {}", self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}
+
 /// A run without its steps.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -119,13 +160,20 @@ pub struct RunSummary {
     pub status: RunStatus,
     /// An object keyed by exit node id (null until the run ends).
     pub output: Value,
-    /// Why the run failed: `{node, message, ...}`.
-    pub error: Option<Value>,
+    /// Why the run failed or was cancelled.
+    pub error: Option<RunError>,
     /// Microseconds since the Unix epoch.
     pub created_at_us: i64,
     pub finished_at_us: Option<i64>,
     /// The workflow document version it ran (null for a run of a file).
     pub version: Option<String>,
+    /// It ran the draft (the editor's Run), not the published version.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub draft: bool,
+}
+
+pub(crate) fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// One step attempt: a node's run for one message (lineage, activation) and
@@ -165,12 +213,8 @@ pub struct Step {
     )]
     pub output: Option<Value>,
     /// Its error (a failed step).
-    #[serde(
-        default,
-        deserialize_with = "crate::present",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub error: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<RunError>,
 }
 
 /// A run with every step attempt (`GET /api/v1/runs/{id}`, `sluice runs show --json`).
@@ -196,6 +240,10 @@ pub struct StartRun {
     /// Answer with the finished run (waiting at most the server's webhook timeout).
     #[serde(default)]
     pub wait: bool,
+    /// Run the draft (the workflow as being edited) instead of the
+    /// published version: the editor's Run.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub draft: bool,
 }
 
 /// The body of `POST /api/v1/runs/{id}/retry`.
@@ -232,6 +280,9 @@ pub struct RunStarted {
     /// The run this one retries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_of: Option<String>,
+    /// It runs the draft, not the published version.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub draft: bool,
 }
 
 /// A run that ended while the caller waited (`POST /api/v1/workflows/{id}/run`
@@ -243,7 +294,7 @@ pub struct RunOutcome {
     pub workflow: String,
     pub status: RunStatus,
     pub output: Value,
-    pub error: Option<Value>,
+    pub error: Option<RunError>,
     /// The workflow document version it ran.
     pub version: Option<String>,
 }

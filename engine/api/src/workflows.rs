@@ -1,4 +1,6 @@
-//! Stored workflows and credentials as lists show them.
+//! Stored workflows, their versions and credentials as lists show them.
+
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -8,8 +10,19 @@ use serde::{Deserialize, Serialize};
 pub struct WorkflowEntry {
     pub id: String,
     pub name: String,
-    /// Microseconds since the Unix epoch.
+    /// When the draft last changed: microseconds since the Unix epoch.
     pub updated_at_us: i64,
+    /// The draft's document version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft_version: Option<String>,
+    /// Whether a version is published (what triggers and runs by id run).
+    #[serde(default)]
+    pub published: bool,
+    /// The published document version, and when it was published.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub published_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub published_at_us: Option<i64>,
 }
 
 /// An entry of `GET /api/v1/credentials`: never the value.
@@ -20,4 +33,185 @@ pub struct CredentialEntry {
     /// `bearer`, `basic`, `header`, `query` or `smtp`.
     pub kind: String,
     pub updated_at_us: i64,
+}
+
+/// An entry of `GET /api/v1/workflows/{id}/versions`: one author's burst of
+/// edits, with what it changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct VersionEntry {
+    /// The workflow as of the end of this version (`counter@peer,…`).
+    pub version: String,
+    /// The version it started from.
+    pub parent: String,
+    /// Who made it: Loro peer ids.
+    pub author: String,
+    /// Where it came from: `api`, `import`, `file`, `restore <version>`;
+    /// null for edits merged from editors and peers.
+    pub message: Option<String>,
+    /// Microseconds since the Unix epoch.
+    pub started_at_us: i64,
+    pub at_us: i64,
+    /// Edits folded into it.
+    pub edits: i64,
+    /// One line: "added fetch; changed tag (config.url)".
+    pub summary: String,
+    pub changes: Changes,
+    /// When this version was last published (absent: never).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub published_at_us: Option<i64>,
+}
+
+/// When a workflow's draft becomes what runs (its `settings.publish`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum PublishMode {
+    /// When someone publishes it (the editor's Publish, the API, `sluice publish`).
+    #[default]
+    Manual,
+    /// By itself, once the draft is valid and nobody edited it for
+    /// `settings.publish_idle_secs` seconds.
+    OnValidIdle,
+}
+
+impl PublishMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PublishMode::Manual => "manual",
+            PublishMode::OnValidIdle => "on_valid_idle",
+        }
+    }
+}
+
+/// Where a workflow's draft stands against what runs
+/// (`GET /api/v1/workflows/{id}/publish`, and the answer to publishing).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct PublishState {
+    pub id: String,
+    /// The draft's document version.
+    pub draft_version: String,
+    /// Whether a version is published.
+    pub published: bool,
+    /// The published document version and when it was published.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub published_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub published_at_us: Option<i64>,
+    /// What publishing the draft would change (everything when nothing is
+    /// published), and that as one line.
+    pub changes: Changes,
+    pub summary: String,
+    /// Why the draft cannot be published (empty: it can).
+    pub problems: Vec<Problem>,
+    pub mode: PublishMode,
+}
+
+impl PublishState {
+    /// Whether the published version is the draft.
+    pub fn up_to_date(&self) -> bool {
+        self.published && self.published_version.as_deref() == Some(self.draft_version.as_str())
+    }
+}
+
+/// The body of `POST /api/v1/workflows/{id}/publish`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Publish {
+    /// The document version to publish (from the history); default: the draft.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+}
+
+/// The answer to `POST /api/v1/workflows/{id}/versions/{version}/restore`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Restored {
+    pub id: String,
+    /// The new version: the restore is new operations on top, so history is
+    /// never rewritten and the restore can be undone the same way.
+    pub version: String,
+}
+
+/// What a version changed, by workflow part.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Changes {
+    pub nodes_added: Vec<String>,
+    pub nodes_removed: Vec<String>,
+    /// Node id → the fields changed (`config.url`, `position`…).
+    pub nodes_changed: BTreeMap<String, BTreeSet<String>>,
+    /// Edges added or changed (`from -> to`).
+    pub edges_set: Vec<String>,
+    pub edges_removed: Vec<String>,
+    /// Top-level fields changed (`name`, `vars`…).
+    pub fields_changed: Vec<String>,
+}
+
+impl std::fmt::Display for Changes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut parts = Vec::new();
+        if !self.nodes_added.is_empty() {
+            parts.push(format!("added {}", self.nodes_added.join(", ")));
+        }
+        if !self.nodes_removed.is_empty() {
+            parts.push(format!("removed {}", self.nodes_removed.join(", ")));
+        }
+        if !self.nodes_changed.is_empty() {
+            let changed: Vec<String> = self
+                .nodes_changed
+                .iter()
+                .map(|(n, fields)| {
+                    let fields: Vec<&str> = fields.iter().map(String::as_str).collect();
+                    format!("{n} ({})", fields.join(", "))
+                })
+                .collect();
+            parts.push(format!("changed {}", changed.join(", ")));
+        }
+        if !self.edges_set.is_empty() {
+            parts.push(format!("connected {}", self.edges_set.join(", ")));
+        }
+        if !self.edges_removed.is_empty() {
+            parts.push(format!("disconnected {}", self.edges_removed.join(", ")));
+        }
+        if !self.fields_changed.is_empty() {
+            parts.push(format!("set {}", self.fields_changed.join(", ")));
+        }
+        if parts.is_empty() {
+            return f.write_str("no visible change");
+        }
+        f.write_str(&parts.join("; "))
+    }
+}
+
+/// One thing wrong with a workflow.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Problem {
+    /// The node it is about, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// The edge it is about (index in `edges`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edge: Option<usize>,
+    /// The field, e.g. `config.cases[1].port` or `to`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    pub message: String,
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (&self.node, self.edge) {
+            (_, Some(e)) => write!(f, "edges[{e}]")?,
+            (Some(n), None) => write!(f, "node `{n}`")?,
+            (None, None) => write!(f, "workflow")?,
+        }
+        if let Some(field) = &self.field {
+            write!(f, " {field}")?;
+        }
+        write!(f, ": {}", self.message)
+    }
 }

@@ -71,8 +71,26 @@ enum Command {
         #[command(subcommand)]
         command: VersionsCommand,
     },
-    /// Store a workflow file in the data dir (replacing the version with its id).
-    Import { file: PathBuf },
+    /// Store a workflow file in the data dir and publish it (replacing the
+    /// workflow with its id).
+    Import {
+        file: PathBuf,
+        /// Store it as the draft only: what runs stays as it was.
+        #[arg(long)]
+        draft: bool,
+    },
+    /// Make a workflow's draft (or one of its versions) what its triggers
+    /// and runs by id run. Refused, with every problem named, when it does
+    /// not validate.
+    Publish {
+        id: String,
+        /// The version to publish (from `sluice versions list`; default: the draft).
+        #[arg(long)]
+        version: Option<String>,
+    },
+    /// Turn a workflow's triggers off (its webhooks answer 404) and refuse
+    /// runs by id, until it is published again. The draft stays.
+    Unpublish { id: String },
     /// Print a stored workflow as `sluice.workflow/v1` JSON (or write it to --out).
     Export {
         id: String,
@@ -275,7 +293,10 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
                         );
                         return Ok(0);
                     }
-                    println!("{:<24} {:<20} {:<14} SUMMARY", "VERSION", "WHEN", "FROM");
+                    println!(
+                        "{:<24} {:<20} {:<14} {:<10} SUMMARY",
+                        "VERSION", "WHEN", "FROM", "PUBLISHED"
+                    );
                     for v in versions {
                         let when = jiff::Timestamp::from_microsecond(v.at_us)
                             .map(|t| t.strftime("%Y-%m-%d %H:%M:%S").to_string())
@@ -284,7 +305,15 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
                             .message
                             .clone()
                             .unwrap_or_else(|| format!("peer {}", v.author));
-                        println!("{:<24} {:<20} {:<14} {}", v.version, when, from, v.summary);
+                        let published = if v.published_at_us.is_some() {
+                            "yes"
+                        } else {
+                            ""
+                        };
+                        println!(
+                            "{:<24} {:<20} {:<14} {:<10} {}",
+                            v.version, when, from, published, v.summary
+                        );
                     }
                     Ok(0)
                 }
@@ -351,19 +380,50 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
             }
             Ok(0)
         }
-        Command::Import { file } => {
+        Command::Import { file, draft } => {
             let wf = read_workflow(&file)?;
             let plan = Plan::new(wf).map_err(|e| invalid(&file.display().to_string(), &e.0))?;
             let engine = open(cli.data_dir).await?;
-            engine
-                .save_workflow_as(&plan, Some("import"))
-                .await
-                .map_err(internal)?;
+            if draft {
+                engine.save_draft(&plan, Some("import")).await
+            } else {
+                engine.save_workflow_as(&plan, Some("import")).await
+            }
+            .map_err(internal)?;
             println!(
-                "imported workflow `{}` ({} nodes)",
+                "imported workflow `{}` ({} nodes){}",
                 plan.workflow.id,
-                plan.workflow.nodes.len()
+                plan.workflow.nodes.len(),
+                if draft {
+                    " as its draft: publish it with `sluice publish` to make it run"
+                } else {
+                    ""
+                }
             );
+            Ok(0)
+        }
+        Command::Publish { id, version } => {
+            let engine = open(cli.data_dir).await?;
+            let state = engine
+                .publish(&id, version.as_deref())
+                .await
+                .map_err(|e| match e {
+                    sluice_runtime::executor::Error::Invalid(i) => invalid(&id, &i.0),
+                    other => usage(other),
+                })?;
+            println!(
+                "published `{id}` at {}: its triggers and runs by id run this version",
+                state.published_version.as_deref().unwrap_or("?")
+            );
+            Ok(0)
+        }
+        Command::Unpublish { id } => {
+            let engine = open(cli.data_dir).await?;
+            if engine.unpublish(&id).await.map_err(usage)? {
+                println!("unpublished `{id}`: its triggers are off until it is published again");
+            } else {
+                println!("`{id}` was not published");
+            }
             Ok(0)
         }
         Command::Export { id, out } => {
@@ -396,8 +456,13 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
                 let path = PathBuf::from(&workflow);
                 let wf = read_workflow(&path)?;
                 let plan = Plan::new(wf).map_err(|e| invalid(&workflow, &e.0))?;
-                engine.save_workflow(&plan).await.map_err(internal)?;
-                plan
+                // The file becomes the workflow's draft, and the draft runs:
+                // running a file never changes what its triggers run.
+                engine
+                    .save_draft(&plan, Some("run"))
+                    .await
+                    .map_err(internal)?;
+                engine.draft(&plan.workflow.id).await.map_err(internal)?
             } else {
                 engine.workflow(&workflow).await.map_err(|e| match e {
                     sluice_runtime::executor::Error::Invalid(i) => invalid(&workflow, &i.0),
@@ -664,12 +729,12 @@ fn report(result: &RunResult) -> Result<u8, Exit> {
     match result.status {
         Status::Succeeded => Ok(0),
         status => {
-            let err = result.error.clone().unwrap_or(Value::Null);
-            let node = err["node"]
-                .as_str()
+            let err = result.error.as_ref();
+            let node = err
+                .and_then(|e| e.node.as_deref())
                 .map(|n| format!(" at node `{n}`"))
                 .unwrap_or_default();
-            let message = err["message"].as_str().unwrap_or("no message");
+            let message = err.map_or("no message", |e| e.message.as_str());
             Err(Exit(
                 1,
                 format!(
@@ -687,7 +752,7 @@ fn print_run(v: &RunDetail) {
     println!("run       {}", run.id);
     println!("workflow  {}", run.workflow);
     println!("status    {}", run.status);
-    if let Some(error) = run.error.as_ref().filter(|e| !e.is_null()) {
+    if let Some(error) = &run.error {
         println!("error     {error}");
     }
     println!("output    {}", run.output);
@@ -701,15 +766,15 @@ fn print_run(v: &RunDetail) {
         let io = format!(
             "{} -> {}",
             short(s.input.as_ref().unwrap_or(&null)),
-            short(
-                if s.status == StepStatus::Failed {
+            if s.status == StepStatus::Failed {
+                short(
                     &s.error
-                } else {
-                    &s.output
-                }
-                .as_ref()
-                .unwrap_or(&null)
-            )
+                        .as_ref()
+                        .map_or(Value::Null, |e| e.message.as_str().into()),
+                )
+            } else {
+                short(s.output.as_ref().unwrap_or(&null))
+            }
         );
         println!(
             "{:<20} {:<8} {:<6} {:>3} {:<10} {:>10}  {}",

@@ -115,7 +115,20 @@ fn run_prints_output_and_exit_1_names_the_failing_node() {
         "{err}"
     );
 
-    // The workflow is now stored: run it by id.
+    // The workflow is now stored as a draft: runs by id run what is
+    // published, so it runs by id once published.
+    let o = sluice(
+        dir.path(),
+        &["run", "w", "--input", r#"{"ok": true, "n": 1}"#],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("`w` is not published"),
+        "{}",
+        stderr(&o)
+    );
+    let o = sluice(dir.path(), &["publish", "w"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let o = sluice(
         dir.path(),
         &["run", "w", "--input", r#"{"ok": true, "n": 1}"#],
@@ -463,4 +476,57 @@ fn modules_add_refuses_what_is_not_a_component() {
         err.contains("bad.wasm") && err.contains("not a valid WebAssembly component"),
         "{err}"
     );
+}
+
+#[test]
+fn import_publishes_and_draft_publish_unpublish_decide_what_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let original = include_str!("../../../assets/examples/hello.flow.json");
+    let mut wf: Value = serde_json::from_str(original).unwrap();
+    let f = write(dir.path(), "hello.flow.json", original);
+    let o = sluice(dir.path(), &["import", &f]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let greet = |data: &Path| {
+        let o = sluice(data, &["run", "hello", "--input", r#"{"name": "Ada"}"#]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        serde_json::from_slice::<Value>(&o.stdout).unwrap()
+    };
+    let before = greet(dir.path());
+
+    // A draft import: runs by id still run the published version.
+    wf["name"] = json!("Hello, drafted");
+    let last = wf["nodes"].as_array().unwrap().len() - 1;
+    wf["nodes"][last]["config"] = json!({"value": "drafted"});
+    let f2 = write(dir.path(), "draft.flow.json", &wf.to_string());
+    let o = sluice(dir.path(), &["import", "--draft", &f2]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("as its draft"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    assert_eq!(greet(dir.path()), before);
+    // Export shows the draft (what is being edited).
+    let exported: Value =
+        serde_json::from_slice(&sluice(dir.path(), &["export", "hello"]).stdout).unwrap();
+    assert_eq!(exported["name"], "Hello, drafted");
+
+    let o = sluice(dir.path(), &["publish", "hello"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with("published `hello` at "));
+    let after = greet(dir.path());
+    assert_ne!(after, before);
+    assert!(after.to_string().contains("drafted"), "{after}");
+    let o = sluice(dir.path(), &["versions", "list", "hello"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("PUBLISHED") && text.contains("yes"), "{text}");
+
+    let o = sluice(dir.path(), &["unpublish", "hello"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = sluice(dir.path(), &["run", "hello", "--input", "{}"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("is not published"), "{}", stderr(&o));
+    let o = sluice(dir.path(), &["publish", "nope"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("`nope` not found"), "{}", stderr(&o));
 }

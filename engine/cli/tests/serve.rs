@@ -109,7 +109,7 @@ async fn acknowledged_webhook_runs_complete_after_a_sigkill() {
         {"id": "end", "kind": "output.end", "config": {"value": "{{ input.body.n }}"}}],
         "edges": [{"from": "hook", "to": "w"}, {"from": "w", "to": "end"}]});
     let r = c
-        .put(format!("{}/api/v1/workflows/acks", s.base))
+        .put(format!("{}/api/v1/workflows/acks?publish=true", s.base))
         .bearer_auth(&s.token)
         .json(&wf)
         .send()
@@ -243,7 +243,7 @@ async fn two_thousand_idle_connections_do_not_stop_a_webhook() {
         {"id": "end", "kind": "output.end", "config": {"value": "pong"}}],
         "edges": [{"from": "hook", "to": "end"}]});
     let r = c
-        .put(format!("{}/api/v1/workflows/ping", s.base))
+        .put(format!("{}/api/v1/workflows/ping?publish=true", s.base))
         .bearer_auth(&s.token)
         .json(&wf)
         .send()

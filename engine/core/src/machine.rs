@@ -168,12 +168,13 @@ pub enum Action {
     Finish {
         status: Status,
         output: Value,
-        error: Option<Value>,
+        error: Option<RunError>,
         /// The value of the first `output.respond` reached: `{status, headers, body}`.
         respond: Option<Value>,
     },
 }
 
+use sluice_api::RunError;
 /// Where a run is: the one run status type, shared with the store, the
 /// live events, the API and the editor.
 pub use sluice_api::RunStatus as Status;
@@ -231,7 +232,7 @@ pub struct Run {
     exits: BTreeMap<(usize, Lineage, Activation), Msg>,
     /// The first `output.respond` reached, if any.
     first_respond: Option<StepKey>,
-    error: Option<Value>,
+    error: Option<RunError>,
 }
 
 impl Run {
@@ -314,7 +315,7 @@ impl Run {
             }
             Event::Cancel => {
                 self.status = Status::Cancelled;
-                self.error = Some(json!({"message": "the run was cancelled"}));
+                self.error = Some(RunError::of_run("the run was cancelled"));
                 self.abort_all(&mut actions);
                 self.finish(&mut actions);
             }
@@ -469,12 +470,12 @@ impl Run {
             });
             return;
         }
-        let err = json!({
-            "node": node.id.as_ref(),
-            "message": error.message,
-            "retryable": error.retryable,
-            "attempts": step.attempt,
-        });
+        let err = RunError {
+            node: Some(node.id.to_string()),
+            message: error.message,
+            retryable: Some(error.retryable),
+            attempts: Some(step.attempt),
+        };
         match node.on_error {
             OnError::Fail => {
                 self.status = Status::Failed;

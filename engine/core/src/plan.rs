@@ -58,6 +58,9 @@ pub struct Plan {
     /// The document version `definition` was written from (pinned in each
     /// run too); None for a workflow that is not a stored document.
     pub version: Option<String>,
+    /// Built from the workflow's draft (the document as being edited), not
+    /// its published version: its runs are marked as draft runs.
+    pub draft: bool,
     pub graph: Graph,
     pub nodes: Vec<PlanNode>,
     pub order: Vec<usize>,
@@ -98,6 +101,16 @@ impl Plan {
 
     /// A plan of `workflow` as of document version `version`.
     pub fn new_at(workflow: Workflow, version: Option<String>) -> Result<Arc<Plan>, Invalid> {
+        Plan::build(workflow, version, false)
+    }
+
+    /// A plan of `workflow` at `version` whose runs are marked as runs of
+    /// the draft (`draft`) or of the published version.
+    pub fn build(
+        workflow: Workflow,
+        version: Option<String>,
+        draft: bool,
+    ) -> Result<Arc<Plan>, Invalid> {
         let problems = validate(&workflow);
         if !problems.is_empty() {
             return Err(Invalid(problems));
@@ -239,6 +252,7 @@ impl Plan {
             workflow,
             definition,
             version,
+            draft,
             graph,
             nodes,
             order,

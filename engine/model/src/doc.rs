@@ -29,6 +29,7 @@ use loro::{
     LoroText, LoroValue, UpdateOptions, ValueOrContainer, VersionVector, event::Diff,
 };
 use serde_json::{Map, Value};
+pub use sluice_api::Changes;
 
 use crate::workflow::Workflow;
 
@@ -560,56 +561,6 @@ pub fn decode_version(bytes: &[u8]) -> Result<VersionVector, DocError> {
     VersionVector::decode(bytes).map_err(loro_err)
 }
 
-/// What a version changed, by workflow part.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
-pub struct Summary {
-    pub nodes_added: Vec<String>,
-    pub nodes_removed: Vec<String>,
-    /// Node id → the fields changed (`config.url`, `position`…).
-    pub nodes_changed: BTreeMap<String, BTreeSet<String>>,
-    /// Edges added or changed (`from -> to`).
-    pub edges_set: Vec<String>,
-    pub edges_removed: Vec<String>,
-    /// Top-level fields changed (`name`, `vars`…).
-    pub fields_changed: Vec<String>,
-}
-
-impl std::fmt::Display for Summary {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut parts = Vec::new();
-        if !self.nodes_added.is_empty() {
-            parts.push(format!("added {}", self.nodes_added.join(", ")));
-        }
-        if !self.nodes_removed.is_empty() {
-            parts.push(format!("removed {}", self.nodes_removed.join(", ")));
-        }
-        if !self.nodes_changed.is_empty() {
-            let changed: Vec<String> = self
-                .nodes_changed
-                .iter()
-                .map(|(n, fields)| {
-                    let fields: Vec<&str> = fields.iter().map(String::as_str).collect();
-                    format!("{n} ({})", fields.join(", "))
-                })
-                .collect();
-            parts.push(format!("changed {}", changed.join(", ")));
-        }
-        if !self.edges_set.is_empty() {
-            parts.push(format!("connected {}", self.edges_set.join(", ")));
-        }
-        if !self.edges_removed.is_empty() {
-            parts.push(format!("disconnected {}", self.edges_removed.join(", ")));
-        }
-        if !self.fields_changed.is_empty() {
-            parts.push(format!("set {}", self.fields_changed.join(", ")));
-        }
-        if parts.is_empty() {
-            return f.write_str("no visible change");
-        }
-        f.write_str(&parts.join("; "))
-    }
-}
-
 /// A version (frontiers) as text: `counter@peer` ids joined by `,`, sorted.
 pub fn format_version(f: &Frontiers) -> String {
     let mut ids: Vec<ID> = f.iter().collect();
@@ -664,13 +615,13 @@ impl WorkflowDoc {
 
     /// What changed from version `from` to version `to` (both in the
     /// history; `""` is the empty document).
-    pub fn summarize(&self, from: &str, to: &str) -> Result<Summary, DocError> {
+    pub fn summarize(&self, from: &str, to: &str) -> Result<Changes, DocError> {
         let a = parse_version(from)?;
         let b = parse_version(to)?;
         self.check_known(&a, from)?;
         self.check_known(&b, to)?;
         let diff = self.doc.diff(&a, &b).map_err(loro_err)?;
-        let mut s = Summary::default();
+        let mut s = Changes::default();
         let mut edges_set = BTreeSet::new();
         let mut edges_removed = BTreeSet::new();
         let mut fields = BTreeSet::new();

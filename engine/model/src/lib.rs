@@ -18,4 +18,6 @@ pub mod workflow;
 pub use graph::Graph;
 pub use kinds::{KindSpec, catalog};
 pub use validate::{Problem, validate};
-pub use workflow::{Edge, Endpoint, FORMAT, Node, OnError, ParseError, RetryPolicy, Workflow};
+pub use workflow::{
+    Edge, Endpoint, FORMAT, Node, OnError, ParseError, RetryPolicy, Settings, Workflow,
+};

@@ -2,9 +2,7 @@
 //! edge and the field it is about.
 
 use std::collections::HashSet;
-use std::fmt;
 
-use serde::Serialize;
 use serde_json::Value;
 
 use crate::graph::{Graph, ScopeError};
@@ -12,34 +10,7 @@ use crate::kinds::{self, Kind};
 use crate::template;
 use crate::workflow::{FORMAT, OnError, Workflow};
 
-/// One thing wrong with a workflow.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Problem {
-    /// The node it is about, if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub node: Option<String>,
-    /// The edge it is about (index in `edges`), if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub edge: Option<usize>,
-    /// The field, e.g. `config.cases[1].port` or `to`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub field: Option<String>,
-    pub message: String,
-}
-
-impl fmt::Display for Problem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (&self.node, self.edge) {
-            (_, Some(e)) => write!(f, "edges[{e}]")?,
-            (Some(n), None) => write!(f, "node `{n}`")?,
-            (None, None) => write!(f, "workflow")?,
-        }
-        if let Some(field) = &self.field {
-            write!(f, " {field}")?;
-        }
-        write!(f, ": {}", self.message)
-    }
-}
+pub use sluice_api::Problem;
 
 fn problem(node: Option<&str>, field: Option<&str>, message: impl Into<String>) -> Problem {
     Problem {
@@ -101,6 +72,28 @@ pub fn validate(wf: &Workflow) -> Vec<Problem> {
                         None,
                         Some("settings.concurrency"),
                         format!("must be a whole number from 1 to {MAX_CONCURRENCY}"),
+                    ));
+                }
+                if let Some(p) = m.get("publish")
+                    && serde_json::from_value::<sluice_api::PublishMode>(p.clone()).is_err()
+                {
+                    out.push(problem(
+                        None,
+                        Some("settings.publish"),
+                        format!("is {p}: expected \"manual\" or \"on_valid_idle\""),
+                    ));
+                }
+                if let Some(n) = m.get("publish_idle_secs")
+                    && n.as_u64()
+                        .is_none_or(|n| !(1..=crate::workflow::MAX_PUBLISH_IDLE_SECS).contains(&n))
+                {
+                    out.push(problem(
+                        None,
+                        Some("settings.publish_idle_secs"),
+                        format!(
+                            "must be a whole number of seconds from 1 to {}",
+                            crate::workflow::MAX_PUBLISH_IDLE_SECS
+                        ),
                     ));
                 }
             }

@@ -164,7 +164,55 @@ pub struct ParseError {
     pub message: String,
 }
 
+/// A workflow's `settings` object, typed. It stays in [`Workflow::extra`]
+/// (unknown settings round-trip); [`crate::validate`] reports bad values.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// How many runs of this workflow execute at once.
+    pub concurrency: Option<u64>,
+    /// When the draft becomes what runs.
+    pub publish: sluice_api::PublishMode,
+    /// `on_valid_idle`: seconds without an edit before a valid draft is published.
+    pub publish_idle_secs: u64,
+}
+
+/// `settings.publish_idle_secs` when it is not set.
+pub const DEFAULT_PUBLISH_IDLE_SECS: u64 = 10;
+
+/// The largest `settings.publish_idle_secs` (a day).
+pub const MAX_PUBLISH_IDLE_SECS: u64 = 86_400;
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            concurrency: None,
+            publish: sluice_api::PublishMode::Manual,
+            publish_idle_secs: DEFAULT_PUBLISH_IDLE_SECS,
+        }
+    }
+}
+
 impl Workflow {
+    /// The workflow's settings; a value that is not valid reads as its default.
+    pub fn settings(&self) -> Settings {
+        let Some(s) = self.extra.get("settings").and_then(Value::as_object) else {
+            return Settings::default();
+        };
+        let d = Settings::default();
+        Settings {
+            concurrency: s.get("concurrency").and_then(Value::as_u64),
+            publish: s
+                .get("publish")
+                .and_then(|v| serde_json::from_value(v.clone()).ok())
+                .unwrap_or(d.publish),
+            publish_idle_secs: s
+                .get("publish_idle_secs")
+                .and_then(Value::as_u64)
+                .filter(|n| (1..=MAX_PUBLISH_IDLE_SECS).contains(n))
+                .unwrap_or(d.publish_idle_secs),
+        }
+    }
+
     /// Reads a workflow from JSON text. Syntax errors carry line and column;
     /// type errors also carry the path of the bad field.
     pub fn from_json(text: &str) -> Result<Workflow, ParseError> {

@@ -19,6 +19,17 @@ pub struct Settings {
     pub tls: TlsSettings,
     pub sandbox: SandboxSettings,
     pub server: ServerSettings,
+    pub workflows: WorkflowsSettings,
+}
+
+/// `[workflows]`: the workflows folder.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct WorkflowsSettings {
+    /// An edit to a file in the workflows folder (a text editor, a `git
+    /// pull`) is published at once, instead of becoming the draft. For
+    /// people who deploy workflows with git.
+    pub publish_file_edits: bool,
 }
 
 /// `[files]`: where `file.read` and `file.write` may go.

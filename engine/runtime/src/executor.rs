@@ -18,7 +18,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use serde_json::{Value, json};
+use serde_json::Value;
+use sluice_api::RunError;
 use sluice_nodes as nodes;
 use sluice_store::Store;
 use tokio::sync::{Semaphore, mpsc, oneshot, watch};
@@ -30,14 +31,16 @@ mod driver;
 mod error_triggers;
 mod host;
 mod plan_cache;
+mod publish;
 mod replay;
 mod retry;
 mod start;
 mod step;
 
+pub use documents::DocEvent;
 use documents::Documents;
-pub use documents::{DocEvent, VersionEntry};
 use driver::Wake;
+pub use sluice_api::VersionEntry;
 
 use crate::events::LiveEvent;
 use crate::machine::Status;
@@ -58,6 +61,13 @@ pub enum Error {
     RunNotFound(String),
     #[error("workflow `{0}` not found")]
     WorkflowNotFound(String),
+    /// The workflow exists, but no version of it is published: its
+    /// triggers are off and runs by id are refused.
+    #[error(
+        "workflow `{0}` is not published: publish it (the editor's Publish, `sluice publish {0}`) \
+         or run its draft"
+    )]
+    NotPublished(String),
     #[error("run `{run}`: the journal cannot be replayed: {message}")]
     Corrupt { run: String, message: String },
     /// Too many runs in progress: try again later.
@@ -134,7 +144,7 @@ pub struct RunResult {
     pub id: String,
     pub status: Status,
     pub output: Value,
-    pub error: Option<Value>,
+    pub error: Option<RunError>,
     /// The first `output.respond` reached (`{status, headers, body}`), if any:
     /// it decides the HTTP response of a webhook run.
     pub respond: Option<Value>,
@@ -255,7 +265,9 @@ fn stopped(id: &str) -> RunResult {
         id: id.to_string(),
         status: Status::Failed,
         output: Value::Null,
-        error: Some(json!({"message": "the engine stopped before the run finished"})),
+        error: Some(RunError::of_run(
+            "the engine stopped before the run finished",
+        )),
         respond: None,
     }
 }

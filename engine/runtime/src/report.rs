@@ -20,6 +20,7 @@ pub fn run_summary(r: &RunRow) -> RunSummary {
         created_at_us: r.created_at_us,
         finished_at_us: r.finished_at_us,
         version: r.doc_version.clone(),
+        draft: r.draft,
     }
 }
 
@@ -113,7 +114,7 @@ pub fn steps(records: &[Record]) -> Vec<Step> {
                     );
                 } else {
                     step.status = StepStatus::Failed;
-                    step.error = Some(r.error.clone().unwrap_or(Value::Null));
+                    step.error = r.error.clone();
                 }
             }
         }

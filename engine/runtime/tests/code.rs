@@ -127,8 +127,8 @@ async fn a_failing_script_fails_only_its_step() {
         .await;
     assert_eq!(result.status, Status::Failed);
     let error = result.error.unwrap();
-    assert_eq!(error["node"], "check");
-    let message = error["message"].as_str().unwrap();
+    assert_eq!(error.node.as_deref(), Some("check"));
+    let message = error.message.as_str();
     assert!(
         message.contains("RangeError: bad qty -1 (at line 2, column"),
         "{message}"

@@ -76,8 +76,8 @@ async fn worked_examples_in_semantics_md_hold() {
                 Some(node) => {
                     assert_eq!(r.status, Status::Failed, "example at line {}", ex.line);
                     assert_eq!(
-                        r.error.as_ref().map(|e| &e["node"]),
-                        Some(node),
+                        r.error.as_ref().and_then(|e| e.node.as_deref()),
+                        node.as_str(),
                         "example at line {}",
                         ex.line
                     );

@@ -85,8 +85,8 @@ async fn a_remote_edit_merges_persists_and_replans() {
     );
     let wf = stored(&engine).await;
     assert_eq!(wf.nodes[1].config["jq"], "{a: .a, b: 2}");
-    // The engine runs what the document now says.
-    let plan = engine.workflow("doc").await.unwrap();
+    // The editor's Run runs what the document now says (its draft).
+    let plan = engine.draft("doc").await.unwrap();
     let r = engine
         .start(plan, None, Arc::new(json!({"a": 1})))
         .await
@@ -311,7 +311,7 @@ async fn runs_pin_the_version_they_ran() {
         .import_doc_update("doc", &editor.updates_since(&before).unwrap())
         .await
         .unwrap();
-    let plan = engine.workflow("doc").await.unwrap();
+    let plan = engine.draft("doc").await.unwrap();
     let head = engine.doc_head("doc").await.unwrap();
     assert_eq!(plan.version.as_deref(), Some(head.as_str()));
     assert_eq!(engine.workflow_at("doc", &head).await.unwrap(), workflow(v));
@@ -439,9 +439,10 @@ async fn subscribers_get_every_change_with_its_origin() {
 async fn one_authors_burst_of_edits_is_one_version() {
     let dir = tempfile::tempdir().unwrap();
     let engine = Engine::open(dir.path(), Options::default()).await.unwrap();
+    // (Drafts, as the API stores them: a publish closes a version.)
     for label in ["a", "b", "c"] {
         engine
-            .save_workflow_as(&Plan::new(workflow(sample(label))).unwrap(), Some("api"))
+            .save_draft(&Plan::new(workflow(sample(label))).unwrap(), Some("api"))
             .await
             .unwrap();
     }

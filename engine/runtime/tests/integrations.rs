@@ -91,10 +91,7 @@ fn output(r: &RunResult) -> &Value {
 fn failure(r: &RunResult) -> (String, u64) {
     assert_eq!(r.status, Status::Failed, "output: {}", r.output);
     let e = r.error.as_ref().unwrap();
-    (
-        e["message"].as_str().unwrap().to_string(),
-        e["attempts"].as_u64().unwrap_or(0),
-    )
+    (e.message.clone(), e.attempts.map_or(0, u64::from))
 }
 
 // ---- the HTTP server -------------------------------------------------------

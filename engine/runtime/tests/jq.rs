@@ -43,7 +43,7 @@ async fn run(engine: &Engine, jq: &str, input: Value) -> RunResult {
 #[track_caller]
 fn failed_with(r: &RunResult, expect: &str) {
     assert_eq!(r.status, Status::Failed, "{jq:?}", jq = r.output);
-    let message = r.error.as_ref().unwrap()["message"].as_str().unwrap();
+    let message = r.error.as_ref().unwrap().message.as_str();
     assert!(
         message.contains("data.transform") && message.contains(expect),
         "{message}"

@@ -248,9 +248,9 @@ async fn split_of_a_non_array_fails_naming_the_node() {
     let r = run_with(&h, nodes, edges, None, json!({"items": 7})).await;
     assert_eq!(r.status, Status::Failed);
     let err = r.error.unwrap();
-    assert_eq!(err["node"], "each");
+    assert_eq!(err.node.as_deref(), Some("each"));
     assert_eq!(
-        err["message"],
+        err.message,
         "flow.split: `items` must be an array, got a number"
     );
 }
@@ -295,9 +295,9 @@ async fn a_template_of_the_wrong_type_fails_naming_the_field() {
     .await;
     assert_eq!(r.status, Status::Failed);
     let err = r.error.unwrap();
-    assert_eq!(err["node"], "call");
+    assert_eq!(err.node.as_deref(), Some("call"));
     assert_eq!(
-        err["message"],
+        err.message,
         "config.workflow: invalid type: integer `5`, expected a string"
     );
 }
@@ -373,10 +373,8 @@ async fn on_error_fail_continue_route() {
     let r = run_with(&h, nodes, edges, None, json!(1)).await;
     assert_eq!(r.status, Status::Failed);
     assert_eq!(
-        r.error,
-        Some(
-            json!({"node": "boom", "message": "data.transform: jq runtime error: \"nope\"", "retryable": false, "attempts": 1})
-        )
+        serde_json::to_value(&r.error).unwrap(),
+        json!({"node": "boom", "message": "data.transform: jq runtime error: \"nope\"", "retryable": false, "attempts": 1})
     );
     let error = json!({"node": "boom", "message": "data.transform: jq runtime error: \"nope\"", "retryable": false, "attempts": 1});
     let (nodes, edges) = failing("continue");
@@ -411,10 +409,8 @@ async fn retries_only_retryable_errors_with_backoff() {
     .await;
     assert_eq!(r.status, Status::Failed);
     assert_eq!(
-        r.error,
-        Some(
-            json!({"node": "slow", "message": "timed out after 20 ms", "retryable": true, "attempts": 3})
-        )
+        serde_json::to_value(&r.error).unwrap(),
+        json!({"node": "slow", "message": "timed out after 20 ms", "retryable": true, "attempts": 3})
     );
     // 3 × 20 ms timeouts + 30 ms + 60 ms of backoff.
     assert!(
@@ -434,7 +430,7 @@ async fn retries_only_retryable_errors_with_backoff() {
         json!(null),
     )
     .await;
-    assert_eq!(r.error.unwrap()["attempts"], 1);
+    assert_eq!(r.error.unwrap().attempts, Some(1));
 }
 
 #[tokio::test]
@@ -478,7 +474,7 @@ async fn a_runaway_template_fails_its_step_and_the_engine_lives() {
     .await;
     assert_eq!(r.status, Status::Failed);
     assert_eq!(
-        r.error.unwrap()["message"],
+        r.error.unwrap().message,
         "template: template ran out of fuel (more than 200000 steps): is it looping?"
     );
     // The engine still runs other work.
@@ -521,8 +517,7 @@ async fn subworkflow_runs_a_stored_workflow() {
     )
     .unwrap();
     h.engine
-        .store()
-        .put_workflow("child", "", &child.to_json_pretty())
+        .save_workflow(&Plan::new(child).unwrap())
         .await
         .unwrap();
     let r = run_with(
@@ -579,8 +574,7 @@ async fn a_retried_subworkflow_step_attaches_to_its_child_instead_of_running_it_
     )
     .unwrap();
     h.engine
-        .store()
-        .put_workflow("slow-child", "", &child.to_json_pretty())
+        .save_workflow(&Plan::new(child).unwrap())
         .await
         .unwrap();
     let r = run_with(
@@ -640,7 +634,10 @@ async fn cancel_stops_in_flight_steps_and_ends_the_run_cancelled() {
         .unwrap();
     assert_eq!(r.status, Status::Cancelled);
     assert_eq!(r.output, json!({"quick": "done"}));
-    assert_eq!(r.error, Some(json!({"message": "the run was cancelled"})));
+    assert_eq!(
+        serde_json::to_value(&r.error).unwrap(),
+        json!({"message": "the run was cancelled"})
+    );
     let row = h.engine.store().get_run(&id).await.unwrap().unwrap();
     assert_eq!(row.status, Status::Cancelled);
     assert!(!h.engine.cancel(&id), "a finished run cannot be cancelled");
@@ -664,7 +661,7 @@ async fn a_jq_program_that_builds_a_very_deep_value_fails_its_step() {
     assert_eq!(r.status, Status::Failed);
     // Refused by depth, or (this deep) by the guest's stack while it drops
     // the value: either way in the sandbox, never on an engine thread.
-    let message = r.error.unwrap()["message"].as_str().unwrap().to_string();
+    let message = r.error.unwrap().message;
     assert!(
         message.starts_with("data.transform: ") && message.contains("nested"),
         "{message}"
@@ -741,7 +738,7 @@ async fn retry_from_start_and_from_the_failed_step() {
     let edges = json!([{"from": "t", "to": "a"}, {"from": "a", "to": "call"}, {"from": "call", "to": "end"}]);
     let failed = run_with(&h, nodes, edges, None, json!({"n": 4})).await;
     assert_eq!(failed.status, Status::Failed);
-    assert_eq!(failed.error.as_ref().unwrap()["node"], "call");
+    assert_eq!(failed.error.as_ref().unwrap().node.as_deref(), Some("call"));
 
     // Still broken: a retry from the start fails the same way and runs `a` again.
     let again = h
@@ -961,7 +958,7 @@ async fn a_workflow_that_calls_itself_stops_at_the_depth_limit_and_starves_nothi
         .await
         .expect("the recursion ends");
     assert_eq!(rec.status, Status::Failed);
-    let message = rec.error.as_ref().unwrap()["message"].as_str().unwrap();
+    let message = rec.error.as_ref().unwrap().message.as_str();
     assert!(
         message.contains("sub-workflow depth limit 16 reached: rec → rec"),
         "{message}"

@@ -11,8 +11,8 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use sluice_api::{
-    CredentialEntry, LogLine, Retry, RetryFrom, RunDetail, RunOutcome, RunStarted, RunStatus,
-    RunSummary, StartRun, WorkflowEntry,
+    CredentialEntry, LogLine, Publish, PublishState, Restored, Retry, RetryFrom, RunDetail,
+    RunOutcome, RunStarted, RunStatus, RunSummary, StartRun, VersionEntry, WorkflowEntry,
 };
 use sluice_model::Workflow;
 use sluice_runtime::{Plan, report};
@@ -30,6 +30,11 @@ pub(crate) fn routes() -> axum::Router<AppState> {
             "/workflows/{id}",
             get(get_workflow).put(put_workflow).delete(delete_workflow),
         )
+        .route(
+            "/workflows/{id}/publish",
+            get(publish_state).post(publish_workflow),
+        )
+        .route("/workflows/{id}/unpublish", post(unpublish_workflow))
         .route("/workflows/{id}/versions", get(list_versions))
         .route("/workflows/{id}/versions/{version}", get(get_version))
         .route(
@@ -81,6 +86,10 @@ pub(crate) async fn list_workflows(
                 id: w.id,
                 name: w.name,
                 updated_at_us: w.updated_at_us,
+                draft_version: w.doc_version,
+                published: w.published,
+                published_version: w.published_version,
+                published_at_us: w.published_at_us,
             })
             .collect(),
     ))
@@ -131,23 +140,63 @@ pub(crate) struct Page {
     limit: Option<u32>,
 }
 
+#[utoipa::path(get, path = "/api/v1/workflows/{id}/publish", tag = "workflows",
+    params(("id" = String, Path, description = "Workflow id")),
+    responses((status = 200, description = "The draft against what runs: versions, what publishing would change, \
+        the problems that block it", body = PublishState),
+        (status = 404, description = "No such workflow")))]
+pub(crate) async fn publish_state(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<PublishState>, ApiError> {
+    Ok(Json(s.engine.publish_state(&id).await?))
+}
+
+#[utoipa::path(post, path = "/api/v1/workflows/{id}/publish", tag = "workflows",
+    params(("id" = String, Path, description = "Workflow id")),
+    request_body(content = Publish, description = "`version`: the document version to publish (default: the draft)", content_type = "application/json"),
+    responses((status = 200, description = "Published: its triggers and runs by id run it from now on", body = PublishState),
+        (status = 400, description = "The version has problems (`error.detail` lists each) or is not one of this workflow's"),
+        (status = 404, description = "No such workflow")))]
+pub(crate) async fn publish_workflow(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Json<PublishState>, ApiError> {
+    let req: Publish = match parse_json(&body)? {
+        Value::Null => Publish::default(),
+        v => serde_json::from_value(v).map_err(|e| ApiError::bad_request(format!("body: {e}")))?,
+    };
+    Ok(Json(s.engine.publish(&id, req.version.as_deref()).await?))
+}
+
+#[utoipa::path(post, path = "/api/v1/workflows/{id}/unpublish", tag = "workflows",
+    params(("id" = String, Path, description = "Workflow id")),
+    responses((status = 200, description = "Unpublished: its triggers are off (its webhooks answer 404) and runs by id \
+        are refused until it is published again; the draft stays", body = PublishState),
+        (status = 404, description = "No such workflow")))]
+pub(crate) async fn unpublish_workflow(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<PublishState>, ApiError> {
+    s.engine.unpublish(&id).await?;
+    Ok(Json(s.engine.publish_state(&id).await?))
+}
+
 #[utoipa::path(get, path = "/api/v1/workflows/{id}/versions", tag = "workflows",
     params(("id" = String, Path, description = "Workflow id"),
         ("offset" = Option<u32>, Query, description = "Skip this many (newest first)"),
         ("limit" = Option<u32>, Query, description = "At most this many (default 50, at most 500)")),
-    responses((status = 200, description = "`[{version, parent, author, message, started_at_us, at_us, edits, summary, changes}]`, \
-        newest first: each version is one author's burst of edits; `summary` says what it changed"),
+    responses((status = 200, description = "Newest first: each version is one author's burst of edits; \
+        `summary` says what it changed", body = Vec<VersionEntry>),
         (status = 404, description = "No such workflow")))]
 pub(crate) async fn list_versions(
     State(s): State<AppState>,
     Path(id): Path<String>,
     Query(page): Query<Page>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Vec<VersionEntry>>, ApiError> {
     let limit = page.limit.unwrap_or(50).clamp(1, 500);
-    let versions = s.engine.history(&id, page.offset, limit).await?;
-    Ok(Json(
-        serde_json::to_value(versions).map_err(ApiError::internal)?,
-    ))
+    Ok(Json(s.engine.history(&id, page.offset, limit).await?))
 }
 
 #[utoipa::path(get, path = "/api/v1/workflows/{id}/versions/{version}", tag = "workflows",
@@ -165,16 +214,16 @@ pub(crate) async fn get_version(
 #[utoipa::path(post, path = "/api/v1/workflows/{id}/versions/{version}/restore", tag = "workflows",
     params(("id" = String, Path, description = "Workflow id"),
         ("version" = String, Path, description = "The version to go back to")),
-    responses((status = 200, description = "`{\"version\"}`: the new version, made of new operations on top \
-        (history is never rewritten, and the restore itself can be undone the same way)"),
+    responses((status = 200, description = "The new version, made of new operations on top \
+        (history is never rewritten, and the restore itself can be undone the same way)", body = Restored),
         (status = 400, description = "Not a version of this workflow, or it no longer validates"),
         (status = 404, description = "No such workflow")))]
 pub(crate) async fn restore_version(
     State(s): State<AppState>,
     Path((id, version)): Path<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
-    let head = s.engine.restore_version(&id, &version).await?;
-    Ok(Json(json!({"id": id, "version": head})))
+) -> Result<Json<Restored>, ApiError> {
+    let version = s.engine.restore_version(&id, &version).await?;
+    Ok(Json(Restored { id, version }))
 }
 
 #[utoipa::path(post, path = "/api/v1/modules", tag = "workflows",
@@ -202,14 +251,23 @@ pub(crate) async fn run_workflow(
     Ok(workflow_response(row.definition, row.doc_version))
 }
 
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PutQuery {
+    #[serde(default)]
+    publish: bool,
+}
+
 #[utoipa::path(put, path = "/api/v1/workflows/{id}", tag = "workflows",
-    params(("id" = String, Path, description = "Workflow id; must match the body's `id`")),
+    params(("id" = String, Path, description = "Workflow id; must match the body's `id`"),
+        ("publish" = Option<bool>, Query, description = "Also publish it (default: it is stored as the draft, and what runs stays as it was)")),
     request_body(content = Object, description = "A `sluice.workflow/v1` workflow", content_type = "application/json"),
     responses((status = 201, description = "Created"), (status = 200, description = "Replaced"),
         (status = 400, description = "Invalid JSON or workflow; `error.detail` lists every problem")))]
 pub(crate) async fn put_workflow(
     State(s): State<AppState>,
     Path(id): Path<String>,
+    Query(query): Query<PutQuery>,
     body: Bytes,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let value = parse_json(&body)?;
@@ -222,7 +280,10 @@ pub(crate) async fn put_workflow(
         )));
     }
     let plan = Plan::new(wf).map_err(sluice_runtime::executor::Error::from)?;
-    let existed = s.engine.save_workflow_as(&plan, Some("api")).await?;
+    let existed = s.engine.save_draft(&plan, Some("api")).await?;
+    if query.publish {
+        s.engine.publish(&id, None).await?;
+    }
     let status = if existed {
         StatusCode::OK
     } else {
@@ -299,7 +360,11 @@ pub(crate) async fn start_run(
         Value::Null => StartRun::default(),
         v => serde_json::from_value(v).map_err(|e| ApiError::bad_request(format!("body: {e}")))?,
     };
-    let plan = s.engine.workflow(&id).await?;
+    let plan = if req.draft {
+        s.engine.draft(&id).await?
+    } else {
+        s.engine.workflow(&id).await?
+    };
     let version = plan.version.clone();
     let handle = s
         .engine
@@ -310,6 +375,7 @@ pub(crate) async fn start_run(
         status: RunStatus::Running,
         version: version.clone(),
         retry_of: None,
+        draft: req.draft,
     };
     if !req.wait {
         return Ok((StatusCode::ACCEPTED, Json(started)).into_response());
@@ -423,6 +489,7 @@ pub(crate) async fn retry_run(
         Value::Null => Retry::default(),
         v => serde_json::from_value(v).map_err(|e| ApiError::bad_request(format!("body: {e}")))?,
     };
+    let original = find_run(&s, &id).await?;
     let handle = match req.from {
         RetryFrom::Failed => s.engine.retry_from_failed(&id).await?,
         RetryFrom::Start => s.engine.retry_from_start(&id).await?,
@@ -432,8 +499,10 @@ pub(crate) async fn retry_run(
         Json(RunStarted {
             id: handle.id,
             status: RunStatus::Running,
-            version: None,
+            // A retry runs the version its run pinned.
+            version: original.doc_version,
             retry_of: Some(id),
+            draft: original.draft,
         }),
     ))
 }

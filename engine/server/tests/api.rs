@@ -636,7 +636,7 @@ async fn a_full_engine_answers_429_with_retry_after() {
         {"id": "hook", "kind": "trigger.webhook", "config": {"path": "go", "respond": "immediately"}},
         {"id": "w", "kind": "flow.wait", "config": {"duration_ms": 300}}],
         "edges": [{"from": "hook", "to": "w"}]});
-    c.put(format!("http://{addr}/api/v1/workflows/busy"))
+    c.put(format!("http://{addr}/api/v1/workflows/busy?publish=true"))
         .bearer_auth(&token)
         .json(&wf)
         .send()

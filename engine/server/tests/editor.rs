@@ -1180,3 +1180,208 @@ async fn another_local_port_never_receives_the_session() {
     );
     a.close().await.ok();
 }
+
+/// A loopback HTTP server that answers `{}` to everything and records the
+/// path of every request, in order.
+async fn recorder() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut conn, _)) = listener.accept().await else {
+                return;
+            };
+            let log = log.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 1024];
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match conn.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                let head = String::from_utf8_lossy(&buf);
+                let path = head.split(' ').nth(1).unwrap_or("").to_string();
+                log.lock().unwrap().push(path);
+                conn.write_all(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}",
+                )
+                .await
+                .ok();
+            });
+        }
+    });
+    (port, seen)
+}
+
+#[tokio::test]
+async fn editing_a_published_webhook_workflow_changes_nothing_live_until_published() {
+    let (s, codes) = editor_server().await;
+    let (port, seen) = recorder().await;
+    let url = |path: &str| format!("http://127.0.0.1:{port}/{path}");
+    s.put_workflow(json!({
+        "format": "sluice.workflow/v1", "id": "live", "nodes": [
+            {"id": "start", "kind": "trigger.webhook", "position": [0, 0],
+             "config": {"method": "POST", "path": "new", "respond": "when_finished"}},
+            {"id": "call", "kind": "http.request", "position": [320, 0],
+             "config": {"method": "GET", "url": url("orders")}},
+            {"id": "end", "kind": "output.end", "position": [640, 0]}],
+        "edges": [{"from": "start", "to": "call"}, {"from": "call", "to": "end"}]
+    }))
+    .await;
+    let driver = driver().await;
+    let a = browser(&driver).await;
+    open(&a, &s, &codes, "live").await;
+    eventually(
+        Duration::from_secs(10),
+        "the panel says it is live",
+        || async { attr(&a, ".publish-panel", "data-state").await.as_deref() == Some("live") },
+    )
+    .await;
+
+    // Traffic all along the edit: every call must succeed.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let traffic = {
+        let (client, base, stop) = (s.client.clone(), s.base.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut statuses = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let r = client
+                    .post(format!("{base}/hook/live/new"))
+                    .json(&json!({}))
+                    .send()
+                    .await
+                    .unwrap();
+                statuses.push(r.status().as_u16());
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            statuses
+        })
+    };
+
+    // Retype the URL, one key at a time, and empty the webhook's path.
+    click(&a, "g.node[data-node='call'] rect.box").await;
+    let field = a
+        .wait()
+        .at_most(Duration::from_secs(5))
+        .for_element(Locator::Css(".node-panel[data-node='call'] #cfg-url"))
+        .await
+        .unwrap();
+    field.click().await.unwrap();
+    key_chord(&a, CONTROL, "a").await;
+    field.send_keys(&url("invoices")).await.unwrap();
+    eventually(
+        Duration::from_secs(5),
+        "the new URL in the draft",
+        || async { stored(&s, "live").await["nodes"][1]["config"]["url"] == url("invoices") },
+    )
+    .await;
+    click(&a, "g.node[data-node='start'] rect.box").await;
+    let path = a
+        .wait()
+        .at_most(Duration::from_secs(5))
+        .for_element(Locator::Css(".node-panel[data-node='start'] #cfg-path"))
+        .await
+        .unwrap();
+    path.click().await.unwrap();
+    key_chord(&a, CONTROL, "a").await;
+    path.send_keys("\u{E003}").await.unwrap(); // Backspace: the path is empty
+    eventually(
+        Duration::from_secs(5),
+        "the empty path in the draft",
+        || async { stored(&s, "live").await["nodes"][0]["config"]["path"] == "" },
+    )
+    .await;
+    // A draft with problems cannot be published.
+    eventually(Duration::from_secs(5), "publishing blocked", || async {
+        count(&a, ".publish-problems li").await > 0
+            && attr(&a, ".publish-button", "disabled").await.is_some()
+    })
+    .await;
+    screenshot(&a, "publish-blocked").await;
+    path.send_keys("new").await.unwrap();
+    eventually(
+        Duration::from_secs(5),
+        "the path back in the draft",
+        || async { stored(&s, "live").await["nodes"][0]["config"]["path"] == "new" },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let statuses = traffic.await.unwrap();
+    assert!(statuses.len() >= 10, "only {} calls", statuses.len());
+    assert!(
+        statuses.iter().all(|&st| st == 200),
+        "the endpoint went down during the edit: {statuses:?}"
+    );
+    {
+        let seen = seen.lock().unwrap();
+        assert!(
+            !seen.is_empty() && seen.iter().all(|p| p == "/orders"),
+            "a request went to another URL during the edit: {seen:?}"
+        );
+    }
+
+    // Publish: the new URL is live.
+    eventually(
+        Duration::from_secs(5),
+        "unpublished edits shown",
+        || async {
+            attr(&a, ".publish-panel", "data-state").await.as_deref() == Some("changed")
+                && text_of(&a, ".publish-status")
+                    .await
+                    .is_some_and(|t| t.contains("call (config.url)"))
+        },
+    )
+    .await;
+    screenshot(&a, "publish-changed").await;
+    click(&a, ".publish-button").await;
+    eventually(Duration::from_secs(5), "published", || async {
+        attr(&a, ".publish-panel", "data-state").await.as_deref() == Some("live")
+    })
+    .await;
+    let r = s
+        .hook(reqwest::Method::POST, "live/new")
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        seen.lock().unwrap().last().map(String::as_str),
+        Some("/invoices")
+    );
+
+    // Unpublish: the webhook answers 404; the draft stays.
+    click(&a, ".unpublish-button").await;
+    eventually(Duration::from_secs(5), "unpublished", || async {
+        attr(&a, ".publish-panel", "data-state").await.as_deref() == Some("unpublished")
+    })
+    .await;
+    let r = s
+        .hook(reqwest::Method::POST, "live/new")
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    assert_eq!(
+        stored(&s, "live").await["nodes"][1]["config"]["url"],
+        url("invoices")
+    );
+    a.close().await.ok();
+}
+
+/// An attribute of `css` (None when it is missing or being re-rendered).
+async fn attr(c: &Client, css: &str, name: &str) -> Option<String> {
+    c.find(Locator::Css(css))
+        .await
+        .ok()?
+        .attr(name)
+        .await
+        .ok()?
+}

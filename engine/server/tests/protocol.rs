@@ -12,8 +12,8 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use sluice_api::ws::{Frame, ServerMessage};
 use sluice_api::{
-    CredentialEntry, ErrorBody, LogLine, RunDetail, RunOutcome, RunStarted, RunStatus, RunSummary,
-    StepStatus, What, WorkflowEntry,
+    CredentialEntry, ErrorBody, LogLine, Restored, RunDetail, RunOutcome, RunStarted, RunStatus,
+    RunSummary, StepStatus, VersionEntry, What, WorkflowEntry,
 };
 use tokio_tungstenite::tungstenite::Message;
 
@@ -180,6 +180,68 @@ async fn every_api_body_and_ws_frame_decodes_into_the_api_types() {
     let workflows: Vec<WorkflowEntry> =
         decodes_as(&json_of(s.api(Method::GET, "/workflows").send().await.unwrap()).await);
     assert_eq!(workflows[0].id, "proto");
+    let versions: Vec<VersionEntry> = decodes_as(
+        &json_of(
+            s.api(Method::GET, "/workflows/proto/versions")
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await,
+    );
+    let first = versions.last().expect("a version");
+    assert!(
+        first.changes.nodes_added.iter().any(|n| n == "check"),
+        "{first:?}"
+    );
+    assert_eq!(first.summary, first.changes.to_string());
+    let r = s
+        .api(
+            Method::POST,
+            &format!("/workflows/proto/versions/{}/restore", first.version),
+        )
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let restored: Restored = decodes_as(&json_of(r).await);
+    assert_eq!(restored.id, "proto");
+    // A failed run's error, typed: the node, the message, the attempts.
+    s.put_workflow(
+        json!({"format": "sluice.workflow/v1", "id": "fails", "name": "Fails", "nodes": [
+        {"id": "t", "kind": "trigger.manual"},
+        {"id": "boom", "kind": "data.transform", "config": {"jq": "error(\"no\")"}}],
+        "edges": [{"from": "t", "to": "boom"}]}),
+    )
+    .await;
+    let r = s
+        .api(Method::POST, "/workflows/fails/runs")
+        .json(&json!({"wait": true}))
+        .send()
+        .await
+        .unwrap();
+    let failed: RunOutcome = decodes_as(&json_of(r).await);
+    let error = failed.error.expect("the run's error");
+    assert_eq!(
+        (error.node.as_deref(), error.attempts, error.retryable),
+        (Some("boom"), Some(1), Some(false)),
+        "{error:?}"
+    );
+    let detail: RunDetail = decodes_as(
+        &json_of(
+            s.api(Method::GET, &format!("/runs/{}", failed.id))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await,
+    );
+    let step = detail.steps.iter().find(|st| st.node == "boom").unwrap();
+    assert_eq!(
+        step.error.as_ref().map(|e| e.message.as_str()),
+        Some(error.message.as_str())
+    );
     let r = s
         .api(Method::PUT, "/credentials/token")
         .json(&json!({"kind": "bearer", "value": {"token": "t0ps3cret"}}))
@@ -230,6 +292,10 @@ async fn the_openapi_document_describes_the_api_types() {
         "RunStarted",
         "LogLine",
         "WorkflowEntry",
+        "VersionEntry",
+        "Changes",
+        "Restored",
+        "RunError",
     ] {
         assert!(schemas.get(name).is_some(), "no schema {name}: {schemas}");
     }

@@ -34,6 +34,7 @@ async fn main() -> Result<()> {
                     created_at_us: r as i64,
                     parent_run: None,
                     doc_version: None,
+                    draft: false,
                 })
                 .await?;
             let journal = store.journal();

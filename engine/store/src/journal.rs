@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use serde_json::Value;
-use sluice_api::RunStatus;
+use sluice_api::{RunError, RunStatus};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::blobs::{Blobs, Stored, check_hash};
@@ -63,8 +63,8 @@ pub struct Record {
     /// Succeeded / Failed of a step journaled only after it ran (pure node
     /// kinds, no Started record): the step input.
     pub input: Option<Stored>,
-    /// Failed: `{"message": ..., "retryable": ...}`.
-    pub error: Option<Value>,
+    /// Failed: why (`message`, `retryable`).
+    pub error: Option<RunError>,
     pub duration_us: Option<i64>,
 }
 
@@ -106,7 +106,7 @@ impl Journal {
             at_us: rec.at_us,
             data: rec.data.map(|d| db_text(&self.blobs, d)).transpose()?,
             input: rec.input.map(|d| db_text(&self.blobs, d)).transpose()?,
-            error: rec.error.map(|e| Arc::from(e.to_string())),
+            error: rec.error.as_ref().map(error_text).transpose()?,
             duration_us: rec.duration_us,
             run_id: rec.run_id,
             node: rec.node,
@@ -145,7 +145,7 @@ impl Journal {
         run_id: &str,
         status: RunStatus,
         output: Option<Stored>,
-        error: Option<Value>,
+        error: Option<RunError>,
         finished_at_us: i64,
     ) -> Result<()> {
         if !status.is_finished() {
@@ -155,7 +155,7 @@ impl Journal {
             run_id: run_id.into(),
             status: status.as_str(),
             output: output.map(|o| db_text(&self.blobs, o)).transpose()?,
-            error: error.map(|e| Arc::from(e.to_string())),
+            error: error.as_ref().map(error_text).transpose()?,
             finished_at_us,
         };
         self.wait(|done| Command::Finish(finish, done)).await
@@ -207,6 +207,13 @@ pub(crate) fn db_text(blobs: &Blobs, stored: Stored) -> Result<Arc<str>> {
 }
 
 /// Resolves column text written by [`db_text`].
+/// An error as its column holds it (JSON).
+fn error_text(e: &RunError) -> Result<Arc<str>> {
+    Ok(Arc::from(
+        serde_json::to_string(e).map_err(Error::InvalidJson)?,
+    ))
+}
+
 pub(crate) fn resolve_text(blobs: &Blobs, text: &str) -> Result<Value> {
     match text.strip_prefix('@') {
         Some(hash) => blobs.load_value(hash),
@@ -238,6 +245,7 @@ pub(crate) struct RunInsert {
     pub created_at_us: i64,
     pub parent_run: Option<Arc<str>>,
     pub doc_version: Option<Arc<str>>,
+    pub draft: bool,
 }
 
 #[derive(Debug)]

@@ -17,7 +17,7 @@ pub use blobs::{Blobs, BytesWriter, INLINE_LIMIT, Stored};
 pub use error::{Error, Result};
 pub use journal::{Journal, LogLine, MAX_LOG_MESSAGE, Record, RecordKind};
 /// Run statuses: one type, shared with the engine, the API and the editor.
-pub use sluice_api::RunStatus;
+pub use sluice_api::{RunError, RunStatus};
 pub use store::{
     CredentialRow, Definition, NewRun, RunFilter, RunRow, Store, StoredDoc, VersionMark,
     VersionRow, WorkflowRow,

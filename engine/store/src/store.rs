@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
-use sluice_api::RunStatus;
+use sluice_api::{RunError, RunStatus};
 use sqlx::migrate::Migrator;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Connection, SqliteConnection, SqlitePool};
@@ -108,6 +108,8 @@ pub struct NewRun {
     pub parent_run: Option<String>,
     /// The workflow document version the definition was written from.
     pub doc_version: Option<String>,
+    /// It runs the draft (the editor's Run), not the published version.
+    pub draft: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -119,12 +121,14 @@ pub struct RunRow {
     pub input: Arc<Value>,
     pub status: RunStatus,
     pub output: Option<Value>,
-    pub error: Option<Value>,
+    pub error: Option<RunError>,
     pub created_at_us: i64,
     pub finished_at_us: Option<i64>,
     pub parent_run: Option<String>,
     /// The workflow document version this run ran (see [`NewRun::doc_version`]).
     pub doc_version: Option<String>,
+    /// It ran the draft, not the published version.
+    pub draft: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
@@ -132,6 +136,15 @@ pub struct WorkflowRow {
     pub id: String,
     pub name: String,
     pub updated_at_us: i64,
+    /// The document version the draft was written from.
+    pub doc_version: Option<String>,
+    /// What runs: the version published (None: never published, or
+    /// unpublished), and when.
+    pub published_version: Option<String>,
+    pub published_at_us: Option<i64>,
+    /// Whether a definition is published (a workflow stored from a file
+    /// outside documents publishes without a version).
+    pub published: bool,
 }
 
 /// The data dir's database, blob store and journal writer. Cheap to clone.
@@ -201,6 +214,8 @@ pub struct VersionRow {
     pub started_at_us: i64,
     pub at_us: i64,
     pub edits: i64,
+    /// When this version was last published (None: never).
+    pub published_at_us: Option<i64>,
 }
 
 /// Appends a document update and records its version; returns its `seq`.
@@ -237,9 +252,10 @@ async fn mark_version(
         author: String,
         message: Option<String>,
         at_us: i64,
+        published_at_us: Option<i64>,
     }
     let last: Option<Last> = sqlx::query_as(
-        "SELECT seq, version, author, message, at_us FROM doc_versions \
+        "SELECT seq, version, author, message, at_us, published_at_us FROM doc_versions \
          WHERE workflow_id = ? ORDER BY seq DESC LIMIT 1",
     )
     .bind(id)
@@ -251,6 +267,7 @@ async fn mark_version(
         author,
         message,
         at_us,
+        published_at_us: None,
     }) = &last
         && version == mark.parent
         && author == mark.author
@@ -311,6 +328,7 @@ struct RunColumns {
     finished_at_us: Option<i64>,
     parent_run: Option<String>,
     doc_version: Option<String>,
+    draft: bool,
 }
 
 /// The `definition` column holds "#" + a hash into `definitions` (or, in rows
@@ -319,7 +337,7 @@ const RUN_COLUMNS: &str = "id, workflow_id, \
     CASE WHEN substr(runs.definition, 1, 1) = '#' \
         THEN (SELECT text FROM definitions WHERE hash = substr(runs.definition, 2)) \
         ELSE runs.definition END AS definition, \
-    \"trigger\", input, status, output, error, created_at_us, finished_at_us, parent_run, doc_version";
+    \"trigger\", input, status, output, error, created_at_us, finished_at_us, parent_run, doc_version, draft";
 
 /// A `journal` row before its values are resolved into a [`Record`].
 #[derive(sqlx::FromRow)]
@@ -570,8 +588,8 @@ impl Store {
         limit: u32,
     ) -> Result<Vec<VersionRow>> {
         Ok(sqlx::query_as(
-            "SELECT seq, parent, version, author, message, started_at_us, at_us, edits \
-             FROM doc_versions WHERE workflow_id = ? ORDER BY seq DESC LIMIT ? OFFSET ?",
+            "SELECT seq, parent, version, author, message, started_at_us, at_us, edits, \
+             published_at_us FROM doc_versions WHERE workflow_id = ? ORDER BY seq DESC LIMIT ? OFFSET ?",
         )
         .bind(id)
         .bind(i64::from(limit))
@@ -694,13 +712,87 @@ impl Store {
         Ok(row.map(|r| (r.definition, r.doc_version)))
     }
 
+    /// The published workflow JSON text (what triggers and runs by id run)
+    /// with the document version it was written from. None: no such
+    /// workflow; `Some(None)`: stored, but not published.
+    pub async fn get_published(
+        &self,
+        id: &str,
+    ) -> Result<Option<Option<(String, Option<String>)>>> {
+        #[derive(sqlx::FromRow)]
+        struct Published {
+            published_definition: Option<String>,
+            published_version: Option<String>,
+        }
+        let row: Option<Published> = sqlx::query_as(
+            "SELECT published_definition, published_version FROM workflows WHERE id = ?",
+        )
+        .bind(id)
+        .fetch_optional(&self.inner.pool)
+        .await?;
+        Ok(row.map(|r| r.published_definition.map(|d| (d, r.published_version))))
+    }
+
+    /// Publishes `definition` (the workflow JSON at document version
+    /// `version`) as what workflow `id` runs, and marks that version in the
+    /// history (closing it: later edits start a new version). Returns
+    /// whether the workflow exists.
+    pub async fn publish_workflow(
+        &self,
+        id: &str,
+        definition: &str,
+        version: Option<&str>,
+        at_us: i64,
+    ) -> Result<bool> {
+        let mut tx = self.inner.pool.begin().await?;
+        let done = sqlx::query(
+            "UPDATE workflows SET published_definition = ?, published_version = ?, \
+             published_at_us = ? WHERE id = ?",
+        )
+        .bind(definition)
+        .bind(version)
+        .bind(at_us)
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+        if let Some(version) = version {
+            sqlx::query(
+                "UPDATE doc_versions SET published_at_us = ? WHERE workflow_id = ? AND seq = \
+                 (SELECT MAX(seq) FROM doc_versions WHERE workflow_id = ? AND version = ?)",
+            )
+            .bind(at_us)
+            .bind(id)
+            .bind(id)
+            .bind(version)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    /// Withdraws workflow `id`'s published version: its triggers disarm and
+    /// runs by id are refused until it is published again. Returns whether
+    /// it was published.
+    pub async fn unpublish_workflow(&self, id: &str) -> Result<bool> {
+        let done = sqlx::query(
+            "UPDATE workflows SET published_definition = NULL, published_version = NULL, \
+             published_at_us = NULL WHERE id = ? AND published_definition IS NOT NULL",
+        )
+        .bind(id)
+        .execute(&self.inner.pool)
+        .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
     /// All workflows, by id.
     pub async fn list_workflows(&self) -> Result<Vec<WorkflowRow>> {
-        Ok(
-            sqlx::query_as("SELECT id, name, updated_at_us FROM workflows ORDER BY id")
-                .fetch_all(&self.inner.pool)
-                .await?,
+        Ok(sqlx::query_as(
+            "SELECT id, name, updated_at_us, doc_version, published_version, published_at_us, \
+                 published_definition IS NOT NULL AS published FROM workflows ORDER BY id",
         )
+        .fetch_all(&self.inner.pool)
+        .await?)
     }
 
     /// Creates a run (status `running`). Goes through the journal queue, so it
@@ -735,6 +827,7 @@ impl Store {
             created_at_us: run.created_at_us,
             parent_run: run.parent_run.as_deref().map(Arc::from),
             doc_version: run.doc_version.as_deref().map(Arc::from),
+            draft: run.draft,
         })
     }
 
@@ -895,6 +988,7 @@ fn decode_run(blobs: &Blobs, row: RunColumns) -> Result<RunRow> {
         finished_at_us,
         parent_run,
         doc_version,
+        draft,
     } = row;
     let corrupt = |column: &str, e: Error| Error::Corrupt {
         table: "runs",
@@ -930,6 +1024,7 @@ fn decode_run(blobs: &Blobs, row: RunColumns) -> Result<RunRow> {
         finished_at_us,
         parent_run,
         doc_version,
+        draft,
     })
 }
 

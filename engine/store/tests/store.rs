@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 use sluice_store::{
-    CredentialRow, Error, LogLine, NewRun, Record, RecordKind, RunFilter, RunStatus, Store, Stored,
-    VersionMark, VersionRow,
+    CredentialRow, Error, LogLine, NewRun, Record, RecordKind, RunError, RunFilter, RunStatus,
+    Store, Stored, VersionMark, VersionRow,
 };
 use tempfile::TempDir;
 
@@ -34,6 +34,7 @@ fn new_run(id: &str, created_at_us: i64) -> NewRun {
         created_at_us,
         parent_run: None,
         doc_version: None,
+        draft: false,
     }
 }
 
@@ -180,7 +181,10 @@ async fn run_and_journal_survive_reopen() -> Result<()> {
                 )
             },
             Record {
-                error: Some(json!({"message": "boom", "retryable": false})),
+                error: Some(RunError {
+                    retryable: Some(false),
+                    ..RunError::of_run("boom")
+                }),
                 input: Some(blobs.store_value(&json!({"step": "input"}))?),
                 ..record("r1", 3, RecordKind::Failed, None)
             },
@@ -205,12 +209,18 @@ async fn run_and_journal_survive_reopen() -> Result<()> {
             })
             .await?;
         let output = blobs.store_value(&json!({"end": [1, 2]}))?;
+        let noted = RunError {
+            node: Some("end".into()),
+            message: "a note".into(),
+            retryable: Some(true),
+            attempts: Some(3),
+        };
         journal
             .finish_run(
                 "r1",
                 RunStatus::Succeeded,
                 Some(output),
-                Some(json!({"note": 1})),
+                Some(noted.clone()),
                 99,
             )
             .await?;
@@ -231,7 +241,7 @@ async fn run_and_journal_survive_reopen() -> Result<()> {
         assert_eq!(row.input, run.input);
         assert_eq!(row.status, RunStatus::Succeeded);
         assert_eq!(row.output, Some(json!({"end": [1, 2]})));
-        assert_eq!(row.error, Some(json!({"note": 1})));
+        assert_eq!(row.error, Some(noted));
         assert_eq!(row.created_at_us, 42);
         assert_eq!(row.finished_at_us, Some(99));
         assert_eq!(row.parent_run.as_deref(), Some("r0"));
@@ -347,13 +357,7 @@ async fn unfinished_runs_are_the_running_ones_oldest_first() -> Result<()> {
         }
         let journal = store.journal();
         journal
-            .finish_run(
-                "a",
-                RunStatus::Failed,
-                None,
-                Some(json!({"message": "x"})),
-                5,
-            )
+            .finish_run("a", RunStatus::Failed, None, Some(RunError::of_run("x")), 5)
             .await?;
         journal
             .finish_run("c", RunStatus::Cancelled, None, None, 5)
@@ -875,7 +879,7 @@ async fn runs_are_found_by_workflow_status_trigger_and_cursor() -> Result<()> {
                 "d",
                 RunStatus::Failed,
                 None,
-                Some(json!({"message": "x"})),
+                Some(RunError::of_run("x")),
                 50,
             )
             .await?;
@@ -907,7 +911,7 @@ async fn runs_are_found_by_workflow_status_trigger_and_cursor() -> Result<()> {
         );
         let failed = store.find_runs(&find(None, Some("failed"), None)).await?;
         assert_eq!(failed.len(), 1);
-        assert_eq!(failed[0].error, Some(json!({"message": "x"})));
+        assert_eq!(failed[0].error, Some(RunError::of_run("x")));
         assert_eq!(failed[0].finished_at_us, Some(50));
         assert_eq!(failed[0].doc_version.as_deref(), Some("v-d"));
         assert_eq!(failed[0].definition, new_run("d", 0).definition.text());

@@ -1,7 +1,8 @@
 //! Background triggers: `trigger.schedule` (cron with seconds, in a time
-//! zone) and `trigger.file` (a watched folder). [`Triggers::run`] arms every
-//! trigger of every stored workflow and re-arms a workflow's triggers when it
-//! changes ([`Engine::workflow_changed`]).
+//! zone) and `trigger.file` (a watched folder). [`Triggers::run`] arms the
+//! triggers of every workflow's **published** version and re-arms them when
+//! a publish changes it ([`Engine::workflow_changed`]); edits to a draft
+//! leave them alone, and an unpublished workflow has none armed.
 //!
 //! Missed schedules: a schedule remembers its last fire through its runs.
 //! When the engine starts and occurrences were missed while it was down,
@@ -36,8 +37,9 @@ pub enum Error {
 /// Arms and re-arms triggers for an engine.
 pub struct Triggers {
     engine: Engine,
-    /// Per workflow: the tasks running its triggers.
-    armed: HashMap<String, Vec<AbortHandle>>,
+    /// Per workflow: the published plan armed, and the tasks running its
+    /// triggers.
+    armed: HashMap<String, (Arc<Plan>, Vec<AbortHandle>)>,
 }
 
 impl std::fmt::Debug for Triggers {
@@ -50,7 +52,7 @@ impl std::fmt::Debug for Triggers {
 
 impl Drop for Triggers {
     fn drop(&mut self) {
-        for handles in self.armed.values() {
+        for (_, handles) in self.armed.values() {
             for h in handles {
                 h.abort();
             }
@@ -99,20 +101,23 @@ impl Triggers {
 
     /// `catch_up`: missed schedules fire once (at start, not after an edit).
     async fn arm_workflow(&mut self, id: &str, catch_up: bool) {
-        if let Some(handles) = self.armed.remove(id) {
+        // Deleted, unpublished (or invalid): nothing to arm.
+        let plan = self.engine.workflow(id).await.ok();
+        if let (Some(plan), Some((armed, _))) = (&plan, self.armed.get(id))
+            && (Arc::ptr_eq(plan, armed)
+                || (plan.definition == armed.definition && plan.version == armed.version))
+        {
+            // The draft changed, not what runs: the schedules keep their pace.
+            return;
+        }
+        if let Some((_, handles)) = self.armed.remove(id) {
             for h in handles {
                 h.abort();
             }
         }
-        let plan = match self.engine.workflow(id).await {
-            Ok(plan) => plan,
-            // Deleted (or invalid): nothing to arm.
-            Err(_) => return,
-        };
+        let Some(plan) = plan else { return };
         let handles = self.arm(&plan, catch_up);
-        if !handles.is_empty() {
-            self.armed.insert(id.to_string(), handles);
-        }
+        self.armed.insert(id.to_string(), (plan, handles));
     }
 
     fn arm(&self, plan: &Arc<Plan>, catch_up: bool) -> Vec<AbortHandle> {

@@ -10,6 +10,8 @@
 //!   read becomes the operations that turn the document *as of the version
 //!   the file was written from* into the file's workflow: edits made
 //!   meanwhile in an editor survive. A new file imports a new workflow.
+//!   What a file edit changes is the **draft**: what runs changes when the
+//!   user publishes, unless `[workflows] publish_file_edits = true`.
 //! - **No echo**: the mirror remembers the hash of what it wrote; its own
 //!   writes are recognized and ignored.
 //! - **Bad files change nothing**: invalid JSON (reported with line and
@@ -363,9 +365,16 @@ impl Mirror {
             }
             _ => self
                 .engine
-                .save_workflow_as(&plan, Some("file"))
+                .save_draft(&plan, Some("file"))
                 .await
                 .map(|_| true),
+        };
+        // A file edit is the draft, unless the user deploys with files.
+        let result = match result {
+            Ok(true) if self.engine.settings().workflows.publish_file_edits => {
+                self.engine.publish(id, None).await.map(|_| true)
+            }
+            other => other,
         };
         match result {
             Ok(changed) => {

@@ -350,3 +350,51 @@ async fn at_start_files_edited_while_down_are_read_and_stale_files_rewritten() {
     // And b's file was not read back as an edit of b.
     assert_eq!(stored(&s.engine, "b").await.name, "changed while down");
 }
+
+/// The label of node `shape` in the published version (what runs).
+async fn published_label(engine: &Engine, id: &str) -> Option<String> {
+    engine.workflow(id).await.unwrap().workflow.nodes[1]
+        .label
+        .clone()
+}
+
+#[tokio::test]
+async fn a_file_edit_is_the_draft_unless_file_edits_publish() {
+    let mut s = setup().await;
+    save(&s.engine, flow("orders")).await;
+    wait_for(&mut s.reports, "the file", written("orders")).await;
+    let mut v = flow("orders");
+    v["nodes"][1]["label"] = json!("edited on disk");
+    write(&s.dir, "orders", &v);
+    wait_for(&mut s.reports, "the edit read", read_in("orders")).await;
+    assert_eq!(
+        stored(&s.engine, "orders").await.nodes[1].label.as_deref(),
+        Some("edited on disk")
+    );
+    assert_eq!(published_label(&s.engine, "orders").await, None, "a draft");
+    // A new file is a new workflow's draft: nothing of it runs.
+    write(&s.dir, "fresh", &flow("fresh"));
+    wait_for(&mut s.reports, "the new file read", read_in("fresh")).await;
+    assert!(matches!(
+        s.engine.workflow("fresh").await,
+        Err(sluice_runtime::executor::Error::NotPublished(_))
+    ));
+
+    // `[workflows] publish_file_edits = true`: a file edit is what runs.
+    let data = tempfile::tempdir().unwrap();
+    let folder = tempfile::tempdir().unwrap();
+    let mut options = Options::default();
+    options.settings.workflows.publish_file_edits = true;
+    let engine = Engine::open(data.path(), options).await.unwrap();
+    let dir = folder.path().canonicalize().unwrap();
+    let (mut reports, task) = start(&engine, &dir);
+    save(&engine, flow("orders")).await;
+    wait_for(&mut reports, "the file", written("orders")).await;
+    write(&dir, "orders", &v);
+    wait_for(&mut reports, "the edit read", read_in("orders")).await;
+    assert_eq!(
+        published_label(&engine, "orders").await.as_deref(),
+        Some("edited on disk")
+    );
+    task.abort();
+}

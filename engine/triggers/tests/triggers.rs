@@ -200,3 +200,56 @@ async fn changing_a_workflow_rearms_its_triggers() {
     );
     triggers.abort();
 }
+
+#[tokio::test]
+async fn a_draft_leaves_the_schedule_armed_until_it_is_published() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(dir.path(), Options::default()).await.unwrap();
+    let triggers = tokio::spawn(Triggers::new(engine.clone()).run());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    put(&engine, every_second()).await;
+    wait_for(
+        async || !finished_runs(&engine, "tick").await.is_empty(),
+        "a fire of the published schedule",
+    )
+    .await;
+    // A draft that disables the schedule: it goes on firing.
+    let mut off = every_second();
+    off["nodes"][0]["disabled"] = json!(true);
+    let plan = sluice_runtime::Plan::new(Workflow::from_value(off).unwrap()).unwrap();
+    engine.save_draft(&plan, Some("test")).await.unwrap();
+    let n = finished_runs(&engine, "tick").await.len();
+    wait_for(
+        async || finished_runs(&engine, "tick").await.len() >= n + 2,
+        "fires while the draft has it disabled",
+    )
+    .await;
+    // Published: it stops.
+    engine.publish("tick", None).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let n = finished_runs(&engine, "tick").await.len();
+    tokio::time::sleep(Duration::from_millis(2200)).await;
+    assert_eq!(
+        finished_runs(&engine, "tick").await.len(),
+        n,
+        "published: disabled"
+    );
+    // An earlier version published again fires again; unpublishing stops it.
+    put(&engine, every_second()).await;
+    let n = finished_runs(&engine, "tick").await.len();
+    wait_for(
+        async || finished_runs(&engine, "tick").await.len() > n,
+        "a fire after publishing it enabled",
+    )
+    .await;
+    engine.unpublish("tick").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let n = finished_runs(&engine, "tick").await.len();
+    tokio::time::sleep(Duration::from_millis(2200)).await;
+    assert_eq!(
+        finished_runs(&engine, "tick").await.len(),
+        n,
+        "unpublished: off"
+    );
+    triggers.abort();
+}

@@ -2,6 +2,7 @@
 //! a past version shown read-only on the canvas, and restoring it.
 
 use serde_json::{Value, json};
+use sluice_api::{Restored, VersionEntry};
 use yew::prelude::*;
 
 use super::Canvas;
@@ -12,12 +13,14 @@ use crate::state::Editor;
 pub enum Msg {
     /// Show or hide the version history.
     Toggle,
-    Versions(Result<Value, String>),
+    Versions(Result<Vec<VersionEntry>, String>),
     /// Show a past version on the canvas, read-only.
     View(String),
     Loaded(String, Result<Value, String>),
     Restore(String),
-    Restored(Result<Value, String>),
+    Restored(Result<Restored, String>),
+    /// Fetch the list again (a publish marked a version).
+    Refresh,
 }
 
 impl From<Msg> for super::Msg {
@@ -30,9 +33,16 @@ impl From<Msg> for super::Msg {
 #[derive(Default)]
 pub struct History {
     /// The version history, when open.
-    versions: Option<Vec<Value>>,
+    versions: Option<Vec<VersionEntry>>,
     /// The past version shown on the canvas.
     pub view: Option<VersionView>,
+}
+
+impl History {
+    /// Whether the version history is open.
+    pub fn is_open(&self) -> bool {
+        self.versions.is_some()
+    }
 }
 
 /// A past version shown on the canvas.
@@ -54,8 +64,7 @@ impl Canvas {
             }
             Msg::Versions(result) => {
                 match result {
-                    Ok(Value::Array(list)) => self.history.versions = Some(list),
-                    Ok(_) => {}
+                    Ok(list) => self.history.versions = Some(list),
                     Err(e) => self.status = e,
                 }
                 true
@@ -86,10 +95,9 @@ impl Canvas {
                             .versions
                             .iter()
                             .flatten()
-                            .find(|v| v["version"] == version.as_str())
-                            .and_then(|v| v["summary"].as_str())
-                            .unwrap_or_default()
-                            .to_string();
+                            .find(|v| v.version == version)
+                            .map(|v| v.summary.clone())
+                            .unwrap_or_default();
                         self.history.view = Some(VersionView {
                             version,
                             summary,
@@ -101,6 +109,10 @@ impl Canvas {
                 }
                 true
             }
+            Msg::Refresh => {
+                Canvas::fetch_versions(ctx);
+                false
+            }
             Msg::Restore(version) => {
                 let path = format!(
                     "/api/v1/workflows/{}/versions/{}/restore",
@@ -108,7 +120,7 @@ impl Canvas {
                     js_sys::encode_uri_component(&version)
                 );
                 ctx.link().send_future(async move {
-                    Msg::Restored(net::call("POST", &path, Some(&json!({}))).await)
+                    Msg::Restored(net::call_as("POST", &path, Some(&json!({}))).await)
                 });
                 false
             }
@@ -137,7 +149,7 @@ impl Canvas {
             ctx.props().workflow
         );
         ctx.link()
-            .send_future(async move { Msg::Versions(net::call("GET", &path, None).await) });
+            .send_future(async move { Msg::Versions(net::call_as("GET", &path, None).await) });
     }
 
     /// The banner over a past version shown on the canvas.
@@ -161,12 +173,12 @@ impl Canvas {
         let me = self.sync.doc().loro().peer_id().to_string();
         let versions = &self.history.versions;
         let rows = versions.iter().flatten().map(|v| {
-            let version = v["version"].as_str().unwrap_or_default().to_string();
-            let author = match (v["author"].as_str(), v["message"].as_str()) {
-                (Some(a), _) if a == me => "you".to_string(),
+            let version = v.version.clone();
+            let author = match (v.author.as_str(), v.message.as_deref()) {
+                (a, _) if a == me => "you".to_string(),
                 (_, Some(m)) => m.to_string(),
-                (Some(a), None) => format!("peer {}", &a[..a.len().min(6)]),
-                _ => "someone".to_string(),
+                ("", None) => "someone".to_string(),
+                (a, None) => format!("peer {}", a.get(..6).unwrap_or(a)),
             };
             let current = self.history.view.as_ref().is_some_and(|w| w.version == version);
             let view = {
@@ -176,9 +188,12 @@ impl Canvas {
             html! {
                 <li class={classes!("version", current.then_some("current"))} data-version={version.clone()}>
                     <button class="view-version" onclick={view}>
-                        <span class="when">{ when(v["at_us"].as_i64().unwrap_or(0)) }</span>
+                        <span class="when">{ when(v.at_us) }</span>
                         <span class="who">{ author }</span>
-                        <span class="what">{ v["summary"].as_str().unwrap_or_default() }</span>
+                        <span class="what">{ &v.summary }</span>
+                        if v.published_at_us.is_some() {
+                            <span class="published-mark" title="This version was published">{ "published" }</span>
+                        }
                     </button>
                 </li>
             }

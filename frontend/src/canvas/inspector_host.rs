@@ -38,6 +38,7 @@ impl Canvas {
         let node = selected.map(|n| self.node_form(ctx, n));
         html! {
             <aside class="inspector">
+                { self.publish_panel(ctx) }
                 { for node }
                 { self.run_panel(ctx) }
                 { self.history_panel(ctx) }

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 use sluice_api::{
-    LiveEvent, LogLine, Retry, RetryFrom, RunDetail, RunStarted, RunStatus, RunSummary, StartRun,
-    StepStatus, What,
+    LiveEvent, LogLine, Retry, RetryFrom, RunDetail, RunError, RunStarted, RunStatus, RunSummary,
+    StartRun, StepStatus, What,
 };
 use yew::prelude::*;
 
@@ -83,7 +83,7 @@ pub struct StepView {
     mark: Option<StepMark>,
     input: Option<Value>,
     output: Option<Value>,
-    error: Option<Value>,
+    error: Option<RunError>,
 }
 
 /// The run shown on the canvas: the last one started here (over the live
@@ -92,7 +92,7 @@ pub struct RunView {
     id: String,
     status: RunStatus,
     output: Value,
-    error: Option<Value>,
+    error: Option<RunError>,
     steps: BTreeMap<String, StepView>,
     logs: Vec<LogLine>,
     /// The workflow as this run ran it, when opened from the list.
@@ -156,6 +156,8 @@ struct RunRow {
     trigger: String,
     /// Microseconds since the Unix epoch.
     created_at_us: i64,
+    /// It ran the draft.
+    draft: bool,
 }
 
 impl Canvas {
@@ -182,8 +184,10 @@ impl Canvas {
                 self.runs.running = true;
                 let path = format!("/api/v1/workflows/{}/runs", ctx.props().workflow);
                 ctx.link().send_future(async move {
+                    // The editor runs what is being edited: the draft.
                     let body = serde_json::to_value(StartRun {
                         input,
+                        draft: true,
                         ..StartRun::default()
                     })
                     .unwrap_or_default();
@@ -329,7 +333,7 @@ impl Canvas {
         let run = &*e.run;
         let runs = &mut self.runs;
         match &e.what {
-            What::RunStarted { trigger } if !runs.rows.iter().any(|r| r.id == run) => {
+            What::RunStarted { trigger, draft } if !runs.rows.iter().any(|r| r.id == run) => {
                 runs.rows.insert(
                     0,
                     RunRow {
@@ -337,6 +341,7 @@ impl Canvas {
                         status: RunStatus::Running,
                         trigger: trigger.clone(),
                         created_at_us: e.at_us,
+                        draft: *draft,
                     },
                 );
                 if runs.rows.len() > runs.shown {
@@ -488,7 +493,7 @@ impl Canvas {
                 <textarea id="run-input" class="mono" rows="3" value={self.runs.input.clone()} {oninput} />
                 <button class="run-button" disabled={running}
                     onclick={link.callback(|_| Msg::Run)}>
-                    { if running { "Running…" } else { "Run ⌃⏎" } }
+                    { if running { "Running…" } else { "Run draft ⌃⏎" } }
                 </button>
                 { for run }
             </section>
@@ -508,6 +513,9 @@ impl Canvas {
                     <span class="when">{ when(r.created_at_us) }</span>
                     <span class="trigger">{ &r.trigger }</span>
                     <span class="status-text">{ r.status.as_str() }</span>
+                    if r.draft {
+                        <span class="draft-mark" title="It ran the draft, not the published version">{ "draft" }</span>
+                    }
                 </button></li>
             }
         });
@@ -580,6 +588,7 @@ fn run_rows(list: Vec<RunSummary>) -> Vec<RunRow> {
             status: r.status,
             trigger: r.trigger,
             created_at_us: r.created_at_us,
+            draft: r.draft,
         })
         .collect()
 }

@@ -10,8 +10,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use sluice_api::{Changes, VersionEntry};
 use sluice_model::Workflow;
-use sluice_model::doc::{Presence, Summary, WorkflowDoc, authors};
+use sluice_model::doc::{Presence, WorkflowDoc, authors};
 use sluice_store::VersionMark;
 use tokio::sync::broadcast;
 
@@ -32,6 +33,9 @@ pub(super) struct Documents {
     /// Who is looking at which workflow (ephemeral, never stored).
     presence: Mutex<HashMap<String, Presence>>,
     version_gap_secs: i64,
+    /// Per workflow, a count of draft changes: a pending publish-when-idle
+    /// goes ahead only if no change came after the one that scheduled it.
+    idle: Mutex<HashMap<String, u64>>,
 }
 
 impl Documents {
@@ -42,6 +46,7 @@ impl Documents {
             events: broadcast::channel(4096).0,
             presence: Mutex::new(HashMap::new()),
             version_gap_secs,
+            idle: Mutex::new(HashMap::new()),
         }
     }
 }
@@ -99,38 +104,37 @@ impl DocEvent {
     }
 }
 
-/// A version of a workflow (one author's burst of edits) with what it changed.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct VersionEntry {
-    /// The workflow as of the end of this version: pass it to
-    /// [`Engine::workflow_at`] or [`Engine::restore_version`].
-    pub version: String,
-    /// The version it started from.
-    pub parent: String,
-    /// Who made it: Loro peer ids.
-    pub author: String,
-    /// Where it came from: `api`, `import`, `file`, `restore <version>`;
-    /// null for edits merged from editors and peers.
-    pub message: Option<String>,
-    pub started_at_us: i64,
-    pub at_us: i64,
-    /// Edits folded into it.
-    pub edits: i64,
-    /// One line: "added fetch; changed tag (config.url)".
-    pub summary: String,
-    pub changes: Summary,
-}
-
 impl Engine {
-    /// Stores a workflow (its canonical text, as planned) and tells the
-    /// engine's caches and triggers. Returns whether it replaced a version.
+    /// Stores a workflow (its canonical text, as planned) and publishes it:
+    /// its triggers and runs by id run it from now on. Returns whether it
+    /// replaced a version.
     pub async fn save_workflow(&self, plan: &Plan) -> Result<bool> {
         self.save_workflow_as(plan, None).await
     }
 
     /// [`Engine::save_workflow`], recording where the edit came from
-    /// (`api`, `import`, `file`…) in the version it makes.
+    /// (`api`, `import`, `file`…) in the version it makes. Credentials are
+    /// not checked here (an import may come before its credentials); a run
+    /// that needs a missing one is refused when it starts.
     pub async fn save_workflow_as(&self, plan: &Plan, origin: Option<&str>) -> Result<bool> {
+        let existed = self.save_draft(plan, origin).await?;
+        let id = &plan.workflow.id;
+        let (text, version) = self
+            .store()
+            .get_workflow_at(id)
+            .await?
+            .ok_or_else(|| Error::WorkflowNotFound(id.clone()))?;
+        self.store()
+            .publish_workflow(id, &text, version.as_deref(), sluice_nodes::now_us())
+            .await?;
+        self.workflow_changed(id);
+        Ok(existed)
+    }
+
+    /// Stores a workflow as its draft (what the editor shows and its Run
+    /// runs), leaving what runs as it is. Returns whether it replaced a
+    /// version.
+    pub async fn save_draft(&self, plan: &Plan, origin: Option<&str>) -> Result<bool> {
         let id = &plan.workflow.id;
         let existed = self.store().get_workflow(id).await?.is_some();
         let mut docs = self.inner.documents.docs.lock().await;
@@ -160,7 +164,7 @@ impl Engine {
             state.last_seq = seq;
             state.pending += 1;
             self.maybe_compact(id, state);
-            self.publish(DocEvent::Update {
+            self.broadcast(DocEvent::Update {
                 workflow: id.as_str().into(),
                 bytes: update.into(),
                 origin: 0,
@@ -173,6 +177,7 @@ impl Engine {
         // A merged update waiting to be materialized is covered by this write.
         self.dirty().remove(id.as_str());
         drop(docs);
+        self.draft_changed(id, &plan.workflow);
         self.workflow_changed(id);
         Ok(existed)
     }
@@ -257,7 +262,7 @@ impl Engine {
         state.last_seq = self.store().append_doc_update(id, &update, &mark).await?;
         state.pending += 1;
         self.maybe_compact(id, state);
-        self.publish(DocEvent::Update {
+        self.broadcast(DocEvent::Update {
             workflow: id.into(),
             bytes: update.into(),
             origin,
@@ -325,6 +330,7 @@ impl Engine {
             .put_workflow_at(id, &wf.name, &wf.to_json_pretty(), Some(&head))
             .await?;
         drop(docs);
+        self.draft_changed(id, &wf);
         self.workflow_changed(id);
         Ok(())
     }
@@ -337,6 +343,23 @@ impl Engine {
             self.materialize(&id).await?;
         }
         Ok(())
+    }
+
+    /// What changed in workflow `id` from document version `from` to `to`
+    /// (`""`: the empty document).
+    pub async fn summarize(&self, id: &str, from: &str, to: &str) -> Result<Changes> {
+        let mut docs = self.inner.documents.docs.lock().await;
+        let state = self.doc_state(&mut docs, id).await?;
+        Ok(state.doc.summarize(from, to)?)
+    }
+
+    /// Draft changes per workflow (see [`Engine::draft_changed`]).
+    pub(super) fn idle(&self) -> std::sync::MutexGuard<'_, HashMap<String, u64>> {
+        self.inner
+            .documents
+            .idle
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     /// Workflows whose document is ahead of their stored JSON.
@@ -382,7 +405,7 @@ impl Engine {
         self.inner.documents.events.subscribe()
     }
 
-    fn publish(&self, event: DocEvent) {
+    fn broadcast(&self, event: DocEvent) {
         // Nobody listening is fine.
         let _ = self.inner.documents.events.send(event);
     }
@@ -403,7 +426,7 @@ impl Engine {
                 .or_insert_with(|| Presence::new(PRESENCE_TIMEOUT_MS));
             p.apply(bytes).map_err(Error::Doc)?
         };
-        self.publish(DocEvent::Presence {
+        self.broadcast(DocEvent::Presence {
             workflow: id.into(),
             bytes: bytes.into(),
             origin,
@@ -441,7 +464,7 @@ impl Engine {
             }
             bytes
         };
-        self.publish(DocEvent::Presence {
+        self.broadcast(DocEvent::Presence {
             workflow: id.into(),
             bytes: bytes.into(),
             origin,
@@ -471,6 +494,7 @@ impl Engine {
                     started_at_us: r.started_at_us,
                     at_us: r.at_us,
                     edits: r.edits,
+                    published_at_us: r.published_at_us,
                 })
             })
             .collect()
@@ -492,7 +516,7 @@ impl Engine {
     pub async fn restore_version(&self, id: &str, version: &str) -> Result<String> {
         let wf = self.workflow_at(id, version).await?;
         let plan = Plan::new(wf)?;
-        self.save_workflow_as(&plan, Some(&format!("restore {version}")))
+        self.save_draft(&plan, Some(&format!("restore {version}")))
             .await?;
         let mut docs = self.inner.documents.docs.lock().await;
         Ok(self.doc_state(&mut docs, id).await?.doc.head())

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use sluice_api::StepStatus;
+use sluice_api::{RunError, StepStatus};
 use sluice_nodes as nodes;
 use sluice_store::{LogLine, Record, RecordKind, Stored};
 use tokio::sync::{mpsc, oneshot};
@@ -111,7 +111,7 @@ pub(super) fn run_info(id: &str, plan: &Plan, trigger: &str, started_at_us: i64)
 struct Extra<'a> {
     /// The step input, for steps journaled only after they ran.
     input: Option<&'a Value>,
-    error: Option<Value>,
+    error: Option<RunError>,
     duration_us: Option<i64>,
     /// `data` already serialized (by the step's own task, off the driver).
     stored: Option<Stored>,
@@ -175,7 +175,8 @@ impl Driver {
             run_info,
             workflow,
         };
-        driver.emit(What::RunStarted { trigger }, nodes::now_us());
+        let draft = driver.plan.draft;
+        driver.emit(What::RunStarted { trigger, draft }, nodes::now_us());
         driver
     }
 
@@ -234,10 +235,7 @@ impl Driver {
                         StepStatus::Failed
                     },
                     duration_us: duration_us.unwrap_or(0),
-                    error: error
-                        .as_ref()
-                        .and_then(|e| e["message"].as_str())
-                        .map(str::to_string),
+                    error: error.as_ref().map(|e| e.message.clone()),
                 },
                 RecordKind::Skipped => What::StepSkipped {
                     node: node.clone(),
@@ -326,7 +324,12 @@ impl Driver {
                             .await
                         }
                         Err(e) => {
-                            let err = json!({"message": e.message, "retryable": e.retryable});
+                            let err = RunError {
+                                node: None,
+                                message: e.message.clone(),
+                                retryable: Some(e.retryable),
+                                attempts: None,
+                            };
                             let extra = Extra {
                                 input: done.input.as_deref(),
                                 error: Some(err),
@@ -562,7 +565,7 @@ impl Driver {
 
     async fn internal_failure(&mut self, e: Error) -> RunResult {
         self.tasks.abort_all();
-        let error = json!({"message": format!("engine error: {e}")});
+        let error = RunError::of_run(format!("engine error: {e}"));
         // Best effort: the journal itself may be what failed.
         if let Err(e2) = self
             .engine

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use serde_json::{Value, json};
+use serde_json::json;
 use sluice_model::kinds::Trigger;
 
 use super::{Engine, RunResult, new_run_id, tracing_log};
@@ -17,7 +17,7 @@ impl Engine {
         let message = Arc::new(json!({
             "run_id": failed.id,
             "workflow": workflow,
-            "node": failed.error.as_ref().and_then(|e| e.get("node")).cloned().unwrap_or(Value::Null),
+            "node": failed.error.as_ref().and_then(|e| e.node.as_deref()),
             "error": failed.error,
         }));
         let rows = match self.store().list_workflows().await {

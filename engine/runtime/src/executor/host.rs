@@ -230,8 +230,7 @@ fn child_result(r: RunResult, workflow: &str) -> nodes::Result<Value> {
             r.status.as_str(),
             r.error
                 .as_ref()
-                .and_then(|e| e["message"].as_str())
-                .unwrap_or("no error message")
+                .map_or("no error message", |e| e.message.as_str())
         ))),
     }
 }

@@ -1,6 +1,6 @@
-//! The plan cache: [`Engine::workflow`] reuses a stored workflow's plan for
-//! a second without reading, then while the stored text is still the one it
-//! was built from. Changes through this engine evict it at once and are
+//! The plan cache: [`Engine::workflow`] reuses a workflow's published plan
+//! for a second without reading, then while the published text is still the
+//! one it was built from. Changes through this engine evict it at once and are
 //! announced to the triggers ([`Engine::workflow_changes`]).
 
 use std::sync::Arc;
@@ -12,11 +12,10 @@ use super::{Engine, Error, Result};
 use crate::plan::Plan;
 
 impl Engine {
-    /// Loads a stored workflow by id.
+    /// The published plan of workflow `id`: what its triggers, and runs by
+    /// id, run ([`Engine::draft`] is the one being edited).
+    /// [`Error::NotPublished`] when nothing is published.
     pub async fn workflow(&self, id: &str) -> Result<Arc<Plan>> {
-        if self.is_dirty(id) {
-            self.materialize(id).await?;
-        }
         // Planning (parse, validate, compile templates and jq) is costly, and
         // so is a read per webhook: a plan is reused for a second without
         // looking, then while the stored text is the one it was built from.
@@ -33,9 +32,10 @@ impl Engine {
         }
         let (text, version) = self
             .store()
-            .get_workflow_at(id)
+            .get_published(id)
             .await?
-            .ok_or_else(|| Error::WorkflowNotFound(id.to_string()))?;
+            .ok_or_else(|| Error::WorkflowNotFound(id.to_string()))?
+            .ok_or_else(|| Error::NotPublished(id.to_string()))?;
         let cached = self
             .inner
             .plans

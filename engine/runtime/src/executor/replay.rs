@@ -113,15 +113,12 @@ fn entry_of(plan: &Plan, rec: &Record) -> Result<Entry, String> {
             key,
         },
         RecordKind::Failed => {
-            let field = |name: &str| rec.error.as_ref().and_then(|e| e.get(name));
+            let error = rec.error.as_ref();
             Entry::Failed {
                 key,
                 error: StepError {
-                    message: field("message")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_string(),
-                    retryable: field("retryable").and_then(Value::as_bool).unwrap_or(false),
+                    message: error.map(|e| e.message.clone()).unwrap_or_default(),
+                    retryable: error.and_then(|e| e.retryable).unwrap_or(false),
                 },
                 at_us: rec.at_us,
             }

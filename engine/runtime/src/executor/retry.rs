@@ -51,6 +51,7 @@ impl Engine {
                 created_at_us: nodes::now_us(),
                 parent_run: None,
                 doc_version: row.doc_version.clone(),
+                draft: row.draft,
             })
             .await?;
         let run: Arc<str> = Arc::from(id.as_str());
@@ -88,6 +89,7 @@ impl Engine {
             run: run_id.to_string(),
             message: e.to_string(),
         })?;
-        Ok((row, Plan::new(wf)?))
+        let plan = Plan::build(wf, row.doc_version.clone(), row.draft)?;
+        Ok((row, plan))
     }
 }

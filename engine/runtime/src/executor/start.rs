@@ -111,6 +111,7 @@ impl Engine {
             created_at_us,
             parent_run: parent,
             doc_version: plan.version.clone(),
+            draft: plan.draft,
         };
         if durable {
             self.store().create_run(&new_run).await?;

@@ -90,10 +90,14 @@ impl Server {
             .bearer_auth(&self.token)
     }
 
+    /// Stores `wf` and publishes it (what its webhooks and runs by id run).
     pub async fn put_workflow(&self, wf: Value) {
         let id = wf["id"].as_str().unwrap().to_string();
         let r = self
-            .api(reqwest::Method::PUT, &format!("/workflows/{id}"))
+            .api(
+                reqwest::Method::PUT,
+                &format!("/workflows/{id}?publish=true"),
+            )
             .json(&wf)
             .send()
             .await

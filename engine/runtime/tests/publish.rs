@@ -1,0 +1,150 @@
+//! Drafts and publish on the real engine: what runs is the published
+//! version; a draft with problems cannot be published; a workflow that
+//! publishes by itself does so only when its draft is valid and idle.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use sluice_model::Workflow;
+use sluice_runtime::executor::Error;
+use sluice_runtime::{Engine, Options, Plan};
+
+fn flow(tag: &str, settings: Value) -> Workflow {
+    Workflow::from_value(
+        json!({"format": "sluice.workflow/v1", "id": "w", "settings": settings,
+        "nodes": [
+            {"id": "t", "kind": "trigger.manual"},
+            {"id": "tag", "kind": "data.set", "config": {"values": {"tag": tag}}}],
+        "edges": [{"from": "t", "to": "tag"}]}),
+    )
+    .unwrap()
+}
+
+/// The tag of the plan that runs (None: nothing published).
+async fn live_tag(engine: &Engine) -> Option<String> {
+    match engine.workflow("w").await {
+        Ok(plan) => plan.workflow.nodes[1].config["values"]["tag"]
+            .as_str()
+            .map(str::to_string),
+        Err(Error::NotPublished(_)) => None,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+async fn open() -> (tempfile::TempDir, Engine) {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(dir.path(), Options::default()).await.unwrap();
+    (dir, engine)
+}
+
+#[tokio::test]
+async fn a_draft_with_problems_is_not_published_and_what_runs_stays() {
+    let (_dir, engine) = open().await;
+    let v1 = flow("v1", json!({}));
+    engine
+        .save_workflow(&Plan::new(v1.clone()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(live_tag(&engine).await.as_deref(), Some("v1"));
+
+    // An edit made elsewhere (an editor, a file) that does not validate.
+    let mut bad = v1.clone();
+    bad.nodes[1].kind = "flow.iff".into();
+    let base = engine.doc_head("w").await.unwrap();
+    assert!(
+        engine
+            .apply_edit_at("w", &base, &bad, "test")
+            .await
+            .unwrap()
+    );
+
+    match engine.publish("w", None).await {
+        Err(Error::Invalid(invalid)) => {
+            assert_eq!(invalid.0[0].node.as_deref(), Some("tag"), "{invalid}");
+            assert_eq!(invalid.0[0].field.as_deref(), Some("kind"), "{invalid}");
+        }
+        other => panic!("published a draft with problems: {other:?}"),
+    }
+    assert_eq!(live_tag(&engine).await.as_deref(), Some("v1"));
+    let state = engine.publish_state("w").await.unwrap();
+    assert!(!state.up_to_date() && state.published, "{state:?}");
+    assert_eq!(state.problems.len(), 1, "{state:?}");
+    assert!(matches!(engine.draft("w").await, Err(Error::Invalid(_))));
+
+    // Unpublished: nothing runs by id; publishing the draft still refused.
+    assert!(engine.unpublish("w").await.unwrap());
+    assert!(!engine.unpublish("w").await.unwrap());
+    assert_eq!(live_tag(&engine).await, None);
+    assert!(matches!(
+        engine.unpublish("nope").await,
+        Err(Error::WorkflowNotFound(_))
+    ));
+}
+
+/// Waits (at most `within`) until the live tag is `want`.
+async fn wait_live(engine: &Engine, want: Option<&str>, within: Duration) -> Duration {
+    let start = Instant::now();
+    loop {
+        if live_tag(engine).await.as_deref() == want {
+            return start.elapsed();
+        }
+        assert!(
+            start.elapsed() < within,
+            "live tag {:?}, want {want:?} within {within:?}",
+            live_tag(engine).await
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn on_valid_idle_publishes_a_valid_draft_once_nobody_edits_it() {
+    let (_dir, engine) = open().await;
+    let auto = json!({"publish": "on_valid_idle", "publish_idle_secs": 1});
+    let v1 = flow("v1", auto.clone());
+    engine
+        .save_draft(&Plan::new(v1.clone()).unwrap(), Some("test"))
+        .await
+        .unwrap();
+    assert_eq!(
+        live_tag(&engine).await,
+        None,
+        "published before the idle time"
+    );
+    let took = wait_live(&engine, Some("v1"), Duration::from_secs(10)).await;
+    assert!(
+        took >= Duration::from_millis(700),
+        "published after {took:?}"
+    );
+
+    // Edits every 300 ms keep postponing it; then it goes out.
+    for i in 0..6 {
+        let wf = flow(&format!("v2-{i}"), auto.clone());
+        engine
+            .save_draft(&Plan::new(wf).unwrap(), Some("test"))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(live_tag(&engine).await.as_deref(), Some("v1"), "edit {i}");
+    }
+    wait_live(&engine, Some("v2-5"), Duration::from_secs(10)).await;
+
+    // A draft with problems is never published by itself.
+    let mut bad = flow("v3", auto.clone());
+    bad.nodes[1].kind = "flow.iff".into();
+    let base = engine.doc_head("w").await.unwrap();
+    engine
+        .apply_edit_at("w", &base, &bad, "test")
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(live_tag(&engine).await.as_deref(), Some("v2-5"));
+
+    // Manual (the default) never publishes by itself.
+    engine
+        .save_draft(&Plan::new(flow("v4", json!({}))).unwrap(), Some("test"))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(live_tag(&engine).await.as_deref(), Some("v2-5"));
+}
