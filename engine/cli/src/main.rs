@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use serde_json::Value;
 use sluice_api::{RunDetail, RunSummary, StepStatus};
 use sluice_model::Workflow;
@@ -107,6 +107,23 @@ enum Command {
         #[command(subcommand)]
         command: RunsCommand,
     },
+    /// Stored workflows.
+    Workflows {
+        #[command(subcommand)]
+        command: WorkflowsCommand,
+    },
+    /// Print a shell completion script: `sluice completions bash >
+    /// /etc/bash_completion.d/sluice` (bash, zsh, fish, elvish, powershell).
+    Completions { shell: clap_complete::Shell },
+}
+
+#[derive(Subcommand)]
+enum WorkflowsCommand {
+    /// Every stored workflow: id, name, and whether what runs is its draft.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -117,9 +134,11 @@ enum CredentialsCommand {
         /// bearer, basic, header, query or smtp.
         #[arg(long)]
         kind: String,
-        /// The value as JSON, or @file.
+        /// The value as JSON, @file, or `-` to read it from stdin (the
+        /// default: a secret typed on the command line stays in the shell's
+        /// history).
         #[arg(long)]
-        json: String,
+        json: Option<String>,
     },
     /// Names and kinds.
     List,
@@ -158,6 +177,16 @@ enum RunsCommand {
         json: bool,
         #[arg(long, default_value_t = 50)]
         limit: u32,
+        /// Only this workflow's runs.
+        #[arg(long)]
+        workflow: Option<String>,
+        /// Only runs with this status: running, succeeded, failed, cancelled.
+        #[arg(long)]
+        status: Option<String>,
+        /// Only runs started since: a time (`2026-12-04T08:00:00Z`) or a
+        /// duration ago (`90s`, `15m`, `2h`, `3d`).
+        #[arg(long)]
+        since: Option<String>,
     },
     /// One run with every step attempt.
     Show {
@@ -345,10 +374,13 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
                             "credential name `{name}` must be letters, digits, `-` and `_`"
                         )));
                     }
-                    let text = match json.strip_prefix('@') {
-                        Some(file) => std::fs::read_to_string(file)
-                            .map_err(|e| usage(format!("cannot read {file}: {e}")))?,
-                        None => json,
+                    let text = match json.as_deref() {
+                        None | Some("-") => read_secret(&name)?,
+                        Some(json) => match json.strip_prefix('@') {
+                            Some(file) => std::fs::read_to_string(file)
+                                .map_err(|e| usage(format!("cannot read {file}: {e}")))?,
+                            None => json.to_string(),
+                        },
                     };
                     // The message never quotes the text: it may be the secret.
                     let value: Value = serde_json::from_str(&text).map_err(|e| {
@@ -378,6 +410,52 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
                     println!("deleted credential `{name}`");
                 }
             }
+            Ok(0)
+        }
+        Command::Workflows {
+            command: WorkflowsCommand::List { json },
+        } => {
+            let engine = open(cli.data_dir).await?;
+            let rows = engine.store().list_workflows().await.map_err(internal)?;
+            if json {
+                let list: Vec<sluice_api::WorkflowEntry> = rows
+                    .into_iter()
+                    .map(|w| sluice_api::WorkflowEntry {
+                        id: w.id,
+                        name: w.name,
+                        updated_at_us: w.updated_at_us,
+                        draft_version: w.doc_version,
+                        published: w.published,
+                        published_version: w.published_version,
+                        published_at_us: w.published_at_us,
+                    })
+                    .collect();
+                println!("{}", serde_json::to_string_pretty(&list).map_err(internal)?);
+                return Ok(0);
+            }
+            println!(
+                "{:<24} {:<28} {:<19} PUBLISHED",
+                "WORKFLOW", "NAME", "CHANGED"
+            );
+            for w in rows {
+                let state = if !w.published {
+                    "no"
+                } else if w.published_version != w.doc_version {
+                    "yes, with unpublished edits"
+                } else {
+                    "yes"
+                };
+                println!(
+                    "{:<24} {:<28} {:<19} {state}",
+                    w.id,
+                    w.name,
+                    local_time(w.updated_at_us)
+                );
+            }
+            Ok(0)
+        }
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "sluice", &mut std::io::stdout());
             Ok(0)
         }
         Command::Import { file, draft } => {
@@ -473,14 +551,41 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
                 .start(plan, trigger.as_deref(), Arc::new(input))
                 .await
                 .map_err(usage)?;
-            let result = handle.wait().await;
+            let id = handle.id.clone();
+            eprintln!("sluice: run {id} started (Ctrl-C cancels it)");
+            let wait = handle.wait();
+            tokio::pin!(wait);
+            let result = tokio::select! {
+                r = &mut wait => r,
+                _ = tokio::signal::ctrl_c() => {
+                    engine.cancel(&id);
+                    eprintln!("sluice: cancelling run {id}");
+                    wait.await
+                }
+            };
             report(&result)
         }
         Command::Runs { command } => {
             let engine = open(cli.data_dir).await?;
             match command {
-                RunsCommand::List { json, limit } => {
-                    let rows = engine.store().list_runs(limit).await.map_err(internal)?;
+                RunsCommand::List {
+                    json,
+                    limit,
+                    workflow,
+                    status,
+                    since,
+                } => {
+                    let filter = sluice_runtime::RunFilter {
+                        workflow,
+                        status: status
+                            .map(|s| s.parse::<Status>())
+                            .transpose()
+                            .map_err(|e| usage(format!("--status: {e}")))?,
+                        since_us: since.as_deref().map(parse_since).transpose()?,
+                        limit,
+                        ..Default::default()
+                    };
+                    let rows = engine.store().find_runs(&filter).await.map_err(internal)?;
                     if json {
                         let list: Vec<RunSummary> = rows.iter().map(report::run_summary).collect();
                         println!(
@@ -489,8 +594,8 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
                         );
                     } else {
                         println!(
-                            "{:<32} {:<24} {:<10} {:>10}",
-                            "RUN", "WORKFLOW", "STATUS", "DURATION"
+                            "{:<32} {:<24} {:<10} {:<19} {:>10}",
+                            "RUN", "WORKFLOW", "STATUS", "STARTED", "DURATION"
                         );
                         for r in &rows {
                             let dur = r
@@ -498,8 +603,13 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
                                 .map(|f| format_us(f - r.created_at_us))
                                 .unwrap_or_else(|| "-".into());
                             println!(
-                                "{:<32} {:<24} {:<10} {:>10}",
-                                r.id, r.workflow_id, r.status, dur
+                                "{:<32} {:<24} {:<10} {:<19} {:>10}{}",
+                                r.id,
+                                r.workflow_id,
+                                r.status,
+                                local_time(r.created_at_us),
+                                dur,
+                                if r.draft { "  draft" } else { "" }
                             );
                         }
                     }
@@ -510,6 +620,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
                     json,
                     workflow,
                 } => {
+                    let run = resolve_run(&engine, &run).await?;
                     let row = engine
                         .store()
                         .get_run(&run)
@@ -535,7 +646,10 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
                 RunsCommand::Resume { run } => {
                     let _lock = lock_data_dir(engine.store().data_dir())?;
                     let handles = match run {
-                        Some(id) => vec![engine.resume(&id).await.map_err(usage)?],
+                        Some(id) => {
+                            let id = resolve_run(&engine, &id).await?;
+                            vec![engine.resume(&id).await.map_err(usage)?]
+                        }
                         None => engine.resume_all().await.map_err(internal)?,
                     };
                     if handles.is_empty() {
@@ -689,6 +803,85 @@ fn read_workflow(path: &Path) -> Result<Workflow, Exit> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| usage(format!("cannot read {}: {e}", path.display())))?;
     Workflow::from_json(&text).map_err(|e| Exit(2, format!("{}: {e}", path.display())))
+}
+
+/// A run id, or a prefix of one that names exactly one run.
+async fn resolve_run(engine: &Engine, given: &str) -> Result<String, Exit> {
+    if engine
+        .store()
+        .get_run(given)
+        .await
+        .map_err(internal)?
+        .is_some()
+    {
+        return Ok(given.to_string());
+    }
+    let found = engine
+        .store()
+        .runs_with_prefix(given, 5)
+        .await
+        .map_err(internal)?;
+    match found.as_slice() {
+        [] => Err(usage(format!("run `{given}` not found"))),
+        [one] => Ok(one.clone()),
+        many => Err(usage(format!(
+            "`{given}` is the start of several runs ({}{}): give more of the id",
+            many.join(", "),
+            if many.len() == 5 { ", …" } else { "" }
+        ))),
+    }
+}
+
+/// `--since`: a time (RFC 3339) or a duration ago (`90s`, `15m`, `2h`,
+/// `3d`), as microseconds since the epoch.
+fn parse_since(text: &str) -> Result<i64, Exit> {
+    let bad = || {
+        usage(format!(
+            "--since `{text}`: expected a time like 2026-12-04T08:00:00Z or a duration ago like 15m, 2h, 3d"
+        ))
+    };
+    if let Ok(t) = text.parse::<jiff::Timestamp>() {
+        return Ok(t.as_microsecond());
+    }
+    let split = text.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+    let (n, unit) = text.split_at(split);
+    let n: i64 = n.parse().map_err(|_| bad())?;
+    let secs = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return Err(bad()),
+    };
+    let ago = n
+        .checked_mul(secs)
+        .and_then(|s| s.checked_mul(1_000_000))
+        .ok_or_else(bad)?;
+    Ok(jiff::Timestamp::now().as_microsecond() - ago)
+}
+
+/// Microseconds since the epoch as local `YYYY-MM-DD HH:MM:SS`.
+fn local_time(us: i64) -> String {
+    jiff::Timestamp::from_microsecond(us)
+        .map(|t| {
+            t.to_zoned(jiff::tz::TimeZone::system())
+                .strftime("%Y-%m-%d %H:%M:%S")
+                .to_string()
+        })
+        .unwrap_or_default()
+}
+
+/// A credential's value from stdin (a prompt first when it is a terminal).
+fn read_secret(name: &str) -> Result<String, Exit> {
+    use std::io::{IsTerminal, Read};
+    if std::io::stdin().is_terminal() {
+        eprintln!("The value of credential `{name}` as JSON, then Ctrl-D:");
+    }
+    let mut text = String::new();
+    std::io::stdin()
+        .read_to_string(&mut text)
+        .map_err(|e| usage(format!("cannot read the value from stdin: {e}")))?;
+    Ok(text)
 }
 
 fn parse_input(input: Option<&str>) -> Result<Value, Exit> {

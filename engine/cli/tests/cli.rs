@@ -530,3 +530,208 @@ fn import_publishes_and_draft_publish_unpublish_decide_what_runs() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("`nope` not found"), "{}", stderr(&o));
 }
+
+/// `sluice ARGS` with `stdin` piped in.
+fn sluice_with_stdin(data: &Path, args: &[&str], stdin: &str) -> Output {
+    use std::io::Write as _;
+    let mut child = Command::new(SLUICE)
+        .args(args)
+        .env("SLUICE_DATA_DIR", data)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn run_ids_lists_filters_prefixes_completions_and_secrets_from_stdin() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "hello.flow.json",
+        include_str!("../../../assets/examples/hello.flow.json"),
+    );
+    // `run` says which run it started, on stderr (stdout stays the output).
+    let o = sluice(dir.path(), &["run", &f, "--input", "{}"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let err = stderr(&o);
+    let id = err
+        .split_whitespace()
+        .find(|w| w.starts_with('r') && w.len() > 10)
+        .unwrap_or_else(|| panic!("no run id in {err}"))
+        .to_string();
+    assert!(err.contains("Ctrl-C cancels it"), "{err}");
+    serde_json::from_slice::<Value>(&o.stdout).unwrap();
+
+    // A unique prefix names the run; an ambiguous or unknown one is refused.
+    let o = sluice(dir.path(), &["runs", "show", &id[..8], "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let shown: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(shown["id"], id.as_str());
+    assert_eq!(shown["draft"], true, "a file runs as the draft");
+    let o = sluice(dir.path(), &["run", &f, "--input", "{}"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = sluice(dir.path(), &["runs", "show", "r"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("is the start of several runs"),
+        "{}",
+        stderr(&o)
+    );
+    let o = sluice(dir.path(), &["runs", "show", "zz"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("run `zz` not found"), "{}", stderr(&o));
+
+    // The list: start time, duration, draft; filters.
+    let o = sluice(dir.path(), &["runs", "list"]);
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        text.starts_with("RUN") && text.contains("STARTED"),
+        "{text}"
+    );
+    assert_eq!(
+        text.lines().filter(|l| l.ends_with("draft")).count(),
+        2,
+        "{text}"
+    );
+    let count = |args: &[&str]| {
+        let mut all = vec!["runs", "list", "--json"];
+        all.extend_from_slice(args);
+        let o = sluice(dir.path(), &all);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        serde_json::from_slice::<Value>(&o.stdout)
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .len()
+    };
+    assert_eq!(count(&[]), 2);
+    assert_eq!(count(&["--workflow", "hello"]), 2);
+    assert_eq!(count(&["--workflow", "other"]), 0);
+    assert_eq!(count(&["--status", "succeeded"]), 2);
+    assert_eq!(count(&["--status", "failed"]), 0);
+    assert_eq!(count(&["--since", "1h"]), 2);
+    assert_eq!(count(&["--since", "2099-01-01T00:00:00Z"]), 0);
+    let o = sluice(dir.path(), &["runs", "list", "--status", "done"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--status"), "{}", stderr(&o));
+    let o = sluice(dir.path(), &["runs", "list", "--since", "yesterday"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--since `yesterday`"), "{}", stderr(&o));
+
+    // Workflows, with what is published.
+    let o = sluice(dir.path(), &["workflows", "list"]);
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("hello") && l.trim_end().ends_with("no")),
+        "{text}"
+    );
+    let o = sluice(dir.path(), &["publish", "hello"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = sluice(dir.path(), &["workflows", "list", "--json"]);
+    let list: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(list[0]["id"], "hello");
+    assert_eq!(list[0]["published"], true);
+    assert_eq!(list[0]["published_version"], list[0]["draft_version"]);
+
+    // Completions for a shell.
+    let o = sluice(dir.path(), &["completions", "bash"]);
+    assert_eq!(o.status.code(), Some(0));
+    let script = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        script.contains("_sluice") && script.contains("publish"),
+        "{script}"
+    );
+
+    // A secret from stdin, never from the command line.
+    let o = sluice_with_stdin(
+        dir.path(),
+        &["credentials", "set", "gh", "--kind", "bearer"],
+        r#"{"token": "from-stdin"}"#,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = sluice_with_stdin(
+        dir.path(),
+        &[
+            "credentials",
+            "set",
+            "gh2",
+            "--kind",
+            "bearer",
+            "--json",
+            "-",
+        ],
+        "{not json",
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("invalid JSON at line 1"),
+        "{}",
+        stderr(&o)
+    );
+    let o = sluice(dir.path(), &["credentials", "list"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("gh") && !text.contains("gh2"), "{text}");
+}
+
+#[cfg(unix)]
+#[test]
+fn ctrl_c_cancels_the_run_it_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "slow.flow.json",
+        r#"{"format": "sluice.workflow/v1", "id": "slow", "nodes": [
+            {"id": "t", "kind": "trigger.manual"},
+            {"id": "w", "kind": "flow.wait", "config": {"duration_ms": 60000}},
+            {"id": "end", "kind": "output.end"}],
+          "edges": [{"from": "t", "to": "w"}, {"from": "w", "to": "end"}]}"#,
+    );
+    let child = Command::new(SLUICE)
+        .args(["run", &f])
+        .env("SLUICE_DATA_DIR", dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for the run to be recorded, then send SIGINT.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let runs: Value =
+            serde_json::from_slice(&sluice(dir.path(), &["runs", "list", "--json"]).stdout)
+                .unwrap_or(Value::Null);
+        if runs.as_array().is_some_and(|r| !r.is_empty()) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let killed = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("cancelling run") && err.contains("cancelled"),
+        "{err}"
+    );
+    let runs: Value =
+        serde_json::from_slice(&sluice(dir.path(), &["runs", "list", "--json"]).stdout).unwrap();
+    assert_eq!(runs[0]["status"], "cancelled", "{runs}");
+}

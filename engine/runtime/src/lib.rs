@@ -16,3 +16,4 @@ pub use executor::{Engine, Options, RunHandle, RunResult};
 pub use machine::{Action, Activation, Event, Lineage, Msg, Run, Status, StepError, StepKey};
 pub use plan::{Invalid, Plan, Role};
 pub use sluice_nodes::Settings;
+pub use sluice_store::RunFilter;

@@ -433,6 +433,7 @@ pub(crate) async fn list_runs(
         status,
         before: q.before,
         limit: q.limit.clamp(1, 1000),
+        ..Default::default()
     };
     let rows = s.engine.store().find_runs(&filter).await?;
     Ok(Json(rows.iter().map(report::run_summary).collect()))

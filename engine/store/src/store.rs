@@ -40,6 +40,8 @@ pub struct RunFilter {
     pub status: Option<RunStatus>,
     /// Only runs older than this run (pagination cursor).
     pub before: Option<String>,
+    /// Only runs started at or after this time (microseconds since the epoch).
+    pub since_us: Option<i64>,
     pub limit: u32,
 }
 
@@ -863,6 +865,9 @@ impl Store {
         if let Some(st) = &filter.status {
             q.push(" AND status = ").push_bind(st.as_str());
         }
+        if let Some(since) = filter.since_us {
+            q.push(" AND created_at_us >= ").push_bind(since);
+        }
         if let Some(before) = &filter.before {
             // Strictly older than the cursor run, in (created_at_us, id) order.
             q.push(" AND (created_at_us, id) < (SELECT created_at_us, id FROM runs WHERE id = ")
@@ -873,6 +878,22 @@ impl Store {
             .push_bind(i64::from(filter.limit));
         let rows: Vec<RunColumns> = q.build_query_as().fetch_all(&self.inner.pool).await?;
         self.decode_runs(rows).await
+    }
+
+    /// The ids of runs that start with `prefix`, at most `limit` (a short
+    /// id a person typed; two answers mean it is ambiguous).
+    pub async fn runs_with_prefix(&self, prefix: &str, limit: u32) -> Result<Vec<String>> {
+        // A range on the primary key: every id that starts with `prefix`
+        // sorts between it and it followed by the largest character.
+        let end = format!("{prefix}\u{10FFFF}");
+        Ok(
+            sqlx::query_scalar("SELECT id FROM runs WHERE id >= ? AND id < ? ORDER BY id LIMIT ?")
+                .bind(prefix)
+                .bind(end)
+                .bind(i64::from(limit))
+                .fetch_all(&self.inner.pool)
+                .await?,
+        )
     }
 
     /// The newest run of a workflow started at a given trigger (schedules

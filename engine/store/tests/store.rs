@@ -890,6 +890,7 @@ async fn runs_are_found_by_workflow_status_trigger_and_cursor() -> Result<()> {
             status: status.map(|s| s.parse().unwrap()),
             before: before.map(Into::into),
             limit: 10,
+            ..Default::default()
         };
         assert_eq!(
             ids(store.find_runs(&find(None, None, None)).await?),
