@@ -24,6 +24,8 @@ pub struct NodeItem {
     pub x: f64,
     pub y: f64,
     pub label: String,
+    /// The label is not the id: the id (what templates name) is shown too.
+    pub labelled: bool,
     pub kind: String,
     pub category: &'static str,
     pub ports: Vec<String>,
@@ -112,6 +114,7 @@ pub fn build(
             x,
             y,
             label: n.label.clone().unwrap_or_else(|| n.id.clone()),
+            labelled: n.label.as_ref().is_some_and(|l| *l != n.id),
             kind: n.kind.clone(),
             category: spec.map_or("unknown", |k| k.category),
             ports,
@@ -225,6 +228,9 @@ pub fn NodeView(props: &NodeProps) -> Html {
             { for seen }
             <rect class="box" width={NODE_W.to_string()} height={NODE_H.to_string()} rx="8" />
             <text class="label" x="14" y="26">{ &n.label }</text>
+            if n.labelled {
+                <text class="node-id" x="2" y="-6">{ &n.id }</text>
+            }
             <text class="kind" x="14" y="46">{ &n.kind }</text>
             if let Some(badge) = &n.badge {
                 <text class="badge" x={(NODE_W - 4.0).to_string()} y="-6">{ badge }</text>

@@ -18,8 +18,8 @@ pub use runs::{
     StartRun, Step, StepStatus,
 };
 pub use workflows::{
-    Changes, CredentialEntry, Problem, Publish, PublishMode, PublishState, Restored, VersionEntry,
-    WorkflowEntry,
+    Changes, CredentialEntry, CredentialStored, Health, ModuleAdded, Problem, Publish, PublishMode,
+    PublishState, Restored, SetCredential, Stored, Validation, VersionEntry, WorkflowEntry,
 };
 
 /// For `Option<Value>` fields where `null` and absent differ: a field that

@@ -215,3 +215,67 @@ impl std::fmt::Display for Problem {
         write!(f, ": {}", self.message)
     }
 }
+
+/// The answer to `PUT /api/v1/workflows/{id}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Stored {
+    pub id: String,
+    /// How many nodes it has.
+    pub nodes: usize,
+}
+
+/// The answer to `POST /api/v1/validate`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Validation {
+    pub valid: bool,
+    /// Every problem, each naming its node or edge and field.
+    pub problems: Vec<Problem>,
+}
+
+/// The answer to `POST /api/v1/modules`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ModuleAdded {
+    /// Its hash, for `config.module` of `code.wasm` nodes.
+    pub module: String,
+}
+
+/// The body of `PUT /api/v1/credentials/{name}`.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct SetCredential {
+    /// `bearer`, `basic`, `header`, `query` or `smtp`.
+    pub kind: String,
+    /// The secret, in the shape of its kind; write-only.
+    pub value: serde_json::Value,
+}
+
+impl std::fmt::Debug for SetCredential {
+    // Never the value: it is a secret.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SetCredential")
+            .field("kind", &self.kind)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The answer to `PUT /api/v1/credentials/{name}`: never the value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct CredentialStored {
+    pub name: String,
+    pub kind: String,
+}
+
+/// The answer to `GET /api/v1/health`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Health {
+    /// `ok`.
+    pub status: String,
+    /// The engine's version.
+    pub version: String,
+}

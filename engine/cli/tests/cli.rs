@@ -696,37 +696,41 @@ fn ctrl_c_cancels_the_run_it_started() {
             {"id": "end", "kind": "output.end"}],
           "edges": [{"from": "t", "to": "w"}, {"from": "w", "to": "end"}]}"#,
     );
-    let child = Command::new(SLUICE)
+    let mut child = Command::new(SLUICE)
         .args(["run", &f])
         .env("SLUICE_DATA_DIR", dir.path())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // Wait for the run to be recorded, then send SIGINT.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
-        let runs: Value =
-            serde_json::from_slice(&sluice(dir.path(), &["runs", "list", "--json"]).stdout)
-                .unwrap_or(Value::Null);
-        if runs.as_array().is_some_and(|r| !r.is_empty()) {
-            break;
+    // The run is durably recorded when `run` names it on stderr: then SIGINT.
+    let stderr_pipe = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut all = String::new();
+        for line in std::io::BufReader::new(stderr_pipe).lines() {
+            let line = line.unwrap_or_default();
+            if line.contains("started (Ctrl-C cancels it)") {
+                tx.send(()).ok();
+            }
+            all.push_str(&line);
+            all.push('\n');
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the run never started"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        all
+    });
+    if rx.recv_timeout(std::time::Duration::from_secs(60)).is_err() {
+        child.kill().ok();
+        panic!("the run never started: {}", reader.join().unwrap());
     }
-    std::thread::sleep(std::time::Duration::from_millis(200));
     let killed = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()
         .unwrap();
     assert!(killed.success());
     let o = child.wait_with_output().unwrap();
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    let err = stderr(&o);
+    let err = reader.join().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(
         err.contains("cancelling run") && err.contains("cancelled"),
         "{err}"

@@ -74,6 +74,22 @@ impl Graph {
         }
     }
 
+    /// The nodes that run before `node` in any run: everything upstream of
+    /// it along edges (not `node` itself, unless a cycle leads back to it).
+    pub fn upstream(&self, node: usize) -> std::collections::HashSet<usize> {
+        let mut seen = std::collections::HashSet::new();
+        let mut todo: Vec<usize> = self.incoming[node]
+            .iter()
+            .map(|&e| self.edges[e].from)
+            .collect();
+        while let Some(n) = todo.pop() {
+            if seen.insert(n) {
+                todo.extend(self.incoming[n].iter().map(|&e| self.edges[e].from));
+            }
+        }
+        seen
+    }
+
     pub fn len(&self) -> usize {
         self.ids.len()
     }

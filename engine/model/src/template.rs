@@ -118,6 +118,30 @@ pub fn check(s: &str) -> Result<(), Error> {
     compile_str(s).map(|_| ())
 }
 
+/// The node ids a template string reads as `nodes.<id>` (none for a string
+/// that is not a template, or does not parse: syntax is reported by
+/// [`check`]).
+pub fn node_refs(s: &str) -> Vec<String> {
+    if !is_template(s) || check_block_lengths(s).is_err() {
+        return Vec::new();
+    }
+    let env = new_env();
+    let Ok(template) = env.template_from_str(s) else {
+        return Vec::new();
+    };
+    let mut ids: Vec<String> = template
+        .undeclared_variables(true)
+        .into_iter()
+        .filter_map(|v| {
+            let rest = v.strip_prefix("nodes.")?;
+            Some(rest.split('.').next().unwrap_or(rest).to_string())
+        })
+        .collect();
+    ids.sort();
+    ids.dedup();
+    ids
+}
+
 /// Compiles every string inside a config value, skipping `raw` top-level keys.
 pub fn compile(v: &Value, raw: &[&str]) -> Result<Compiled, (String, Error)> {
     compile_at(v, raw, "")

@@ -260,7 +260,7 @@ pub fn validate(wf: &Workflow) -> Vec<Problem> {
             out.push(problem(None, Some("edges"), format!("cycle: {}", names.join(" → "))));
         }
         Ok(order) => match graph.scopes(&order) {
-            Ok(_) => {}
+            Ok(_) => check_node_refs(wf, &graph, &mut out),
             Err(ScopeError::JoinOutsideSplit { join }) => out.push(problem(
                 Some(&graph.ids[join]),
                 None,
@@ -278,6 +278,60 @@ pub fn validate(wf: &Workflow) -> Vec<Problem> {
         },
     }
     out
+}
+
+/// Reports templates that read `nodes.<id>` of a node that does not exist,
+/// or that does not run before the node reading it (not upstream of it):
+/// either is always empty, and a typo should not be a silent `null`.
+fn check_node_refs(wf: &Workflow, graph: &Graph, out: &mut Vec<Problem>) {
+    for (i, n) in wf.nodes.iter().enumerate() {
+        let Some(spec) = graph.kinds[i] else { continue };
+        if spec.is_trigger {
+            continue;
+        }
+        let mut refs = Vec::new();
+        collect_refs(&n.config, "config", spec.raw_fields, &mut refs);
+        if refs.is_empty() {
+            continue;
+        }
+        let upstream = graph.upstream(i);
+        for (field, id) in refs {
+            let message = match graph.by_id.get(&id) {
+                None => format!("`nodes.{id}`: there is no node `{id}`"),
+                Some(j) if !upstream.contains(j) => format!(
+                    "`nodes.{id}`: node `{id}` does not run before this one (it is not upstream \
+                     of it), so this is always empty"
+                ),
+                Some(_) => continue,
+            };
+            out.push(problem(Some(&n.id), Some(&field), message));
+        }
+    }
+}
+
+/// `(field path, node id)` for every `nodes.<id>` read by the templates of
+/// a config.
+fn collect_refs(v: &Value, path: &str, raw: &[&str], out: &mut Vec<(String, String)>) {
+    match v {
+        Value::String(s) => {
+            for id in template::node_refs(s) {
+                out.push((path.to_string(), id));
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                collect_refs(item, &format!("{path}[{i}]"), &[], out);
+            }
+        }
+        Value::Object(map) => {
+            for (k, item) in map {
+                if !raw.contains(&k.as_str()) {
+                    collect_refs(item, &format!("{path}.{k}"), &[], out);
+                }
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Reports template syntax errors in every string of a config.
@@ -435,6 +489,28 @@ mod tests {
             expect![
                 "node `s` on_error: a flow.split cannot `continue` after an error (the error is not a list to split): use `route` and connect its `error` port"
             ],
+        );
+    }
+
+    #[test]
+    fn references_to_missing_or_later_nodes_are_named() {
+        check(
+            r#"{"format": "sluice.workflow/v1", "id": "w", "nodes": [
+                {"id": "t", "kind": "trigger.manual"},
+                {"id": "fetch", "kind": "data.set", "config": {"values": {"a": 1}}},
+                {"id": "use", "kind": "data.set", "config": {"values": {
+                    "ok": "{{ nodes.fetch.a }}", "typo": "{{ nodes.fecth.a }}",
+                    "later": "total {{ nodes.after.n + 1 }}", "self": "{{ nodes.use }}",
+                    "all": "{% for k in nodes %}{{ k }}{% endfor %}"}}},
+                {"id": "after", "kind": "data.set", "config": {"values": {"b": "{{ nodes.fetch }}"}}},
+                {"id": "side", "kind": "util.log", "config": {"message": "{{ nodes.after.b }}"}}],
+              "edges": [{"from": "t", "to": "fetch"}, {"from": "fetch", "to": "use"},
+                        {"from": "use", "to": "after"}, {"from": "t", "to": "side"}]}"#,
+            expect![[r#"
+                node `use` config.values.typo: `nodes.fecth`: there is no node `fecth`
+                node `use` config.values.later: `nodes.after`: node `after` does not run before this one (it is not upstream of it), so this is always empty
+                node `use` config.values.self: `nodes.use`: node `use` does not run before this one (it is not upstream of it), so this is always empty
+                node `side` config.message: `nodes.after`: node `after` does not run before this one (it is not upstream of it), so this is always empty"#]],
         );
     }
 }

@@ -9,10 +9,11 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use sluice_api::{
-    CredentialEntry, LogLine, Publish, PublishState, Restored, Retry, RetryFrom, RunDetail,
-    RunOutcome, RunStarted, RunStatus, RunSummary, StartRun, VersionEntry, WorkflowEntry,
+    CredentialEntry, CredentialStored, Health, LogLine, ModuleAdded, Publish, PublishState,
+    Restored, Retry, RetryFrom, RunDetail, RunOutcome, RunStarted, RunStatus, RunSummary,
+    SetCredential, StartRun, Stored, Validation, VersionEntry, WorkflowEntry,
 };
 use sluice_model::Workflow;
 use sluice_runtime::{Plan, report};
@@ -58,9 +59,12 @@ pub(crate) fn routes() -> axum::Router<AppState> {
 }
 
 #[utoipa::path(get, path = "/api/v1/health", tag = "engine",
-    responses((status = 200, description = "The engine is up: `{\"status\": \"ok\", \"version\"}`")))]
-pub(crate) async fn health() -> Json<Value> {
-    Json(json!({"status": "ok", "version": env!("CARGO_PKG_VERSION")}))
+    responses((status = 200, description = "The engine is up", body = Health)))]
+pub(crate) async fn health() -> Json<Health> {
+    Json(Health {
+        status: "ok".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+    })
 }
 
 #[utoipa::path(get, path = "/api/v1/node-kinds", tag = "engine",
@@ -228,14 +232,14 @@ pub(crate) async fn restore_version(
 
 #[utoipa::path(post, path = "/api/v1/modules", tag = "workflows",
     request_body(content = Vec<u8>, description = "A WebAssembly component (the `sluice:node` world)", content_type = "application/wasm"),
-    responses((status = 201, description = "`{\"module\"}`: its hash, for `config.module` of `code.wasm` nodes"),
+    responses((status = 201, description = "Its hash, for `config.module` of `code.wasm` nodes", body = ModuleAdded),
         (status = 400, description = "Not a component of the `sluice:node` world (the message says why)")))]
 pub(crate) async fn add_module(
     State(s): State<AppState>,
     body: Bytes,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let hash = s.engine.add_module(body.to_vec()).await?;
-    Ok((StatusCode::CREATED, Json(json!({"module": hash}))))
+) -> Result<(StatusCode, Json<ModuleAdded>), ApiError> {
+    let module = s.engine.add_module(body.to_vec()).await?;
+    Ok((StatusCode::CREATED, Json(ModuleAdded { module })))
 }
 
 #[utoipa::path(get, path = "/api/v1/runs/{id}/workflow", tag = "runs",
@@ -262,14 +266,14 @@ pub(crate) struct PutQuery {
     params(("id" = String, Path, description = "Workflow id; must match the body's `id`"),
         ("publish" = Option<bool>, Query, description = "Also publish it (default: it is stored as the draft, and what runs stays as it was)")),
     request_body(content = Object, description = "A `sluice.workflow/v1` workflow", content_type = "application/json"),
-    responses((status = 201, description = "Created"), (status = 200, description = "Replaced"),
+    responses((status = 201, description = "Created", body = Stored), (status = 200, description = "Replaced", body = Stored),
         (status = 400, description = "Invalid JSON or workflow; `error.detail` lists every problem")))]
 pub(crate) async fn put_workflow(
     State(s): State<AppState>,
     Path(id): Path<String>,
     Query(query): Query<PutQuery>,
     body: Bytes,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<Stored>), ApiError> {
     let value = parse_json(&body)?;
     let wf =
         Workflow::from_value(value).map_err(|e| ApiError::bad_request(format!("body: {e}")))?;
@@ -291,27 +295,35 @@ pub(crate) async fn put_workflow(
     };
     Ok((
         status,
-        Json(json!({"id": id, "nodes": plan.workflow.nodes.len()})),
+        Json(Stored {
+            id,
+            nodes: plan.workflow.nodes.len(),
+        }),
     ))
 }
 
 #[utoipa::path(post, path = "/api/v1/validate", tag = "workflows",
     request_body(content = Object, description = "A `sluice.workflow/v1` workflow", content_type = "application/json"),
-    responses((status = 200, description = "`{\"valid\", \"problems\"}`: every problem, each naming its node or edge and field, \
-        including credentials that do not exist in this engine's vault"),
+    responses((status = 200, description = "Every problem, each naming its node or edge and field, \
+        including credentials that do not exist in this engine's vault", body = Validation),
         (status = 400, description = "The body is not JSON")))]
 pub(crate) async fn validate_workflow(
     State(s): State<AppState>,
     body: Bytes,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Validation>, ApiError> {
     let value = parse_json(&body)?;
     let wf = match Workflow::from_value(value) {
         Ok(wf) => wf,
         Err(e) => {
-            return Ok(Json(json!({
-                "valid": false,
-                "problems": [{"message": e.to_string()}],
-            })));
+            return Ok(Json(Validation {
+                valid: false,
+                problems: vec![sluice_api::Problem {
+                    node: None,
+                    edge: None,
+                    field: None,
+                    message: e.to_string(),
+                }],
+            }));
         }
     };
     let mut problems = match Plan::new(wf.clone()) {
@@ -325,10 +337,10 @@ pub(crate) async fn validate_workflow(
         }
         Err(e) => return Err(e.into()),
     }
-    Ok(Json(json!({
-        "valid": problems.is_empty(),
-        "problems": problems,
-    })))
+    Ok(Json(Validation {
+        valid: problems.is_empty(),
+        problems,
+    }))
 }
 
 #[utoipa::path(delete, path = "/api/v1/workflows/{id}", tag = "workflows",
@@ -564,30 +576,23 @@ pub(crate) async fn list_credentials(
     ))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PutCredential {
-    kind: String,
-    value: Value,
-}
-
 #[utoipa::path(put, path = "/api/v1/credentials/{name}", tag = "credentials",
     params(("name" = String, Path, description = "Credential name (letters, digits, `-`, `_`)")),
-    request_body(content = Object, description = "`{kind, value}`; the value is write-only", content_type = "application/json"),
-    responses((status = 201, description = "Created"), (status = 200, description = "Replaced"),
+    request_body(content = SetCredential, description = "`{kind, value}`; the value is write-only", content_type = "application/json"),
+    responses((status = 201, description = "Created", body = CredentialStored), (status = 200, description = "Replaced", body = CredentialStored),
         (status = 400, description = "Unknown kind or a value of the wrong shape (the error names the field, never the value)")))]
 pub(crate) async fn put_credential(
     State(s): State<AppState>,
     Path(name): Path<String>,
     body: Bytes,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<CredentialStored>), ApiError> {
     if !sluice_model::validate::is_slug(&name) {
         return Err(ApiError::bad_request(format!(
             "credential name `{name}` must be letters, digits, `-` and `_`"
         )));
     }
     // Parse errors would quote the body: name only where it failed.
-    let req: PutCredential = serde_json::from_slice(&body).map_err(|e| {
+    let req: SetCredential = serde_json::from_slice(&body).map_err(|e| {
         ApiError::bad_request(format!(
             "invalid credential body at line {}, column {}",
             e.line(),
@@ -612,7 +617,13 @@ pub(crate) async fn put_credential(
     } else {
         StatusCode::CREATED
     };
-    Ok((status, Json(json!({"name": name, "kind": req.kind}))))
+    Ok((
+        status,
+        Json(CredentialStored {
+            name,
+            kind: req.kind,
+        }),
+    ))
 }
 
 #[utoipa::path(delete, path = "/api/v1/credentials/{name}", tag = "credentials",

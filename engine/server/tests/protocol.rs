@@ -12,8 +12,9 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use sluice_api::ws::{Frame, ServerMessage};
 use sluice_api::{
-    CredentialEntry, ErrorBody, LogLine, Restored, RunDetail, RunOutcome, RunStarted, RunStatus,
-    RunSummary, StepStatus, VersionEntry, What, WorkflowEntry,
+    CredentialEntry, CredentialStored, ErrorBody, Health, LogLine, Restored, RunDetail, RunOutcome,
+    RunStarted, RunStatus, RunSummary, StepStatus, Stored, Validation, VersionEntry, What,
+    WorkflowEntry,
 };
 use tokio_tungstenite::tungstenite::Message;
 
@@ -249,6 +250,40 @@ async fn every_api_body_and_ws_frame_decodes_into_the_api_types() {
         .await
         .unwrap();
     assert!(r.status().is_success());
+    let stored: CredentialStored = decodes_as(&json_of(r).await);
+    assert_eq!(
+        (stored.name.as_str(), stored.kind.as_str()),
+        ("token", "bearer")
+    );
+    let health: Health =
+        decodes_as(&json_of(s.api(Method::GET, "/health").send().await.unwrap()).await);
+    assert_eq!(health.status, "ok");
+    let r = s
+        .api(Method::PUT, "/workflows/proto")
+        .json(&flow(port))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let put: Stored = decodes_as(&json_of(r).await);
+    assert_eq!((put.id.as_str(), put.nodes), ("proto", 8));
+    let mut bad = flow(port);
+    bad["nodes"][1]["kind"] = json!("flow.iff");
+    for (body, valid) in [
+        (flow(port), true),
+        (bad, false),
+        (json!({"format": 3}), false),
+    ] {
+        let r = s
+            .api(Method::POST, "/validate")
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let v: Validation = decodes_as(&json_of(r).await);
+        assert_eq!(v.valid, valid, "{v:?}");
+        assert_eq!(v.problems.is_empty(), valid, "{v:?}");
+    }
     let creds: Vec<CredentialEntry> =
         decodes_as(&json_of(s.api(Method::GET, "/credentials").send().await.unwrap()).await);
     assert_eq!(
@@ -296,6 +331,13 @@ async fn the_openapi_document_describes_the_api_types() {
         "Changes",
         "Restored",
         "RunError",
+        "PublishState",
+        "Stored",
+        "Validation",
+        "ModuleAdded",
+        "SetCredential",
+        "CredentialStored",
+        "Health",
     ] {
         assert!(schemas.get(name).is_some(), "no schema {name}: {schemas}");
     }

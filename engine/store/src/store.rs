@@ -381,7 +381,25 @@ impl Store {
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(5));
         let mut writer = SqliteConnection::connect_with(&options).await?;
+        // SQLite migrations take no lock of their own: two processes opening
+        // a new data dir at once would both create the tables, and one would
+        // fail half-way. One migrates at a time; the next finds it done.
+        let lock = {
+            let path = dir.join("migrate.lock");
+            tokio::task::spawn_blocking(move || {
+                let file = std::fs::OpenOptions::new()
+                    .create(true)
+                    .truncate(false)
+                    .write(true)
+                    .open(&path)
+                    .map_err(Error::io(&path))?;
+                file.lock().map_err(Error::io(&path))?;
+                Ok::<_, Error>(file)
+            })
+            .await??
+        };
         MIGRATOR.run(&mut writer).await?;
+        drop(lock);
         let pool = SqlitePoolOptions::new()
             .max_connections(READERS)
             .connect_with(options)

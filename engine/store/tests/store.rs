@@ -118,6 +118,27 @@ fn blob_files(store: &Store) -> Result<Vec<std::path::PathBuf>> {
     Ok(files)
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn stores_opened_at_once_on_a_new_data_dir_both_open() -> Result<()> {
+    // Two processes started together on a fresh data dir (`sluice serve`
+    // and a `sluice runs list`, the app and a script) migrate the same new
+    // database: neither may fail half-way with "table … already exists".
+    timed(async {
+        for _ in 0..20 {
+            let dir = tempfile::tempdir()?;
+            let (a, b, c) = tokio::join!(
+                Store::open(dir.path()),
+                Store::open(dir.path()),
+                Store::open(dir.path())
+            );
+            let (a, _b, _c) = (a?, b?, c?);
+            a.put_workflow("w", "W", "{}").await?;
+        }
+        Ok(())
+    })
+    .await
+}
+
 #[tokio::test]
 async fn open_twice_runs_migrations_once() -> Result<()> {
     timed(async {
