@@ -21,11 +21,11 @@ fn client() -> reqwest::Client {
         .unwrap()
 }
 
-/// Stores a workflow through the API.
+/// Stores a workflow through the API, and publishes it.
 async fn put_workflow(c: &reqwest::Client, host: &Host, wf: &serde_json::Value) {
     let r = c
         .put(format!(
-            "{}/api/v1/workflows/{}",
+            "{}/api/v1/workflows/{}?publish=true",
             host.base_url(),
             wf["id"].as_str().unwrap()
         ))
