@@ -28,6 +28,8 @@ pub enum Msg {
     Import(web_sys::File),
     /// A list operation finished: refresh the list (or show the error).
     Done(Result<String, String>),
+    /// The server refused this browser's session (or there is none).
+    SignedOut,
 }
 
 pub struct App {
@@ -42,6 +44,8 @@ pub struct App {
     rename_box: NodeRef,
     /// What the last list operation did.
     notice: Option<String>,
+    /// Not signed in: the sign-in page instead of the editor.
+    signed_out: bool,
     _on_hash: Option<wasm_bindgen::closure::Closure<dyn FnMut()>>,
 }
 
@@ -128,6 +132,26 @@ fn slug(name: &str) -> String {
     out.trim_end_matches('-').to_string()
 }
 
+/// What a browser that is not signed in sees: how to sign in, and
+/// nothing that looks usable.
+fn sign_in_page() -> Html {
+    let origin = web_sys::window()
+        .and_then(|w| w.location().origin().ok())
+        .unwrap_or_default();
+    html! {
+        <div class="app">
+            <header><h1>{ "Sluice" }</h1></header>
+            <main class="sign-in">
+                <h2>{ "Sign in to this engine" }</h2>
+                <p>{ "This browser is not signed in to the engine at " }<code>{ origin }</code>{ ", or its session has ended." }</p>
+                <p>{ "In a terminal on the machine that runs it, run" }</p>
+                <pre class="command"><code>{ "sluice open" }</code></pre>
+                <p>{ "It opens a sign-in link in your browser (" }<code>{ "sluice open --print" }</code>{ " only prints it, for a browser elsewhere). The engine keeps running; nothing is restarted." }</p>
+            </main>
+        </div>
+    }
+}
+
 impl App {
     fn list(ctx: &Context<Self>) {
         ctx.link().send_future(async {
@@ -142,7 +166,11 @@ impl Component for App {
 
     fn create(ctx: &Context<Self>) -> Self {
         use wasm_bindgen::JsCast;
-        App::list(ctx);
+        net::on_signed_out(ctx.link().callback(|()| Msg::SignedOut));
+        let signed_out = !net::signed_in();
+        if !signed_out {
+            App::list(ctx);
+        }
         let on_hash = {
             let link = ctx.link().clone();
             wasm_bindgen::closure::Closure::<dyn FnMut()>::new(move || {
@@ -162,12 +190,19 @@ impl Component for App {
             renaming: None,
             rename_box: NodeRef::default(),
             notice: None,
+            signed_out,
             _on_hash: Some(on_hash),
         }
     }
 
     fn update(&mut self, ctx: &Context<Self>, msg: Msg) -> bool {
         match msg {
+            Msg::SignedOut => {
+                if self.signed_out {
+                    return false;
+                }
+                self.signed_out = true;
+            }
             Msg::Listed(Ok(list)) => {
                 self.workflows = list;
                 self.error = None;
@@ -196,6 +231,8 @@ impl Component for App {
                 }
                 let body = json!({
                     "format": "sluice.workflow/v1", "id": id, "name": name,
+                    // A typo in a template is an error, not a silent null.
+                    "settings": {"strict": true},
                     "nodes": [{"id": "start", "kind": "trigger.manual", "position": [0, 0]}],
                     "edges": []
                 });
@@ -375,6 +412,9 @@ impl Component for App {
 
     fn view(&self, ctx: &Context<Self>) -> Html {
         let link = ctx.link();
+        if self.signed_out {
+            return sign_in_page();
+        }
         let error = self
             .error
             .as_ref()

@@ -19,7 +19,8 @@
 //! - `palette`: the node kinds and the quick-add box;
 //! - `inspector_host`: the right-hand panel and the node form;
 //! - `runs`: running, the runs list and the shown run;
-//! - `history`: the version history and a past version shown.
+//! - `history`: the version history and a past version shown;
+//! - `testing`: run one node, pinned test data, a webhook's test URL.
 //!
 //! Drawing is split so that panning and zooming never re-render the graph
 //! (see [`crate::scene`]).
@@ -30,6 +31,7 @@ mod inspector_host;
 mod palette;
 mod publish;
 mod runs;
+mod testing;
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -49,6 +51,7 @@ use self::inspector_host::InspectorHost;
 use self::palette::Palette;
 use self::publish::Publishing;
 use self::runs::{RunView, Runs};
+use self::testing::Testing;
 use crate::net::Socket;
 use crate::scene::{self, Scene, SceneView, curve, port_at};
 use crate::state::{Action, Change, Editor, NODE_H, NODE_W, Rect};
@@ -84,6 +87,12 @@ pub enum Msg {
     CenterOn(f64, f64),
     /// An edit from the inspector.
     Act(Action),
+    /// A field's text that is not a value yet, to keep (or to drop).
+    KeepText {
+        node: String,
+        field: String,
+        text: Option<String>,
+    },
     Undo,
     Redo,
     /// Back to editing from a past version or a run opened from the list.
@@ -93,6 +102,7 @@ pub enum Msg {
     Runs(runs::Msg),
     History(history::Msg),
     Publish(publish::Msg),
+    Testing(testing::Msg),
 }
 
 /// A listener on the window (event name, callback), removed on destroy.
@@ -115,6 +125,7 @@ pub struct Canvas {
     runs: Runs,
     history: History,
     publishing: Publishing,
+    testing: Testing,
     svg: NodeRef,
     fitted: bool,
     /// The surface's size (read on gestures, not in every render).
@@ -569,6 +580,7 @@ impl Component for Canvas {
             runs: Runs::default(),
             history: History::default(),
             publishing: Publishing::default(),
+            testing: Testing::default(),
             svg: NodeRef::default(),
             fitted: false,
             view_size: (1200.0, 800.0),
@@ -655,6 +667,10 @@ impl Component for Canvas {
             Msg::Key(e) => self.on_key(ctx, e),
             Msg::KeyUp(e) => self.on_key_up(e),
             Msg::Act(action) => self.act(action),
+            Msg::KeepText { node, field, text } => {
+                self.on_keep_text(node, field, text);
+                false
+            }
             Msg::Undo | Msg::Redo => {
                 if self.viewing() {
                     return false;
@@ -690,6 +706,7 @@ impl Component for Canvas {
             Msg::Runs(msg) => self.on_runs(ctx, msg),
             Msg::History(msg) => self.on_history(ctx, msg),
             Msg::Publish(msg) => self.on_publish(ctx, msg),
+            Msg::Testing(msg) => self.on_testing(ctx, msg),
             Msg::CenterOn(wx, wy) => {
                 let (w, h) = self.size();
                 let Some(editor) = self.shown_mut() else {

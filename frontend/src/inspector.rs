@@ -6,6 +6,7 @@ use wasm_bindgen::JsCast;
 use web_sys::{HtmlTextAreaElement, KeyboardEvent};
 use yew::prelude::*;
 
+use crate::fields::{Shape, child_path, parse, show};
 use crate::state::carry_caret;
 
 /// `$ref` to `#/$defs/…`, and `Option<T>` written as `anyOf [T, null]`.
@@ -35,165 +36,264 @@ pub fn resolve(schema: &Value, prop: &Value) -> Value {
 /// What a field's control reports: the new value, or `None` to remove it.
 pub type OnValue = Callback<Option<Value>>;
 
-/// One config field's control, chosen by its schema.
-pub fn field(
-    name: &str,
-    prop: &Value,
-    value: Option<Value>,
-    required: bool,
-    credentials: &[String],
-    set: OnValue,
-) -> Html {
-    let help = prop["description"]
-        .as_str()
-        .map(|d| html! { <small>{ d }</small> });
-    let ty = match &prop["type"] {
-        Value::Array(types) => types
-            .iter()
-            .find(|t| *t != "null")
-            .cloned()
-            .unwrap_or(Value::Null),
-        t => t.clone(),
-    };
-    let options: Option<Vec<String>> = prop["enum"]
-        .as_array()
-        .map(|e| {
-            e.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .or_else(|| {
-            prop["oneOf"].as_array().map(|alts| {
-                alts.iter()
-                    .filter_map(|a| {
-                        a["const"]
-                            .as_str()
-                            .or_else(|| a["enum"].get(0).and_then(Value::as_str))
-                    })
+/// One config field of one node, to be drawn by its schema.
+pub struct Field<'a> {
+    pub node: &'a str,
+    pub name: &'a str,
+    /// The field's schema, `$ref`s resolved ([`resolve`]).
+    pub prop: &'a Value,
+    pub value: Option<Value>,
+    pub required: bool,
+    /// The credentials' names, offered by credential fields.
+    pub credentials: &'a [String],
+    /// Text typed into this field that is not (yet) a value, kept while
+    /// the node is not shown so that nothing typed is lost.
+    pub kept: Option<String>,
+    pub set: OnValue,
+    pub keep: Callback<Option<String>>,
+    /// The field's value on the last run's data, when it is a template.
+    pub preview: Option<Html>,
+}
+
+impl Field<'_> {
+    /// The field's control, chosen by its schema. Every control writes as
+    /// you type (not on blur: a click elsewhere may never blur it).
+    pub fn view(self) -> Html {
+        let Field {
+            node,
+            name,
+            prop,
+            value,
+            required,
+            credentials,
+            kept,
+            set,
+            keep,
+            preview,
+        } = self;
+        let help = prop["description"]
+            .as_str()
+            .map(|d| html! { <small>{ d }</small> });
+        let ty = match &prop["type"] {
+            Value::Array(types) => types
+                .iter()
+                .find(|t| *t != "null")
+                .cloned()
+                .unwrap_or(Value::Null),
+            t => t.clone(),
+        };
+        let options: Option<Vec<String>> = prop["enum"]
+            .as_array()
+            .map(|e| {
+                e.iter()
+                    .filter_map(Value::as_str)
                     .map(str::to_string)
                     .collect()
             })
-        })
-        .filter(|o: &Vec<String>| !o.is_empty());
-    let input_id = format!("cfg-{name}");
-    let hint = templated(prop).then(|| html! {
-        <small class="hint">{ "Templates: " }<code>{ "{{ input.field }}" }</code>{ ", " }<code>{ "{{ vars.name }}" }</code>{ ", " }<code>{ "{{ nodes.<node id>.field }}" }</code></small>
-    });
-    let control = if name == "credential" || name.ends_with("_credential") {
-        // A picker over the stored credentials (names only: values are
-        // write-only), keeping a name that is not stored (yet) selectable.
-        let current = value
-            .as_ref()
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        let mut names: Vec<String> = credentials.to_vec();
-        if !current.is_empty() && !names.contains(&current) {
-            names.push(current.clone());
-        }
-        let onchange = Callback::from(move |e: Event| {
-            let select: web_sys::HtmlSelectElement = e.target_unchecked_into();
-            let v = select.value();
-            set.emit((!v.is_empty()).then_some(Value::String(v)));
+            .or_else(|| {
+                prop["oneOf"].as_array().map(|alts| {
+                    alts.iter()
+                        .filter_map(|a| {
+                            a["const"]
+                                .as_str()
+                                .or_else(|| a["enum"].get(0).and_then(Value::as_str))
+                        })
+                        .map(str::to_string)
+                        .collect()
+                })
+            })
+            .filter(|o: &Vec<String>| !o.is_empty());
+        let input_id = format!("cfg-{name}");
+        let hint = templated(prop).then(|| html! {
+            <small class="hint">{ "Templates: " }<code>{ "{{ input.field }}" }</code>{ ", " }<code>{ "{{ vars.name }}" }</code>{ ", " }<code>{ "{{ nodes.<node id>.field }}" }</code></small>
         });
-        html! {
-            <select id={input_id.clone()} class="credential" {onchange}>
-                <option value="" selected={current.is_empty()}>{ if names.is_empty() { "(no credentials stored)" } else { "(none)" } }</option>
-                { for names.iter().map(|c| html! { <option value={c.clone()} selected={*c == current}>{ c }</option> }) }
-            </select>
-        }
-    } else if let Some(options) = options {
-        let current = value
-            .as_ref()
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        let onchange = Callback::from(move |e: Event| {
-            let select: web_sys::HtmlSelectElement = e.target_unchecked_into();
-            let v = select.value();
-            set.emit((!v.is_empty()).then_some(Value::String(v)));
-        });
-        html! {
-            <select id={input_id.clone()} {onchange}>
-                if !required { <option value="" selected={current.is_empty()}>{ "(default)" }</option> }
-                { for options.iter().map(|o| html! { <option value={o.clone()} selected={*o == current}>{ o }</option> }) }
-            </select>
-        }
-    } else if ty == "boolean" {
-        let checked = value.as_ref().and_then(Value::as_bool).unwrap_or(false);
-        let onchange = Callback::from(move |e: Event| {
-            let input: web_sys::HtmlInputElement = e.target_unchecked_into();
-            set.emit(Some(Value::Bool(input.checked())));
-        });
-        html! { <input id={input_id.clone()} type="checkbox" {checked} {onchange} /> }
-    } else if ty == "integer" || ty == "number" {
-        let shown = value.as_ref().map(|v| v.to_string()).unwrap_or_default();
-        let integer = ty == "integer";
-        let oninput = Callback::from(move |e: InputEvent| {
-            let input: web_sys::HtmlInputElement = e.target_unchecked_into();
-            let text = input.value();
-            let v = if text.trim().is_empty() {
-                None
-            } else if integer {
-                text.trim().parse::<i64>().ok().map(Value::from)
+        let control = if name == "credential" || name.ends_with("_credential") {
+            // A picker over the stored credentials (names only: values are
+            // write-only), keeping a name that is not stored (yet) selectable.
+            let current = value
+                .as_ref()
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            let mut names: Vec<String> = credentials.to_vec();
+            if !current.is_empty() && !names.contains(&current) {
+                names.push(current.clone());
+            }
+            let onchange = Callback::from(move |e: Event| {
+                let select: web_sys::HtmlSelectElement = e.target_unchecked_into();
+                let v = select.value();
+                set.emit((!v.is_empty()).then_some(Value::String(v)));
+            });
+            html! {
+                <select id={input_id.clone()} class="credential" {onchange}>
+                    <option value="" selected={current.is_empty()}>{ if names.is_empty() { "(no credentials stored)" } else { "(none)" } }</option>
+                    { for names.iter().map(|c| html! { <option value={c.clone()} selected={*c == current}>{ c }</option> }) }
+                </select>
+            }
+        } else if let Some(options) = options {
+            let current = value
+                .as_ref()
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            let onchange = Callback::from(move |e: Event| {
+                let select: web_sys::HtmlSelectElement = e.target_unchecked_into();
+                let v = select.value();
+                set.emit((!v.is_empty()).then_some(Value::String(v)));
+            });
+            html! {
+                <select id={input_id.clone()} {onchange}>
+                    if !required { <option value="" selected={current.is_empty()}>{ "(default)" }</option> }
+                    { for options.iter().map(|o| html! { <option value={o.clone()} selected={*o == current}>{ o }</option> }) }
+                </select>
+            }
+        } else if ty == "boolean" {
+            let checked = value.as_ref().and_then(Value::as_bool).unwrap_or(false);
+            let onchange = Callback::from(move |e: Event| {
+                let input: web_sys::HtmlInputElement = e.target_unchecked_into();
+                set.emit(Some(Value::Bool(input.checked())));
+            });
+            html! { <input id={input_id.clone()} type="checkbox" {checked} {onchange} /> }
+        } else if ty == "string" {
+            let text = value
+                .as_ref()
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            if sluice_model::doc::TEXT_FIELDS.contains(&name) {
+                let on_change = Callback::from(move |v: String| set.emit(Some(Value::String(v))));
+                html! { <CodeEditor id={input_id.clone()} value={text} {on_change} /> }
             } else {
-                text.trim()
-                    .parse::<f64>()
-                    .ok()
-                    .and_then(|f| serde_json::Number::from_f64(f).map(Value::Number))
-            };
-            set.emit(v);
-        });
-        html! { <input id={input_id.clone()} type="number" value={shown} {oninput} /> }
-    } else if ty == "string" {
-        let text = value
-            .as_ref()
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        if sluice_model::doc::TEXT_FIELDS.contains(&name) {
-            let on_change = Callback::from(move |v: String| set.emit(Some(Value::String(v))));
-            html! { <CodeEditor id={input_id.clone()} value={text} {on_change} /> }
+                let long = matches!(name, "body" | "text" | "html" | "message" | "condition");
+                if long {
+                    let oninput = Callback::from(move |e: InputEvent| {
+                        let a: HtmlTextAreaElement = e.target_unchecked_into();
+                        set.emit(Some(Value::String(a.value())));
+                    });
+                    html! { <textarea id={input_id.clone()} class="mono" rows="4" value={text} {oninput} /> }
+                } else {
+                    let oninput = Callback::from(move |e: InputEvent| {
+                        let i: web_sys::HtmlInputElement = e.target_unchecked_into();
+                        set.emit(Some(Value::String(i.value())));
+                    });
+                    html! { <input id={input_id.clone()} value={text} {oninput} /> }
+                }
+            }
         } else {
-            let long = matches!(name, "body" | "text" | "html" | "message" | "condition");
-            if long {
-                let oninput = Callback::from(move |e: InputEvent| {
-                    let a: HtmlTextAreaElement = e.target_unchecked_into();
-                    set.emit(Some(Value::String(a.value())));
-                });
-                html! { <textarea id={input_id.clone()} class="mono" rows="4" value={text} {oninput} /> }
-            } else {
-                let oninput = Callback::from(move |e: InputEvent| {
-                    let i: web_sys::HtmlInputElement = e.target_unchecked_into();
-                    set.emit(Some(Value::String(i.value())));
-                });
-                html! { <input id={input_id.clone()} value={text} {oninput} /> }
+            // Numbers, objects, arrays, templates of any type: text that
+            // becomes a value as soon as it is one (see [`Shape`]).
+            let shape = Shape::of(&ty);
+            html! {
+                <TextField id={input_id.clone()} {shape} {value} {kept} on_value={set} on_kept={keep} />
+            }
+        };
+        html! {
+            <div class="field" key={format!("{node}/{name}")} data-field={name.to_string()}>
+                <label for={input_id}>{ name }{ if required { " *" } else { "" } }</label>
+                { control }
+                { for preview }
+                { for hint }
+                { for help }
+            </div>
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Fields typed as text that become values
+
+#[derive(Properties, PartialEq)]
+pub struct TextFieldProps {
+    pub id: String,
+    pub shape: Shape,
+    pub value: Option<Value>,
+    #[prop_or_default]
+    pub kept: Option<String>,
+    pub on_value: OnValue,
+    pub on_kept: Callback<Option<String>>,
+}
+
+/// A field typed as text: each keystroke that makes a value writes it;
+/// text that is not a value stays as typed, with where and why next to
+/// it, and is kept (`on_kept`) so that leaving the node loses nothing.
+pub struct TextField {
+    text: String,
+}
+
+impl Component for TextField {
+    type Message = String;
+    type Properties = TextFieldProps;
+
+    fn create(ctx: &Context<Self>) -> Self {
+        let p = ctx.props();
+        let text = p.kept.clone().unwrap_or_else(|| {
+            p.value
+                .as_ref()
+                .map(|v| show(p.shape, v))
+                .unwrap_or_default()
+        });
+        TextField { text }
+    }
+
+    fn changed(&mut self, ctx: &Context<Self>, old: &TextFieldProps) -> bool {
+        let p = ctx.props();
+        // The value changed elsewhere (a peer, undo, a file): show it,
+        // unless the text here already says it (our own write coming back,
+        // in the user's own formatting).
+        if p.value != old.value && parse(p.shape, &self.text) != Ok(p.value.clone()) {
+            self.text = p
+                .value
+                .as_ref()
+                .map(|v| show(p.shape, v))
+                .unwrap_or_default();
+            if p.kept.is_some() {
+                p.on_kept.emit(None);
             }
         }
-    } else {
-        // Objects, arrays, templates of any type: JSON, applied when valid.
-        let text = value.as_ref().map(pretty).unwrap_or_default();
-        let onchange = Callback::from(move |e: Event| {
-            let a: HtmlTextAreaElement = e.target_unchecked_into();
-            let text = a.value();
-            if text.trim().is_empty() {
-                return set.emit(None);
+        true
+    }
+
+    fn update(&mut self, ctx: &Context<Self>, text: String) -> bool {
+        let p = ctx.props();
+        match parse(p.shape, &text) {
+            Ok(v) => {
+                if p.kept.is_some() {
+                    p.on_kept.emit(None);
+                }
+                p.on_value.emit(v);
             }
-            match serde_json::from_str::<Value>(&text) {
-                Ok(v) => set.emit(Some(v)),
-                Err(_) => set.emit(Some(Value::String(text))),
-            }
-        });
-        html! { <textarea id={input_id.clone()} class="mono" rows="4" value={text} {onchange} /> }
-    };
-    html! {
-        <div class="field" data-field={name.to_string()}>
-            <label for={input_id}>{ name }{ if required { " *" } else { "" } }</label>
-            { control }
-            { for hint }
-            { for help }
-        </div>
+            Err(_) => p.on_kept.emit(Some(text.clone())),
+        }
+        self.text = text;
+        true
+    }
+
+    fn view(&self, ctx: &Context<Self>) -> Html {
+        let p = ctx.props();
+        let error = parse(p.shape, &self.text).err();
+        let class = classes!("mono", error.is_some().then_some("invalid"));
+        let control = if p.shape.multiline() {
+            let oninput = ctx.link().callback(|e: InputEvent| {
+                let a: HtmlTextAreaElement = e.target_unchecked_into();
+                a.value()
+            });
+            let rows = self.text.lines().count().clamp(2, 12).to_string();
+            html! { <textarea id={p.id.clone()} data-shape={p.shape.name()} {class} {rows} spellcheck="false" value={self.text.clone()} {oninput} aria-invalid={error.is_some().to_string()} /> }
+        } else {
+            let oninput = ctx.link().callback(|e: InputEvent| {
+                let i: web_sys::HtmlInputElement = e.target_unchecked_into();
+                i.value()
+            });
+            html! { <input id={p.id.clone()} data-shape={p.shape.name()} {class} inputmode="decimal" value={self.text.clone()} {oninput} aria-invalid={error.is_some().to_string()} /> }
+        };
+        html! {
+            <>
+                { control }
+                if let Some(e) = error {
+                    <small class="syntax-error" role="alert" data-line={e.line.to_string()} data-column={e.column.to_string()}>{ e.to_string() }</small>
+                }
+            </>
+        }
     }
 }
 
@@ -396,41 +496,91 @@ pub struct JsonProps {
     pub value: Value,
     #[prop_or_default]
     pub class: Classes,
+    /// The expression that reaches `value` in a template (`input`,
+    /// `nodes.fetch`): its keys then copy the expression that reaches them.
+    #[prop_or_default]
+    pub root: Option<String>,
 }
 
 /// A JSON value as a tree: objects and arrays fold (`<details>`), the first
-/// two levels open; leaves colored by type.
+/// two levels open; leaves colored by type. With a `root`, a click on a key
+/// copies the template that reads it (`{{ nodes.fetch.body.id }}`).
 #[component]
 pub fn JsonTree(props: &JsonProps) -> Html {
+    let copied = use_state(|| None::<String>);
+    let copy = {
+        let copied = copied.clone();
+        Callback::from(move |expr: String| {
+            if let Some(w) = web_sys::window() {
+                // A failed write (no permission) still shows the expression.
+                drop(w.navigator().clipboard().write_text(&expr));
+            }
+            copied.set(Some(expr));
+        })
+    };
+    let cx = Tree {
+        copy: props.root.is_some().then_some(copy),
+    };
     html! {
-        <div class={classes!("json", props.class.clone())}>{ tree(None, &props.value, 0) }</div>
+        <div class={classes!("json", props.class.clone())}>
+            { cx.node(None, props.root.clone(), &props.value, 0) }
+            if let Some(expr) = &*copied {
+                <p class="copied" role="status">{ "Copied " }<code>{ expr }</code></p>
+            }
+        </div>
     }
 }
 
-fn tree(key: Option<&str>, v: &Value, depth: usize) -> Html {
-    let key = key.map(|k| html! { <span class="key">{ format!("{k}: ") }</span> });
-    match v {
-        Value::Object(map) if !map.is_empty() => html! {
-            <details open={depth < 2}>
-                <summary>{ for key }{ format!("{{…}} {} keys", map.len()) }</summary>
-                <div class="children">{ for map.iter().map(|(k, v)| tree(Some(k), v, depth + 1)) }</div>
-            </details>
-        },
-        Value::Array(items) if !items.is_empty() => html! {
-            <details open={depth < 2}>
-                <summary>{ for key }{ format!("[…] {} items", items.len()) }</summary>
-                <div class="children">{ for items.iter().enumerate().map(|(i, v)| tree(Some(&i.to_string()), v, depth + 1)) }</div>
-            </details>
-        },
-        leaf => {
-            let class = match leaf {
-                Value::String(_) => "str",
-                Value::Number(_) => "num",
-                Value::Bool(_) => "bool",
-                Value::Null => "null",
-                _ => "empty",
-            };
-            html! { <div class="leaf">{ for key }<span class={class}>{ leaf.to_string() }</span></div> }
+struct Tree {
+    copy: Option<Callback<String>>,
+}
+
+impl Tree {
+    fn key(&self, key: Option<&str>, path: &Option<String>) -> Option<Html> {
+        let key = key?;
+        Some(match (&self.copy, path) {
+            (Some(copy), Some(path)) => {
+                let expr = format!("{{{{ {path} }}}}");
+                let onclick = {
+                    let (copy, expr) = (copy.clone(), expr.clone());
+                    Callback::from(move |e: MouseEvent| {
+                        // Inside a <summary>: copy, do not fold.
+                        e.prevent_default();
+                        copy.emit(expr.clone());
+                    })
+                };
+                html! { <button type="button" class="key" data-path={expr.clone()} title={format!("Copy {expr}")} {onclick}>{ format!("{key}: ") }</button> }
+            }
+            _ => html! { <span class="key">{ format!("{key}: ") }</span> },
+        })
+    }
+
+    fn node(&self, key: Option<&str>, path: Option<String>, v: &Value, depth: usize) -> Html {
+        let label = self.key(key, &path);
+        let child = |k: &str| path.as_deref().map(|p| child_path(p, k));
+        match v {
+            Value::Object(map) if !map.is_empty() => html! {
+                <details open={depth < 2}>
+                    <summary>{ for label }{ format!("{{…}} {} keys", map.len()) }</summary>
+                    <div class="children">{ for map.iter().map(|(k, v)| self.node(Some(k), child(k), v, depth + 1)) }</div>
+                </details>
+            },
+            Value::Array(items) if !items.is_empty() => html! {
+                <details open={depth < 2}>
+                    <summary>{ for label }{ format!("[…] {} items", items.len()) }</summary>
+                    <div class="children">{ for items.iter().enumerate().map(|(i, v)| { let k = i.to_string(); self.node(Some(&k), child(&k), v, depth + 1) }) }</div>
+                </details>
+            },
+            leaf => {
+                let class = match leaf {
+                    Value::String(_) => "str",
+                    Value::Number(_) => "num",
+                    Value::Bool(_) => "bool",
+                    Value::Null => "null",
+                    _ => "empty",
+                };
+                html! { <div class="leaf">{ for label }<span class={class}>{ leaf.to_string() }</span></div> }
+            }
         }
     }
 }

@@ -4,6 +4,8 @@
 //! show at once and merge with other windows.
 //!
 //! - [`state`]: the editor's state and reducers, pure and tested natively.
+//! - [`fields`]: config fields typed as text (JSON, numbers, templates),
+//!   pure and tested natively.
 //! - [`sync`]: the workflow's document and presence as the canvas syncs
 //!   them, pure and tested natively.
 //! - `app`, `canvas`, `scene`, `inspector`, `net`: the browser side
@@ -11,6 +13,7 @@
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+pub mod fields;
 pub mod state;
 pub mod sync;
 

@@ -36,6 +36,29 @@ fn session() -> Option<String> {
         .filter(|s| !s.is_empty())
 }
 
+/// Whether this browser holds a session for this server (it may have
+/// expired: the server says so with a 401, see [`on_signed_out`]).
+pub fn signed_in() -> bool {
+    session().is_some()
+}
+
+thread_local! {
+    /// Who to tell when the server refuses this browser's session.
+    static SIGNED_OUT: RefCell<Option<yew::Callback<()>>> = const { RefCell::new(None) };
+}
+
+/// `then` is called whenever the server answers 401: this browser is not
+/// signed in (no session, an expired one, or one from a replaced token).
+pub fn on_signed_out(then: yew::Callback<()>) {
+    SIGNED_OUT.with(|s| *s.borrow_mut() = Some(then));
+}
+
+fn signed_out() {
+    if let Some(cb) = SIGNED_OUT.with(|s| s.borrow().clone()) {
+        cb.emit(());
+    }
+}
+
 fn js_err(e: JsValue) -> String {
     e.as_string()
         .or_else(|| js_sys::JSON::stringify(&e).ok().and_then(|s| s.as_string()))
@@ -75,6 +98,9 @@ async fn fetch(method: &str, path: &str, body: Option<&Value>) -> Result<String,
         .unwrap_or_default();
     if response.ok() {
         return Ok(text);
+    }
+    if response.status() == 401 {
+        signed_out();
     }
     // Not an API error body (a proxy's page, a panic): the text as it came.
     let message = match serde_json::from_str::<ErrorBody>(&text) {

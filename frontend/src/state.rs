@@ -181,6 +181,19 @@ pub enum Action {
         node: String,
         label: String,
     },
+    /// Pin a node's output (messages by output port) as test data for the
+    /// nodes after it, or (with `None`) unpin it. Kept with the draft
+    /// (`pinned` in the file); draft runs use it, published runs never.
+    SetPinned {
+        node: String,
+        output: Option<Value>,
+    },
+    /// One of the workflow's `settings` (`strict`, `publish`), or (with
+    /// `None`) back to its default.
+    SetSetting {
+        key: String,
+        value: Option<Value>,
+    },
 }
 
 /// What a reduction changed.
@@ -405,6 +418,13 @@ impl Editor {
                 self.wf
                     .edges
                     .retain(|e| !gone.contains(e.source().node) && !gone.contains(e.target().node));
+                // Test data pinned for them goes with them.
+                if let Some(Value::Object(pinned)) = self.wf.extra.get_mut("pinned") {
+                    pinned.retain(|id, _| !gone.contains(id));
+                    if pinned.is_empty() {
+                        self.wf.extra.remove("pinned");
+                    }
+                }
                 Ok(Change::Workflow)
             }
             Action::DuplicateSelected => {
@@ -460,6 +480,55 @@ impl Editor {
                 match value {
                     Some(v) => config.insert(field, v),
                     None => config.remove(&field),
+                };
+                Ok(Change::Workflow)
+            }
+            Action::SetPinned { node, output } => {
+                if !self.wf.nodes.iter().any(|n| n.id == node) {
+                    return Err(format!("there is no node `{node}`"));
+                }
+                let pinned = self
+                    .wf
+                    .extra
+                    .entry("pinned")
+                    .or_insert_with(|| Value::Object(Map::new()));
+                if !pinned.is_object() {
+                    *pinned = Value::Object(Map::new());
+                }
+                let Some(map) = pinned.as_object_mut() else {
+                    return Ok(Change::None);
+                };
+                let before = map.get(&node).cloned();
+                if before == output {
+                    return Ok(Change::None);
+                }
+                match output {
+                    Some(v) => map.insert(node, v),
+                    None => map.remove(&node),
+                };
+                if map.is_empty() {
+                    self.wf.extra.remove("pinned");
+                }
+                Ok(Change::Workflow)
+            }
+            Action::SetSetting { key, value } => {
+                let settings = self
+                    .wf
+                    .extra
+                    .entry("settings")
+                    .or_insert_with(|| Value::Object(Map::new()));
+                if !settings.is_object() {
+                    *settings = Value::Object(Map::new());
+                }
+                let Some(map) = settings.as_object_mut() else {
+                    return Ok(Change::None);
+                };
+                if map.get(&key) == value.as_ref() {
+                    return Ok(Change::None);
+                }
+                match value {
+                    Some(v) => map.insert(key, v),
+                    None => map.remove(&key),
                 };
                 Ok(Change::Workflow)
             }

@@ -14,12 +14,13 @@ pub mod ws;
 pub use error::{ErrorBody, ErrorInfo};
 pub use events::{LiveEvent, What};
 pub use runs::{
-    LogLine, Retry, RetryFrom, RunDetail, RunError, RunOutcome, RunStarted, RunStatus, RunSummary,
-    StartRun, Step, StepStatus,
+    LogLine, NodeTested, Retry, RetryFrom, RunDetail, RunError, RunOutcome, RunStarted, RunStatus,
+    RunSummary, StartRun, Step, StepStatus, TestCall, TestNode,
 };
 pub use workflows::{
-    Changes, CredentialEntry, CredentialStored, Health, ModuleAdded, Problem, Publish, PublishMode,
-    PublishState, Restored, SetCredential, Stored, Validation, VersionEntry, WorkflowEntry,
+    Changes, CredentialEntry, CredentialStored, Health, ModuleAdded, NewSignInLink, Problem,
+    Publish, PublishMode, PublishState, Restored, SetCredential, SignInLink, Stored, Validation,
+    VersionEntry, WorkflowEntry,
 };
 
 /// For `Option<Value>` fields where `null` and absent differ: a field that

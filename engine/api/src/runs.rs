@@ -310,6 +310,51 @@ pub struct LogLine {
     pub at_us: i64,
 }
 
+/// The body of `POST /api/v1/workflows/{id}/nodes/{node}/test`: what to
+/// run one node of the draft on ("Run this node" in the editor).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct TestNode {
+    /// The node's input message.
+    #[serde(default)]
+    pub input: Value,
+    /// What `nodes.<id>` reads in its templates: the messages of the nodes
+    /// before it, by id (from a run, or pinned).
+    #[serde(default)]
+    pub nodes: std::collections::BTreeMap<String, Value>,
+}
+
+/// The answer to a node test: one attempt of one node, not a run (nothing
+/// is journaled; its side effects, a request sent or a file written, are
+/// real).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct NodeTested {
+    pub node: String,
+    /// `succeeded` or `failed`.
+    pub status: StepStatus,
+    /// Its messages by output port (when it succeeded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<RunError>,
+    /// What it logged, secrets masked.
+    #[serde(default)]
+    pub logs: Vec<LogLine>,
+    pub duration_us: i64,
+}
+
+/// The answer to `POST /api/v1/workflows/{id}/nodes/{node}/listen`: the
+/// message a call to the webhook's test URL made (what the trigger would
+/// start a run with).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TestCall {
+    pub node: String,
+    pub message: Value,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

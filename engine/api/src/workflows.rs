@@ -279,3 +279,27 @@ pub struct Health {
     /// The engine's version.
     pub version: String,
 }
+
+/// The body of `POST /api/v1/sign-in-links` (optional).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct NewSignInLink {
+    /// Where the link lands once signed in: a path on this server
+    /// (`/#/w/<workflow id>`); the editor's start page by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub then: Option<String>,
+}
+
+/// The answer to `POST /api/v1/sign-in-links`: a link that signs one
+/// browser in to the editor, once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SignInLink {
+    /// The whole link, on the address the request came to.
+    pub url: String,
+    /// The link's path and query (`/ui/login?code=…`), for a caller that
+    /// knows the address better.
+    pub path: String,
+    /// How long the link works, if it is not used first.
+    pub expires_in_secs: u64,
+}

@@ -61,6 +61,17 @@ enum Command {
     /// Print the data dir's API token (for `Authorization: Bearer`); it is
     /// shown by `sluice serve` only when it is created.
     Token,
+    /// Sign a browser in to the running engine's editor: asks the engine
+    /// (`sluice serve` or the desktop app) for a fresh one-time link,
+    /// prints it and opens it in the default browser.
+    #[command(visible_alias = "login")]
+    Open {
+        /// Open this workflow after signing in.
+        workflow: Option<String>,
+        /// Only print the link (for another machine's browser, or a script).
+        #[arg(long)]
+        print: bool,
+    },
     /// WebAssembly components for `code.wasm` nodes.
     Modules {
         #[command(subcommand)]
@@ -282,6 +293,9 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
             workflows,
             ui,
         } => serve(cli.data_dir, listen, workflows, ui).await,
+        Command::Open { workflow, print } => {
+            open_editor(cli.data_dir, workflow.as_deref(), print).await
+        }
         Command::Token => {
             let dir = data_dir(cli.data_dir)?;
             let token = sluice_server::ensure_token(&dir).map_err(|e| {
@@ -679,6 +693,112 @@ fn host_error(e: sluice_host::Error) -> Exit {
 
 fn lock_data_dir(dir: &Path) -> Result<std::fs::File, Exit> {
     sluice_host::lock_data_dir(dir).map_err(host_error)
+}
+
+/// `sluice open`: a sign-in link from the engine that serves the data dir.
+async fn open_editor(
+    flag: Option<PathBuf>,
+    workflow: Option<&str>,
+    print: bool,
+) -> Result<u8, Exit> {
+    let dir = data_dir(flag)?;
+    let not_running = || {
+        Exit(
+            1,
+            format!(
+                "sluice: no engine is running on the data dir {}: start it with `sluice serve` \
+                 (or the desktop app), which prints a sign-in link",
+                dir.display()
+            ),
+        )
+    };
+    let serving = sluice_host::read_serve_file(&dir)
+        .map_err(|e| {
+            internal(format!(
+                "cannot read {}: {e}",
+                dir.join(sluice_host::SERVE_FILE).display()
+            ))
+        })?
+        .ok_or_else(not_running)?;
+    let token = std::fs::read_to_string(dir.join("api-token")).map_err(|e| {
+        internal(format!(
+            "cannot read {}: {e}",
+            dir.join("api-token").display()
+        ))
+    })?;
+    sluice_nodes::http::install_crypto_provider();
+    let client = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(10))
+        .build()
+        .map_err(internal)?;
+    let body = sluice_api::NewSignInLink {
+        then: workflow.map(|w| format!("/#/w/{w}")),
+    };
+    let resp = client
+        .post(format!("{}/api/v1/sign-in-links", serving.url))
+        .bearer_auth(token.trim())
+        .json(&body)
+        .send()
+        .await
+        .map_err(|e| {
+            if e.is_connect() {
+                // A file a crashed engine left: nothing listens there.
+                not_running()
+            } else {
+                internal(format!("the engine at {} did not answer: {e}", serving.url))
+            }
+        })?;
+    let status = resp.status();
+    if !status.is_success() {
+        let text = resp.text().await.unwrap_or_default();
+        let message = serde_json::from_str::<sluice_api::ErrorBody>(&text)
+            .map(|b| b.error.message)
+            .unwrap_or(text);
+        return Err(internal(format!(
+            "the engine at {} refused a sign-in link ({status}): {message}",
+            serving.url
+        )));
+    }
+    let link: sluice_api::SignInLink = resp
+        .json()
+        .await
+        .map_err(|e| internal(format!("unexpected answer from {}: {e}", serving.url)))?;
+    // The link on the address the engine wrote (what this machine reaches).
+    let url = format!("{}{}", serving.url, link.path);
+    println!("{url}");
+    if !print {
+        match open_in_browser(&url) {
+            Ok(()) => eprintln!("sluice: opened in your browser (the link works once)"),
+            Err(e) => eprintln!(
+                "sluice: could not open a browser ({e}): open the link above (it works once)"
+            ),
+        }
+    }
+    Ok(0)
+}
+
+/// Hands `url` to the desktop's default browser.
+fn open_in_browser(url: &str) -> std::io::Result<()> {
+    let mut cmd = if cfg!(target_os = "macos") {
+        std::process::Command::new("open")
+    } else if cfg!(windows) {
+        let mut c = std::process::Command::new("cmd");
+        c.args(["/C", "start", ""]);
+        c
+    } else {
+        std::process::Command::new("xdg-open")
+    };
+    let status = cmd
+        .arg(url)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(std::io::Error::other(format!("{status}")))
+    }
 }
 
 /// The editor's files built into the binary (see `build.rs`).

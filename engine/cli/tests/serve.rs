@@ -275,3 +275,94 @@ async fn two_thousand_idle_connections_do_not_stop_a_webhook() {
     s.child.kill().unwrap();
     s.child.wait().unwrap();
 }
+
+/// `sluice open` (alias `login`) as a user runs it beside `sluice serve`.
+fn open(data: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(SLUICE)
+        .args(args)
+        .env("SLUICE_DATA_DIR", data)
+        .output()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn open_prints_a_fresh_sign_in_link_from_the_running_engine() {
+    let dir = tempfile::tempdir().unwrap();
+    // Nothing serves the data dir yet: said, with what to do.
+    let o = open(dir.path(), &["open", "--print"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("no engine is running") && err.contains("sluice serve"),
+        "{err}"
+    );
+
+    let mut s = start(dir.path());
+    let c = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    for (args, lands) in [
+        (&["open", "--print"][..], "location.replace(\"/\")"),
+        (
+            &["login", "--print", "orders"][..],
+            "location.replace(\"/#/w/orders\")",
+        ),
+    ] {
+        let o = open(dir.path(), args);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let link = String::from_utf8(o.stdout).unwrap().trim().to_string();
+        assert!(
+            link.starts_with(&format!("{}/ui/login?code=", s.base)),
+            "{link}"
+        );
+        // The link signs a browser in, once; then it says what to run.
+        let r = c.get(&link).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        let page = r.text().await.unwrap();
+        assert!(
+            page.contains("localStorage.setItem") && page.contains(lands),
+            "{page}"
+        );
+        let r = c.get(&link).send().await.unwrap();
+        assert_eq!(r.status(), 403);
+        let page = r.text().await.unwrap();
+        assert!(page.contains("<code>sluice open</code>"), "{page}");
+        assert!(!page.contains("Restart"), "{page}");
+    }
+    // Every link is new: two in a row differ.
+    let a = open(dir.path(), &["open", "--print"]).stdout;
+    let b = open(dir.path(), &["open", "--print"]).stdout;
+    assert_ne!(a, b);
+
+    // Stopped: the engine's address is gone with it.
+    #[cfg(unix)]
+    {
+        let pid = s.child.id().to_string();
+        assert!(
+            Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        assert!(s.child.wait().unwrap().success());
+        assert!(!dir.path().join("serve.json").exists());
+        let o = open(dir.path(), &["open", "--print"]);
+        assert_eq!(o.status.code(), Some(1));
+    }
+    // Killed: the file it left names an address nothing answers on.
+    let mut s = start(dir.path());
+    s.child.kill().unwrap();
+    s.child.wait().unwrap();
+    assert!(dir.path().join("serve.json").exists());
+    let o = open(dir.path(), &["open", "--print"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("no engine is running"), "{err}");
+}

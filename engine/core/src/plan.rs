@@ -70,6 +70,11 @@ pub struct Plan {
     pub vars: Arc<Value>,
     /// `settings.concurrency`: how many runs of this workflow execute at once.
     pub concurrency: Option<usize>,
+    /// Test data pinned in the editor (`pinned` in the file: node id →
+    /// output port → message), by node index: a draft run takes a pinned
+    /// node's output as given instead of running it. Empty in a plan of a
+    /// published version: published runs never use test data.
+    pub pinned: HashMap<usize, Vec<(String, Arc<Value>)>>,
 }
 
 /// Why a run cannot start at the trigger asked for (or at none named).
@@ -93,6 +98,27 @@ pub enum EntryError {
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("invalid workflow:\n{}", .0.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n"))]
 pub struct Invalid(pub Vec<Problem>);
+
+/// `pinned` of a workflow, by node index (validation checked its shape).
+fn pinned_outputs(workflow: &Workflow, graph: &Graph) -> HashMap<usize, Vec<(String, Arc<Value>)>> {
+    let Some(Value::Object(pinned)) = workflow.extra.get("pinned") else {
+        return HashMap::new();
+    };
+    pinned
+        .iter()
+        .filter_map(|(id, ports)| {
+            let i = *graph.by_id.get(id.as_str())?;
+            let ports = ports.as_object()?;
+            Some((
+                i,
+                ports
+                    .iter()
+                    .map(|(port, msg)| (port.clone(), Arc::new(msg.clone())))
+                    .collect(),
+            ))
+        })
+        .collect()
+}
 
 impl Plan {
     pub fn new(workflow: Workflow) -> Result<Arc<Plan>, Invalid> {
@@ -121,6 +147,11 @@ impl Plan {
         let scopes = graph.scopes(&order).map_err(|_| Invalid(vec![]))?;
         let mut nodes = Vec::with_capacity(workflow.nodes.len());
         let mut problems = Vec::new();
+        let missing = if workflow.settings().strict {
+            template::Missing::Error
+        } else {
+            template::Missing::Null
+        };
         for (i, n) in workflow.nodes.iter().enumerate() {
             let Some(spec) = graph.kinds[i] else { continue };
             // The config was checked as its kind's type by `validate`; the
@@ -174,7 +205,7 @@ impl Plan {
             } else {
                 OnError::Fail
             });
-            let config = match template::compile(&n.config, spec.raw_fields) {
+            let config = match template::compile(&n.config, spec.raw_fields, missing) {
                 Ok(c) => c,
                 Err((path, e)) => {
                     problems.push(Problem {
@@ -247,7 +278,13 @@ impl Plan {
             .and_then(|s| s.get("concurrency"))
             .and_then(Value::as_u64)
             .map(|c| c.clamp(1, sluice_model::validate::MAX_CONCURRENCY) as usize);
+        let pinned = if draft {
+            pinned_outputs(&workflow, &graph)
+        } else {
+            HashMap::new()
+        };
         Ok(Arc::new(Plan {
+            pinned,
             concurrency,
             workflow,
             definition,

@@ -285,6 +285,11 @@ impl Host {
         let folder = options.workflows.unwrap_or_else(|| dir.join("workflows"));
         let mirror = sluice_triggers::Mirror::new(engine.clone(), &folder)?;
         let resumed = engine.resume_all().await.map_err(Error::Resume)?;
+        // Drafts that were to publish themselves when the last process
+        // stopped: their idle timers start again.
+        if let Err(e) = engine.schedule_idle_publishes().await {
+            eprintln!("sluice: drafts that publish themselves: {e}");
+        }
         let resumed_count = resumed.len();
         let mut tasks = Vec::new();
         for h in resumed {
@@ -322,6 +327,14 @@ impl Host {
                 .await
             })
         };
+        // Where `sluice open` finds this engine (and asks it for a link).
+        let serve_file = dir.join(SERVE_FILE);
+        if let Err(e) = write_serve_file(&serve_file, addr) {
+            eprintln!(
+                "sluice: cannot write {} (`sluice open` will not find this engine): {e}",
+                serve_file.display()
+            );
+        }
         Ok(Host {
             engine,
             addr,
@@ -372,6 +385,11 @@ impl Host {
         if let Some(stop) = self.stop.take() {
             stop.send(()).ok();
         }
+        match std::fs::remove_file(self.data_dir.join(SERVE_FILE)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => eprintln!("sluice: cannot remove {SERVE_FILE}: {e}"),
+        }
         let served = (&mut self.server).await;
         for t in &self.tasks {
             t.abort();
@@ -395,6 +413,44 @@ impl Host {
         while !self.server.is_finished() {
             tokio::time::sleep(std::time::Duration::from_millis(250)).await;
         }
+    }
+}
+
+/// The file in the data dir that says where its running engine listens
+/// (`{"url": …, "pid": …}`), written at start and removed at stop: how
+/// `sluice open` reaches the engine. A file left by a crash names an
+/// address nothing answers on, which `sluice open` reports as such.
+pub const SERVE_FILE: &str = "serve.json";
+
+/// What [`SERVE_FILE`] holds.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ServeFile {
+    /// The trigger port's base URL (loopback when bound to all interfaces).
+    pub url: String,
+    /// The engine's process id.
+    pub pid: u32,
+}
+
+/// Writes [`SERVE_FILE`] whole or not at all (a temporary file, renamed).
+fn write_serve_file(path: &Path, addr: SocketAddr) -> std::io::Result<()> {
+    let body = serde_json::to_vec_pretty(&ServeFile {
+        url: format!("http://{addr}"),
+        pid: std::process::id(),
+    })?;
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, body)?;
+    std::fs::rename(&tmp, path)
+}
+
+/// Where the engine serving `dir` listens, from its [`SERVE_FILE`]: `None`
+/// when no engine has written one (none is running, or it stopped).
+pub fn read_serve_file(dir: &Path) -> std::io::Result<Option<ServeFile>> {
+    match std::fs::read(dir.join(SERVE_FILE)) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
     }
 }
 

@@ -17,14 +17,29 @@ pub const FUEL: u64 = 200_000;
 /// Largest output of one evaluation, in bytes of text or of serialized JSON.
 pub const MAX_OUTPUT: usize = 16 * 1024 * 1024;
 
-static ENV: LazyLock<Environment<'static>> = LazyLock::new(new_env);
+static ENV: LazyLock<Environment<'static>> = LazyLock::new(|| new_env(Missing::Null));
+static ENV_STRICT: LazyLock<Environment<'static>> = LazyLock::new(|| new_env(Missing::Error));
 
-fn new_env() -> Environment<'static> {
+fn new_env(missing: Missing) -> Environment<'static> {
     let mut env = Environment::new();
     env.set_fuel(Some(FUEL));
-    env.set_undefined_behavior(UndefinedBehavior::Chainable);
+    env.set_undefined_behavior(match missing {
+        Missing::Null => UndefinedBehavior::Chainable,
+        Missing::Error => UndefinedBehavior::Strict,
+    });
     env.set_recursion_limit(64);
     env
+}
+
+/// What a template makes of a field that is not there.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Missing {
+    /// Null (and nothing, in text).
+    #[default]
+    Null,
+    /// An error that names the template and the path: a workflow's
+    /// `settings.strict`, so that a typo is not a silent null.
+    Error,
 }
 
 /// A text template parsed once: it lives in an environment of its own, the
@@ -32,6 +47,25 @@ fn new_env() -> Environment<'static> {
 #[derive(Debug)]
 pub struct Text {
     env: Environment<'static>,
+    missing: Missing,
+    source: String,
+}
+
+/// A lone `{{ expr }}`, compiled.
+#[derive(Debug)]
+pub struct Expr {
+    expr: minijinja::Expression<'static, 'static>,
+    missing: Missing,
+    source: String,
+}
+
+/// A simple path (`input.a.b`), read without the template engine.
+#[derive(Debug)]
+pub struct PathExpr {
+    root: Root,
+    segs: Vec<PathSeg>,
+    /// Set when a missing field is an error: the template, to name it.
+    strict: Option<String>,
 }
 
 const TEXT_NAME: &str = "config";
@@ -47,6 +81,11 @@ pub enum Error {
     OutOfFuel,
     #[error("template output is larger than {} MiB", MAX_OUTPUT / (1024 * 1024))]
     TooLarge,
+    /// A field the template reads is not there (strict mode).
+    #[error(
+        "`{path}` is missing, in `{template}` (strict mode: a missing field is an error, not null)"
+    )]
+    Missing { template: String, path: String },
 }
 
 impl Error {
@@ -85,9 +124,9 @@ pub enum Compiled {
     /// No template inside: used as is.
     Literal(Value),
     /// A simple path (`input.a.b`, `nodes.x.y`): evaluated without the engine.
-    Path(Root, Vec<PathSeg>),
+    Path(Box<PathExpr>),
     /// A lone `{{ expr }}`.
-    Expr(minijinja::Expression<'static, 'static>),
+    Expr(Box<Expr>),
     /// Text with interpolations or blocks.
     Text(Box<Text>),
     Array(Vec<Compiled>),
@@ -115,7 +154,7 @@ pub fn is_template(s: &str) -> bool {
 
 /// Checks a string's template syntax.
 pub fn check(s: &str) -> Result<(), Error> {
-    compile_str(s).map(|_| ())
+    compile_str(s, Missing::Null).map(|_| ())
 }
 
 /// The node ids a template string reads as `nodes.<id>` (none for a string
@@ -125,7 +164,7 @@ pub fn node_refs(s: &str) -> Vec<String> {
     if !is_template(s) || check_block_lengths(s).is_err() {
         return Vec::new();
     }
-    let env = new_env();
+    let env = new_env(Missing::Null);
     let Ok(template) = env.template_from_str(s) else {
         return Vec::new();
     };
@@ -143,18 +182,23 @@ pub fn node_refs(s: &str) -> Vec<String> {
 }
 
 /// Compiles every string inside a config value, skipping `raw` top-level keys.
-pub fn compile(v: &Value, raw: &[&str]) -> Result<Compiled, (String, Error)> {
-    compile_at(v, raw, "")
+pub fn compile(v: &Value, raw: &[&str], missing: Missing) -> Result<Compiled, (String, Error)> {
+    compile_at(v, raw, "", missing)
 }
 
-fn compile_at(v: &Value, raw: &[&str], path: &str) -> Result<Compiled, (String, Error)> {
+fn compile_at(
+    v: &Value,
+    raw: &[&str],
+    path: &str,
+    missing: Missing,
+) -> Result<Compiled, (String, Error)> {
     Ok(match v {
-        Value::String(s) => compile_str(s).map_err(|e| (path.to_string(), e))?,
+        Value::String(s) => compile_str(s, missing).map_err(|e| (path.to_string(), e))?,
         Value::Array(items) if items.iter().any(has_template) => Compiled::Array(
             items
                 .iter()
                 .enumerate()
-                .map(|(i, x)| compile_at(x, &[], &format!("{path}[{i}]")))
+                .map(|(i, x)| compile_at(x, &[], &format!("{path}[{i}]"), missing))
                 .collect::<Result<_, _>>()?,
         ),
         Value::Object(map)
@@ -173,7 +217,7 @@ fn compile_at(v: &Value, raw: &[&str], path: &str) -> Result<Compiled, (String, 
                         let c = if raw.contains(&k.as_str()) {
                             Compiled::Literal(x.clone())
                         } else {
-                            compile_at(x, &[], &sub)?
+                            compile_at(x, &[], &sub, missing)?
                         };
                         Ok((k.clone(), c))
                     })
@@ -184,7 +228,8 @@ fn compile_at(v: &Value, raw: &[&str], path: &str) -> Result<Compiled, (String, 
     })
 }
 
-fn has_template(v: &Value) -> bool {
+/// Whether a config value has a template anywhere inside.
+pub fn has_template(v: &Value) -> bool {
     match v {
         Value::String(s) => is_template(s),
         Value::Array(items) => items.iter().any(has_template),
@@ -232,25 +277,41 @@ fn check_block_lengths(s: &str) -> Result<(), Error> {
 }
 
 /// Compiles one string.
-pub fn compile_str(s: &str) -> Result<Compiled, Error> {
+pub fn compile_str(s: &str, missing: Missing) -> Result<Compiled, Error> {
     if !is_template(s) {
         return Ok(Compiled::Literal(Value::String(s.to_string())));
     }
     check_block_lengths(s)?;
     if let Some(expr) = lone_expression(s) {
         if let Some((root, segs)) = simple_path(expr) {
-            return Ok(Compiled::Path(root, segs));
+            return Ok(Compiled::Path(Box::new(PathExpr {
+                root,
+                segs,
+                strict: (missing == Missing::Error).then(|| s.to_string()),
+            })));
         }
-        let compiled = ENV
+        let env = match missing {
+            Missing::Null => &*ENV,
+            Missing::Error => &*ENV_STRICT,
+        };
+        let compiled = env
             .compile_expression_owned(expr.to_string())
             .map_err(|e| Error::from_jinja(&e, true))?;
-        return Ok(Compiled::Expr(compiled));
+        return Ok(Compiled::Expr(Box::new(Expr {
+            expr: compiled,
+            missing,
+            source: s.to_string(),
+        })));
     }
     // Parsed now, once: syntax errors surface at validation time.
-    let mut env = new_env();
+    let mut env = new_env(missing);
     env.add_template_owned(TEXT_NAME, s.to_string())
         .map_err(|e| Error::from_jinja(&e, true))?;
-    Ok(Compiled::Text(Box::new(Text { env })))
+    Ok(Compiled::Text(Box::new(Text {
+        env,
+        missing,
+        source: s.to_string(),
+    })))
 }
 
 /// `{{ expr }}` with nothing around it (and no other tags inside).
@@ -366,8 +427,8 @@ impl Compiled {
     /// Evaluates against a scope. The result of a lone `{{ input }}` shares
     /// the input (no copy).
     pub fn eval(&self, scope: &Scope) -> Result<Arc<Value>, Error> {
-        if let Compiled::Path(root, segs) = self {
-            return Ok(eval_path(scope, *root, segs));
+        if let Compiled::Path(p) = self {
+            return p.eval(scope);
         }
         self.eval_owned(scope).map(Arc::new)
     }
@@ -375,14 +436,24 @@ impl Compiled {
     fn eval_owned(&self, scope: &Scope) -> Result<Value, Error> {
         Ok(match self {
             Compiled::Literal(v) => v.clone(),
-            Compiled::Path(root, segs) => {
-                let shared = eval_path(scope, *root, segs);
+            Compiled::Path(p) => {
+                let shared = p.eval(scope)?;
                 Arc::try_unwrap(shared).unwrap_or_else(|a| (*a).clone())
             }
-            Compiled::Expr(expr) => {
-                let v = expr
-                    .eval(scope.context())
-                    .map_err(|e| Error::from_jinja(&e, false))?;
+            Compiled::Expr(e) => {
+                let v = e.expr.eval(scope.context()).map_err(|err| {
+                    missing_error(&err, e.missing, &e.source, scope)
+                        .unwrap_or_else(|| Error::from_jinja(&err, false))
+                })?;
+                if e.missing == Missing::Error && v.is_undefined() {
+                    return Err(Error::Missing {
+                        template: e.source.clone(),
+                        path: missing_paths(&e.source, scope)
+                            .into_iter()
+                            .next()
+                            .unwrap_or_else(|| "a value".into()),
+                    });
+                }
                 to_json(&v)?
             }
             Compiled::Text(text) => Value::String(render_text(text, scope)?),
@@ -402,24 +473,41 @@ impl Compiled {
     }
 }
 
-fn eval_path(scope: &Scope, root: Root, segs: &[PathSeg]) -> Arc<Value> {
-    let (base, segs) = match root {
-        Root::Input => (scope.input.clone(), segs),
-        Root::Run => (scope.run.clone(), segs),
-        Root::Vars => (scope.vars.clone(), segs),
-        Root::Nodes => match &segs[0] {
-            PathSeg::Key(id) => match scope.nodes.get(id) {
-                Some(v) => (v, &segs[1..]),
-                None => return Arc::new(Value::Null),
+impl PathExpr {
+    fn eval(&self, scope: &Scope) -> Result<Arc<Value>, Error> {
+        match lookup(scope, self.root, &self.segs) {
+            Ok(v) => Ok(v),
+            Err(found) => match &self.strict {
+                None => Ok(Arc::new(Value::Null)),
+                Some(template) => Err(Error::Missing {
+                    template: template.clone(),
+                    path: path_text(self.root, &self.segs[..=found]),
+                }),
             },
-            PathSeg::Index(_) => return Arc::new(Value::Null),
+        }
+    }
+}
+
+/// The value at `root` + `segs`, or how many segments were found before
+/// one was missing.
+fn lookup(scope: &Scope, root: Root, segs: &[PathSeg]) -> Result<Arc<Value>, usize> {
+    let (base, rest, skipped) = match root {
+        Root::Input => (scope.input.clone(), segs, 0),
+        Root::Run => (scope.run.clone(), segs, 0),
+        Root::Vars => (scope.vars.clone(), segs, 0),
+        Root::Nodes => match segs.first() {
+            Some(PathSeg::Key(id)) => match scope.nodes.get(id) {
+                Some(v) => (v, &segs[1..], 1),
+                None => return Err(0),
+            },
+            _ => return Err(0),
         },
     };
-    if segs.is_empty() {
-        return base;
+    if rest.is_empty() {
+        return Ok(base);
     }
     let mut cur: &Value = &base;
-    for seg in segs {
+    for (i, seg) in rest.iter().enumerate() {
         let next = match (seg, cur) {
             (PathSeg::Key(k), Value::Object(m)) => m.get(k),
             (PathSeg::Index(i), Value::Array(a)) => a.get(*i),
@@ -427,10 +515,117 @@ fn eval_path(scope: &Scope, root: Root, segs: &[PathSeg]) -> Arc<Value> {
         };
         match next {
             Some(v) => cur = v,
-            None => return Arc::new(Value::Null),
+            None => return Err(skipped + i),
         }
     }
-    Arc::new(cur.clone())
+    Ok(Arc::new(cur.clone()))
+}
+
+/// `input.a[0].b` as a template writes it.
+fn path_text(root: Root, segs: &[PathSeg]) -> String {
+    let mut out = match root {
+        Root::Input => "input",
+        Root::Nodes => "nodes",
+        Root::Run => "run",
+        Root::Vars => "vars",
+    }
+    .to_string();
+    for seg in segs {
+        match seg {
+            PathSeg::Key(k) if is_identifier(k) => {
+                out.push('.');
+                out.push_str(k);
+            }
+            PathSeg::Key(k) => {
+                out.push('[');
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push(']');
+            }
+            PathSeg::Index(i) => out.push_str(&format!("[{i}]")),
+        }
+    }
+    out
+}
+
+/// A name a template can write after a dot.
+pub fn is_identifier(k: &str) -> bool {
+    let mut chars = k.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// The paths a template reads (`input.a.b`, `nodes.x.y`) that are not in
+/// `scope`, each cut where it stops being there (`input.body.totl`, not
+/// `input.body.totl.x`). What the editor marks, and what strict mode names.
+pub fn missing_paths(s: &str, scope: &Scope) -> Vec<String> {
+    if !is_template(s) || check_block_lengths(s).is_err() {
+        return Vec::new();
+    }
+    let env = new_env(Missing::Null);
+    let Ok(template) = env.template_from_str(s) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = template.undeclared_variables(true).into_iter().collect();
+    names.sort();
+    let mut out: Vec<String> = Vec::new();
+    for name in names {
+        let Some((root, segs)) = simple_path(&name) else {
+            // A name the context does not have at all (`inptu.x`), unless
+            // it is one of minijinja's own.
+            let first = name.split('.').next().unwrap_or(&name);
+            if !BUILTIN_NAMES.contains(&first) && !out.iter().any(|o| o == first) {
+                out.push(first.to_string());
+            }
+            continue;
+        };
+        if let Err(found) = lookup(scope, root, &segs) {
+            let cut = path_text(root, &segs[..(found + 1).min(segs.len())]);
+            if !out.contains(&cut) {
+                out.push(cut);
+            }
+        }
+    }
+    out
+}
+
+/// Names minijinja provides itself (functions, and what blocks define).
+const BUILTIN_NAMES: &[&str] = &[
+    "range",
+    "dict",
+    "namespace",
+    "debug",
+    "loop",
+    "self",
+    "super",
+    "caller",
+    "varargs",
+    "kwargs",
+    "true",
+    "false",
+    "none",
+    "True",
+    "False",
+    "None",
+];
+
+/// A minijinja "undefined" error in strict mode, as the path it was about.
+fn missing_error(
+    e: &minijinja::Error,
+    missing: Missing,
+    source: &str,
+    scope: &Scope,
+) -> Option<Error> {
+    (missing == Missing::Error && e.kind() == minijinja::ErrorKind::UndefinedError).then(|| {
+        Error::Missing {
+            template: source.to_string(),
+            path: missing_paths(source, scope)
+                .into_iter()
+                .next()
+                .unwrap_or_else(|| "a value".into()),
+        }
+    })
 }
 
 fn render_text(text: &Text, scope: &Scope) -> Result<String, Error> {
@@ -440,7 +635,10 @@ fn render_text(text: &Text, scope: &Scope) -> Result<String, Error> {
         .map_err(|e| Error::from_jinja(&e, true))?;
     let mut out = Bounded(Vec::new());
     tmpl.render_captured_to(scope.context(), &mut out)
-        .map_err(|e| Error::from_jinja(&e, false))?;
+        .map_err(|e| {
+            missing_error(&e, text.missing, &text.source, scope)
+                .unwrap_or_else(|| Error::from_jinja(&e, false))
+        })?;
     String::from_utf8(out.0).map_err(|e| Error::Eval(e.to_string()))
 }
 
@@ -677,7 +875,7 @@ mod tests {
     use serde_json::json;
 
     fn eval(src: &str, input: Value) -> Result<Value, Error> {
-        let c = compile_str(src)?;
+        let c = compile_str(src, Missing::Null)?;
         c.eval(&Scope::with_input(input)).map(|v| (*v).clone())
     }
 
@@ -727,7 +925,10 @@ mod tests {
             input: input.clone(),
             ..Scope::with_input(Value::Null)
         };
-        let out = compile_str("{{ input }}").unwrap().eval(&scope).unwrap();
+        let out = compile_str("{{ input }}", Missing::Null)
+            .unwrap()
+            .eval(&scope)
+            .unwrap();
         assert!(Arc::ptr_eq(&input, &out));
     }
 
@@ -783,7 +984,7 @@ mod tests {
                 };
                 // Far too deep: refused, naming the limit or the nesting.
                 for src in constructs(100_000) {
-                    let err = compile_str(&src).unwrap_err();
+                    let err = compile_str(&src, Missing::Null).unwrap_err();
                     assert!(
                         matches!(&err, Error::Syntax(m) if m.contains("too long") || m.contains("recursion")),
                         "{}: {err}",
@@ -793,7 +994,7 @@ mod tests {
                 // As deep as the limit lets through: no crash, either way.
                 let within = MAX_BLOCK_TOKENS - 3;
                 for src in constructs(within) {
-                    if let Ok(c) = compile_str(&src) {
+                    if let Ok(c) = compile_str(&src, Missing::Null) {
                         let _ = c.eval(&Scope::with_input(json!({"a": {"a": 1}})));
                     }
                 }
@@ -826,9 +1027,103 @@ mod tests {
         let c = compile(
             &json!({"jq": "{{ not a template }}", "x": "{{ input }}"}),
             &["jq"],
+            Missing::Null,
         )
         .unwrap();
         let v = c.eval(&Scope::with_input(json!(1))).unwrap();
         assert_eq!(*v, json!({"jq": "{{ not a template }}", "x": 1}));
+    }
+
+    fn strict(src: &str, input: Value) -> Result<Value, Error> {
+        let c = compile_str(src, Missing::Error)?;
+        c.eval(&Scope::with_input(input)).map(|v| (*v).clone())
+    }
+
+    #[track_caller]
+    fn missing(src: &str, input: Value, path: &str) {
+        match strict(src, input.clone()) {
+            Err(Error::Missing { template, path: p }) => {
+                assert_eq!((template.as_str(), p.as_str()), (src, path));
+            }
+            other => panic!("{src} on {input}: {other:?}"),
+        }
+        // Not strict: null (or nothing), as before.
+        assert!(eval(src, input).is_ok(), "{src}");
+    }
+
+    #[test]
+    fn strict_mode_names_the_missing_path_and_the_template() {
+        let order = json!({"body": {"total": 150, "note": null, "items": [{"id": 1}]}});
+        missing("{{ input.body.totl }}", order.clone(), "input.body.totl");
+        missing("{{ input.bdy.total }}", order.clone(), "input.bdy");
+        missing(
+            "{{ input.body.items[3].id }}",
+            order.clone(),
+            "input.body.items[3]",
+        );
+        missing("{{ nodes.nope.x }}", order.clone(), "nodes.nope");
+        missing(
+            "{{ input.body.totl > 100 }}",
+            order.clone(),
+            "input.body.totl",
+        );
+        missing(
+            "total: {{ input.body.totl }}",
+            order.clone(),
+            "input.body.totl",
+        );
+        missing(
+            "{{ input.body.totl | upper }}",
+            order.clone(),
+            "input.body.totl",
+        );
+        // Present (a null that is there is a value), and guarded reads.
+        assert_eq!(
+            strict("{{ input.body.total > 100 }}", order.clone()),
+            Ok(json!(true))
+        );
+        assert_eq!(
+            strict("{{ input.body.note }}", order.clone()),
+            Ok(json!(null))
+        );
+        assert_eq!(
+            strict("{{ input.body.items[0].id }}", order.clone()),
+            Ok(json!(1))
+        );
+        assert_eq!(
+            strict("{{ input.body.totl is defined }}", order.clone()),
+            Ok(json!(false))
+        );
+        assert_eq!(
+            strict("{{ input.body.totl | default(7) }}", order.clone()),
+            Ok(json!(7))
+        );
+        let e = strict("{{ input.body.totl }}", order).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "`input.body.totl` is missing, in `{{ input.body.totl }}` (strict mode: a missing field is an error, not null)"
+        );
+    }
+
+    #[test]
+    fn missing_paths_are_cut_where_they_stop() {
+        let scope = Scope::with_input(json!({"a": {"b": 1}, "list": [1]}));
+        assert_eq!(
+            missing_paths(
+                "{{ input.a.b + input.a.c.d }} {{ input.x }} {{ nodes.n.y }}",
+                &scope
+            ),
+            vec!["input.a.c", "input.x", "nodes.n"]
+        );
+        assert!(missing_paths("{{ input.a.b }}", &scope).is_empty());
+        assert_eq!(missing_paths("{{ inptu.a }}", &scope), vec!["inptu"]);
+        assert!(
+            missing_paths(
+                "{% for i in range(2) %}{{ i }}{{ loop.index }}{% endfor %}",
+                &scope
+            )
+            .is_empty()
+        );
+        assert!(missing_paths("not a template", &scope).is_empty());
     }
 }

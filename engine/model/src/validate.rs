@@ -42,6 +42,57 @@ pub fn is_slug(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
+/// `pinned`: test data by node id, then output port (see the plan).
+fn check_pinned(wf: &Workflow, pinned: &Value, out: &mut Vec<Problem>) {
+    let Some(map) = pinned.as_object() else {
+        out.push(problem(
+            None,
+            Some("pinned"),
+            "must be an object: node id → output port → message",
+        ));
+        return;
+    };
+    for (id, ports) in map {
+        let field = format!("pinned.{id}");
+        let Some(node) = wf.nodes.iter().find(|n| n.id == *id) else {
+            out.push(problem(
+                None,
+                Some(field.as_str()),
+                format!("there is no node `{id}` to pin data for"),
+            ));
+            continue;
+        };
+        let Some(ports) = ports.as_object().filter(|p| !p.is_empty()) else {
+            out.push(problem(
+                Some(id.as_str()),
+                Some(field.as_str()),
+                "must be an object of output port → message, like {\"out\": {…}}",
+            ));
+            continue;
+        };
+        let known = kinds::spec(&node.kind).map(|k| k.output_ports(&node.config));
+        for (port, msg) in ports {
+            if known.as_ref().is_some_and(|k| !k.contains(port)) {
+                out.push(problem(
+                    Some(id.as_str()),
+                    Some(format!("{field}.{port}").as_str()),
+                    format!("`{}` has no output `{port}`", node.id),
+                ));
+            }
+            if crate::value::deeper_than(msg, crate::value::MAX_DEPTH) {
+                out.push(problem(
+                    Some(id.as_str()),
+                    Some(format!("{field}.{port}").as_str()),
+                    format!(
+                        "is nested more than {} levels deep",
+                        crate::value::MAX_DEPTH
+                    ),
+                ));
+            }
+        }
+    }
+}
+
 /// Checks a workflow and returns every problem found (empty: valid).
 pub fn validate(wf: &Workflow) -> Vec<Problem> {
     let mut out = Vec::new();
@@ -83,6 +134,15 @@ pub fn validate(wf: &Workflow) -> Vec<Problem> {
                         format!("is {p}: expected \"manual\" or \"on_valid_idle\""),
                     ));
                 }
+                if let Some(v) = m.get("strict")
+                    && !v.is_boolean()
+                {
+                    out.push(problem(
+                        None,
+                        Some("settings.strict"),
+                        format!("is {v}: expected true or false"),
+                    ));
+                }
                 if let Some(n) = m.get("publish_idle_secs")
                     && n.as_u64()
                         .is_none_or(|n| !(1..=crate::workflow::MAX_PUBLISH_IDLE_SECS).contains(&n))
@@ -98,6 +158,9 @@ pub fn validate(wf: &Workflow) -> Vec<Problem> {
                 }
             }
         }
+    }
+    if let Some(pinned) = wf.extra.get("pinned") {
+        check_pinned(wf, pinned, &mut out);
     }
     let mut seen = HashSet::new();
     for n in &wf.nodes {

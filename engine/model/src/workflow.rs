@@ -174,6 +174,10 @@ pub struct Settings {
     pub publish: sluice_api::PublishMode,
     /// `on_valid_idle`: seconds without an edit before a valid draft is published.
     pub publish_idle_secs: u64,
+    /// A field a template reads that is not there is an error naming the
+    /// template and the path, not null (`settings.strict`; new workflows
+    /// made in the editor have it on).
+    pub strict: bool,
 }
 
 /// `settings.publish_idle_secs` when it is not set.
@@ -188,6 +192,7 @@ impl Default for Settings {
             concurrency: None,
             publish: sluice_api::PublishMode::Manual,
             publish_idle_secs: DEFAULT_PUBLISH_IDLE_SECS,
+            strict: false,
         }
     }
 }
@@ -210,6 +215,7 @@ impl Workflow {
                 .and_then(Value::as_u64)
                 .filter(|n| (1..=MAX_PUBLISH_IDLE_SECS).contains(n))
                 .unwrap_or(d.publish_idle_secs),
+            strict: s.get("strict").and_then(Value::as_bool).unwrap_or(d.strict),
         }
     }
 

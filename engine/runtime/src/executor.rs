@@ -36,6 +36,7 @@ mod replay;
 mod retry;
 mod start;
 mod step;
+mod test_node;
 
 pub use documents::DocEvent;
 use documents::Documents;
@@ -61,6 +62,8 @@ pub enum Error {
     RunNotFound(String),
     #[error("workflow `{0}` not found")]
     WorkflowNotFound(String),
+    #[error("workflow `{workflow}` has no node `{node}`")]
+    NodeNotFound { workflow: String, node: String },
     /// The workflow exists, but no version of it is published: its
     /// triggers are off and runs by id are refused.
     #[error(

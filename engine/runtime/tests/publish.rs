@@ -148,3 +148,32 @@ async fn on_valid_idle_publishes_a_valid_draft_once_nobody_edits_it() {
     tokio::time::sleep(Duration::from_millis(2500)).await;
     assert_eq!(live_tag(&engine).await.as_deref(), Some("v2-5"));
 }
+
+#[test]
+fn a_draft_waiting_to_publish_itself_still_does_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let auto = json!({"publish": "on_valid_idle", "publish_idle_secs": 1});
+    // The first process saves a valid draft and stops before it is idle
+    // long enough: its timer dies with it.
+    {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(async {
+            let engine = Engine::open(dir.path(), Options::default()).await.unwrap();
+            engine
+                .save_draft(&Plan::new(flow("v1", auto.clone())).unwrap(), Some("test"))
+                .await
+                .unwrap();
+            engine.store().journal().flush().await.unwrap();
+        });
+    }
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let engine = Engine::open(dir.path(), Options::default()).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert_eq!(live_tag(&engine).await, None, "nothing scheduled it yet");
+        // What a service does at start (sluice_host::Host::start).
+        assert_eq!(engine.schedule_idle_publishes().await.unwrap(), 1);
+        wait_live(&engine, Some("v1"), Duration::from_secs(10)).await;
+        assert_eq!(engine.schedule_idle_publishes().await.unwrap(), 0);
+    });
+}

@@ -13,7 +13,7 @@ use serde_json::Value;
 use sluice_api::{
     CredentialEntry, CredentialStored, Health, LogLine, ModuleAdded, Publish, PublishState,
     Restored, Retry, RetryFrom, RunDetail, RunOutcome, RunStarted, RunStatus, RunSummary,
-    SetCredential, StartRun, Stored, Validation, VersionEntry, WorkflowEntry,
+    SetCredential, StartRun, Stored, TestCall, TestNode, Validation, VersionEntry, WorkflowEntry,
 };
 use sluice_model::Workflow;
 use sluice_runtime::{Plan, report};
@@ -56,6 +56,12 @@ pub(crate) fn routes() -> axum::Router<AppState> {
             "/credentials/{name}",
             axum::routing::put(put_credential).delete(delete_credential),
         )
+        .route("/sign-in-links", post(crate::ui::new_sign_in_link))
+        .route("/workflows/{id}/nodes/{node}/test", post(test_node))
+        .route(
+            "/workflows/{id}/nodes/{node}/listen",
+            post(listen_for_test_call),
+        )
 }
 
 #[utoipa::path(get, path = "/api/v1/health", tag = "engine",
@@ -65,6 +71,71 @@ pub(crate) async fn health() -> Json<Health> {
         status: "ok".into(),
         version: env!("CARGO_PKG_VERSION").into(),
     })
+}
+
+#[utoipa::path(post, path = "/api/v1/workflows/{id}/nodes/{node}/test", tag = "workflows",
+    params(("id" = String, Path, description = "Workflow id"), ("node" = String, Path, description = "Node id")),
+    request_body(content = TestNode, description = "The input, and the `nodes.<id>` messages its templates read", content_type = "application/json"),
+    responses((status = 200, description = "The node of the draft ran once (not a run: nothing is journaled)", body = sluice_api::NodeTested),
+        (status = 400, description = "The draft has problems (`error.detail` lists each), or the body is not a TestNode"),
+        (status = 404, description = "No such workflow or node")))]
+pub(crate) async fn test_node(
+    State(s): State<AppState>,
+    Path((id, node)): Path<(String, String)>,
+    body: Bytes,
+) -> Result<Json<sluice_api::NodeTested>, ApiError> {
+    let req: TestNode = match parse_json(&body)? {
+        Value::Null => TestNode::default(),
+        v => serde_json::from_value(v).map_err(|e| ApiError::bad_request(format!("body: {e}")))?,
+    };
+    Ok(Json(s.engine.test_node(&id, &node, req).await?))
+}
+
+/// The longest wait for a test call.
+const LISTEN_MAX: std::time::Duration = std::time::Duration::from_secs(120);
+
+#[utoipa::path(post, path = "/api/v1/workflows/{id}/nodes/{node}/listen", tag = "workflows",
+    params(("id" = String, Path, description = "Workflow id"), ("node" = String, Path, description = "A `trigger.webhook` node of the draft")),
+    responses((status = 200, description = "One call to `/hook-test/{id}/{path}` arrived: its message", body = TestCall),
+        (status = 400, description = "The node is not a webhook trigger, or the draft has problems"),
+        (status = 404, description = "No such workflow or node"),
+        (status = 408, description = "No test call came in time")))]
+/// Waits for one call to a webhook's test URL (`/hook-test/{id}/{path}`,
+/// with the draft's method and path) and answers with its message.
+pub(crate) async fn listen_for_test_call(
+    State(s): State<AppState>,
+    Path((id, node)): Path<(String, String)>,
+) -> Result<Json<TestCall>, ApiError> {
+    let plan = s.engine.draft(&id).await?;
+    let index = plan
+        .node_index(&node)
+        .ok_or_else(|| ApiError::not_found(format!("workflow `{id}` has no node `{node}`")))?;
+    if !matches!(
+        plan.nodes[index].trigger,
+        Some(sluice_model::kinds::Trigger::Webhook(_))
+    ) {
+        return Err(ApiError::bad_request(format!(
+            "`{node}` is not a webhook trigger: only webhooks have a test URL"
+        )));
+    }
+    let waiting = s.listeners.listen(&id, &node);
+    // Inside the server's own limit on a request.
+    let limit = (s.options.webhook_timeout + std::time::Duration::from_secs(20)).min(LISTEN_MAX);
+    match tokio::time::timeout(limit, waiting).await {
+        Ok(Ok(message)) => Ok(Json(TestCall { node, message })),
+        // Replaced by a newer wait for the same trigger.
+        Ok(Err(_)) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "another editor started listening for this webhook",
+        )),
+        Err(_) => Err(ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            format!(
+                "no test call came within {} s: listen again",
+                limit.as_secs()
+            ),
+        )),
+    }
 }
 
 #[utoipa::path(get, path = "/api/v1/node-kinds", tag = "engine",

@@ -21,7 +21,136 @@ use crate::error::parse_json;
 use crate::{ApiError, AppState};
 
 pub(crate) fn routes() -> axum::Router<AppState> {
-    axum::Router::new().route("/hook/{workflow}/{*path}", any(hook))
+    axum::Router::new()
+        .route("/hook/{workflow}/{*path}", any(hook))
+        .route("/hook-test/{workflow}/{*path}", any(test_hook))
+}
+
+/// Editors waiting for one call to a webhook's test URL
+/// (`/hook-test/{workflow}/{path}`), by workflow and trigger node: the
+/// newest wait for a trigger replaces an older one.
+#[derive(Default)]
+pub(crate) struct Listeners {
+    waiting: std::sync::Mutex<
+        std::collections::HashMap<(String, String), tokio::sync::oneshot::Sender<Value>>,
+    >,
+}
+
+impl Listeners {
+    /// Waits for the next test call to `node` of `workflow`.
+    pub(crate) fn listen(
+        &self,
+        workflow: &str,
+        node: &str,
+    ) -> tokio::sync::oneshot::Receiver<Value> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
+        // Waits whose editor gave up (closed, timed out) go.
+        waiting.retain(|_, tx| !tx.is_closed());
+        waiting.insert((workflow.to_string(), node.to_string()), tx);
+        rx
+    }
+
+    /// Hands `message` to whoever waits for `node`; false when nobody does.
+    fn deliver(&self, workflow: &str, node: &str, message: Value) -> bool {
+        let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
+        match waiting.remove(&(workflow.to_string(), node.to_string())) {
+            Some(tx) => tx.send(message).is_ok(),
+            None => false,
+        }
+    }
+}
+
+#[utoipa::path(post, path = "/hook-test/{workflow}/{path}", tag = "webhooks",
+    params(("workflow" = String, Path, description = "Workflow id"), ("path" = String, Path, description = "The draft trigger's `path`")),
+    request_body(content = Object, description = "Any body, as for the webhook itself"),
+    responses((status = 200, description = "The call was shown in the editor that listens for it; no run starts"),
+        (status = 401, description = "Missing or wrong `X-Sluice-Signature`"),
+        (status = 404, description = "No editor is listening for a test call to this webhook")),
+    security(()))]
+/// A webhook's test URL: while an editor listens ("Listen for a test
+/// call"), one request to it becomes the trigger's message shown in the
+/// editor, checked as the draft's trigger would check it. No run starts.
+pub(crate) async fn test_hook(
+    State(s): State<AppState>,
+    Path((workflow, path)): Path<(String, String)>,
+    Query(query): Query<BTreeMap<String, String>>,
+    method: Method,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let path = path.trim_matches('/').to_string();
+    let nobody = || {
+        ApiError::not_found(format!(
+            "nobody is listening for a test call to {method} /hook-test/{workflow}/{path}: \
+             press \"Listen for a test call\" on the webhook in the editor first"
+        ))
+    };
+    let plan = match s.engine.draft(&workflow).await {
+        Ok(plan) => plan,
+        Err(sluice_runtime::executor::Error::Store(e)) => return Err(e.into()),
+        Err(_) => return Err(nobody()),
+    };
+    let (trigger, config) = find_trigger(&plan, &method, &path).ok_or_else(nobody)?;
+    check_signature(&s, config, &method, &uri, &headers, &body)?;
+    let message = message(config, &method, &path, &query, &headers, &body)?;
+    if !s.listeners.deliver(&workflow, trigger, message) {
+        return Err(nobody());
+    }
+    Ok(Json(json!({"received": true, "node": trigger, "test": true})).into_response())
+}
+
+/// Checks the signature a trigger with a secret demands.
+fn check_signature(
+    s: &AppState,
+    config: &WebhookTrigger,
+    method: &Method,
+    uri: &axum::http::Uri,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Result<(), ApiError> {
+    let Some(secret) = &config.secret else {
+        return Ok(());
+    };
+    if config.signature == SignatureScheme::V0 {
+        return check_signature_v0(secret, headers, body);
+    }
+    let signed = Signed {
+        method: method.as_str(),
+        path: uri.path(),
+        query: uri.query().unwrap_or(""),
+        content_type: headers
+            .get(header::CONTENT_TYPE)
+            .map(HeaderValue::as_bytes)
+            .unwrap_or_default(),
+        body,
+    };
+    check_signature_v1(secret, headers, &signed, &s.replays, now_secs())
+}
+
+/// The trigger's message for a request: method, path, query, the headers
+/// it keeps, and the body parsed by its type.
+fn message(
+    config: &WebhookTrigger,
+    method: &Method,
+    path: &str,
+    query: &BTreeMap<String, String>,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Result<Value, ApiError> {
+    let keep: Vec<String> = config
+        .keep_headers
+        .iter()
+        .map(|h| h.to_ascii_lowercase())
+        .collect();
+    Ok(json!({
+        "method": method.as_str(),
+        "path": path,
+        "query": query,
+        "headers": header_map(headers, &keep),
+        "body": parse_body(headers, body)?,
+    }))
 }
 
 /// Header carrying `sha256=<hex hmac of the body>` for triggers with a secret.
@@ -56,35 +185,8 @@ pub(crate) async fn hook(
         Err(_) => return Err(no_hook()),
     };
     let (trigger, config) = find_trigger(&plan, &method, &path).ok_or_else(no_hook)?;
-    if let Some(secret) = &config.secret {
-        if config.signature == SignatureScheme::V0 {
-            check_signature_v0(secret, &headers, &body)?;
-        } else {
-            let signed = Signed {
-                method: method.as_str(),
-                path: uri.path(),
-                query: uri.query().unwrap_or(""),
-                content_type: headers
-                    .get(header::CONTENT_TYPE)
-                    .map(HeaderValue::as_bytes)
-                    .unwrap_or_default(),
-                body: &body,
-            };
-            check_signature_v1(secret, &headers, &signed, &s.replays, now_secs())?;
-        }
-    }
-    let keep: Vec<String> = config
-        .keep_headers
-        .iter()
-        .map(|h| h.to_ascii_lowercase())
-        .collect();
-    let message = json!({
-        "method": method.as_str(),
-        "path": path,
-        "query": query,
-        "headers": header_map(&headers, &keep),
-        "body": parse_body(&headers, &body)?,
-    });
+    check_signature(&s, config, &method, &uri, &headers, &body)?;
+    let message = message(config, &method, &path, &query, &headers, &body)?;
     let immediately = config.respond == Respond::Immediately;
     let trigger = trigger.to_string();
     // `immediately` acknowledges the run: it must be on disk first.

@@ -81,6 +81,8 @@ struct AppState {
     options: Arc<Options>,
     /// Webhook signatures already used (replays are refused).
     replays: Arc<hook::Replays>,
+    /// Editors waiting for a call to a webhook's test URL.
+    listeners: Arc<hook::Listeners>,
 }
 
 /// The whole HTTP surface.
@@ -92,6 +94,7 @@ pub fn router(engine: Engine, token: &str, options: Options) -> Router {
         codes: options.codes.clone(),
         options: Arc::new(options),
         replays: Arc::default(),
+        listeners: Arc::default(),
     };
     let protect = |r: Router<AppState>| {
         r.route_layer(axum::middleware::from_fn_with_state(

@@ -35,6 +35,10 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
         crate::api::list_credentials,
         crate::api::put_credential,
         crate::api::delete_credential,
+        crate::ui::new_sign_in_link,
+        crate::api::test_node,
+        crate::api::listen_for_test_call,
+        crate::hook::test_hook,
         crate::live::ws,
         crate::hook::hook,
     ),
@@ -44,7 +48,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
         (name = "workflows", description = "Stored workflows"),
         (name = "runs", description = "Runs, their steps, logs and live events"),
         (name = "webhooks", description = "The only routes without a token"),
-        (name = "engine", description = "Health, node kinds, metrics"),
+        (name = "engine", description = "Health, node kinds, metrics, sign-in links for the editor"),
         (name = "credentials", description = "Secrets by name, encrypted at rest; values are write-only"),
     )
 )]

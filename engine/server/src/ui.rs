@@ -23,6 +23,8 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use hmac::{KeyInit, Mac};
 
+use sluice_api::{NewSignInLink, SignInLink};
+
 use crate::AppState;
 
 /// The name of the session in `localStorage` (and of the cookie earlier
@@ -147,14 +149,66 @@ fn local_path(then: Option<&str>) -> &str {
     }
 }
 
+/// `POST /api/v1/sign-in-links`: a fresh one-time sign-in link, for a
+/// token holder (`sluice open`) to hand to a browser. The link is built on
+/// the address the request came to (its Host, which the API has checked is
+/// a loopback name or this server's own).
+#[utoipa::path(post, path = "/api/v1/sign-in-links", tag = "engine",
+    request_body(content = NewSignInLink, description = "`then`: where to land, a path on this server", content_type = "application/json"),
+    responses((status = 201, description = "A link that signs one browser in to the editor, once", body = SignInLink),
+        (status = 400, description = "The body is not a NewSignInLink")))]
+pub(crate) async fn new_sign_in_link(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<(StatusCode, axum::Json<SignInLink>), crate::ApiError> {
+    let req: NewSignInLink = match crate::error::parse_json(&body)? {
+        serde_json::Value::Null => NewSignInLink::default(),
+        v => serde_json::from_value(v)
+            .map_err(|e| crate::ApiError::bad_request(format!("body: {e}")))?,
+    };
+    let code = s.codes.issue();
+    let mut path = format!("/ui/login?code={code}");
+    let then = local_path(req.then.as_deref());
+    if then != "/" {
+        path.push_str("&then=");
+        path.extend(url_escape(then));
+    }
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .map_or_else(|| s.options.listen.to_string(), str::to_string);
+    Ok((
+        StatusCode::CREATED,
+        axum::Json(SignInLink {
+            url: format!("http://{host}{path}"),
+            path,
+            expires_in_secs: CODE_TTL.as_secs(),
+        }),
+    ))
+}
+
+/// `then` as a query value: unreserved characters and `/` as they are,
+/// every other byte percent-encoded.
+fn url_escape(v: &str) -> impl Iterator<Item = String> + '_ {
+    v.bytes().map(|b| {
+        if b.is_ascii_alphanumeric() || b"-_.~/".contains(&b) {
+            char::from(b).to_string()
+        } else {
+            format!("%{b:02X}")
+        }
+    })
+}
+
 /// `GET /ui/login?code=…`: the code for a session cookie, then the editor.
 pub(crate) async fn login(State(s): State<AppState>, Query(q): Query<Login>) -> Response {
     if !s.codes.redeem(&q.code) {
         return (
             StatusCode::FORBIDDEN,
             Html(page(
-                "This sign-in link was used already or has expired. \
-                 Restart <code>sluice serve</code> for a new one.",
+                "This sign-in link was used already or has expired (a link works once). \
+                 For a new one, run <code>sluice open</code> in a terminal on this machine \
+                 (the engine keeps running).",
             )),
         )
             .into_response();

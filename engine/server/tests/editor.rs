@@ -1385,3 +1385,483 @@ async fn attr(c: &Client, css: &str, name: &str) -> Option<String> {
         .await
         .ok()?
 }
+
+/// What a field's control is, read from the page (the form is generated
+/// from each kind's schema, so the test asks the page, not a list).
+#[derive(Debug, Clone, PartialEq)]
+enum Control {
+    Credential,
+    Options(Vec<String>),
+    Checkbox,
+    Code,
+    Text,
+    /// A field typed as text that becomes a value (`data-shape`).
+    Shaped(String),
+}
+
+async fn control_of(c: &Client, panel: &str, field: &str) -> Control {
+    let css = format!("{panel} .field[data-field='{field}'] #cfg-{field}");
+    let el = c.find(Locator::Css(&css)).await.unwrap();
+    let tag = el.tag_name().await.unwrap();
+    let class = el.attr("class").await.unwrap().unwrap_or_default();
+    if let Some(shape) = el.attr("data-shape").await.unwrap() {
+        return Control::Shaped(shape);
+    }
+    match tag.as_str() {
+        "select" if class.contains("credential") => Control::Credential,
+        "select" => {
+            let mut values = Vec::new();
+            for o in el.find_all(Locator::Css("option")).await.unwrap() {
+                values.push(o.attr("value").await.unwrap().unwrap_or_default());
+            }
+            Control::Options(values)
+        }
+        "input" if el.attr("type").await.unwrap().as_deref() == Some("checkbox") => {
+            Control::Checkbox
+        }
+        "textarea"
+            if c.find(Locator::Css(&format!(
+                "{panel} .field[data-field='{field}'] .code"
+            )))
+            .await
+            .is_ok() =>
+        {
+            Control::Code
+        }
+        _ => Control::Text,
+    }
+}
+
+/// A field typed into: its name, control, the text typed, the value it stands for.
+type Typed = (String, Control, String, Value);
+
+/// What to type into a control, and the value it must store.
+fn typing_for(field: &str, control: &Control) -> (String, Value) {
+    match control {
+        Control::Text | Control::Code => {
+            let t = format!("{field} \"q\" \\ {{{{ input.x }}}} é");
+            (t.clone(), json!(t))
+        }
+        Control::Shaped(shape) => match shape.as_str() {
+            "integer" => ("42".into(), json!(42)),
+            "number" => ("2.5".into(), json!(2.5)),
+            "object" => (
+                r#"{"x-id": "{{ input.id }}"}"#.into(),
+                json!({"x-id": "{{ input.id }}"}),
+            ),
+            "array" => (
+                r#"[{"port": "big", "condition": "{{ input.n > 1 }}"}]"#.into(),
+                json!([{"port": "big", "condition": "{{ input.n > 1 }}"}]),
+            ),
+            // A template, shown and stored exactly as typed (no quotes).
+            _ if field == "condition" => (
+                "{{ input.body.total > 100 }}".into(),
+                json!("{{ input.body.total > 100 }}"),
+            ),
+            _ => (
+                r#"{"id": "{{ input.id }}", "n": 2}"#.into(),
+                json!({"id": "{{ input.id }}", "n": 2}),
+            ),
+        },
+        _ => unreachable!("not typed: {control:?}"),
+    }
+}
+
+#[tokio::test]
+async fn every_field_of_every_kind_keeps_what_is_typed_when_focus_leaves_at_once() {
+    let (s, codes) = editor_server().await;
+    s.put_workflow(json!({
+        "format": "sluice.workflow/v1", "id": "fields", "nodes": [
+            {"id": "start", "kind": "trigger.manual", "position": [0, 0]}],
+        "edges": []
+    }))
+    .await;
+    let r = s
+        .api(reqwest::Method::PUT, "/credentials/picked")
+        .json(&json!({"kind": "bearer", "value": {"token": "t"}}))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    let driver = driver().await;
+    let a = browser(&driver).await;
+    open(&a, &s, &codes, "fields").await;
+
+    // node id → field → (control, what was typed, the value it stands for)
+    let mut expected: Vec<(String, Vec<Typed>)> = Vec::new();
+    let kinds: Vec<&str> = sluice_model::catalog().iter().map(|k| k.kind).collect();
+    let mut fields_typed = 0;
+    for kind in &kinds {
+        // A click on the palette adds the node and selects it: for the
+        // previous node, focus leaves its last field this very moment.
+        let before = count(&a, "g.node").await;
+        click(&a, &format!(".palette button.kind[data-kind='{kind}']")).await;
+        eventually(Duration::from_secs(5), "the node added", || async {
+            count(&a, "g.node").await == before + 1
+        })
+        .await;
+        let node = loop {
+            if let Some(id) = attr(&a, ".node-panel", "data-node").await
+                && !expected.iter().any(|(n, _)| *n == id)
+                && id != "start"
+            {
+                break id;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        };
+        let panel = format!(".node-panel[data-node='{node}']");
+        let mut names = Vec::new();
+        for f in a
+            .find_all(Locator::Css(&format!("{panel} .field")))
+            .await
+            .unwrap()
+        {
+            names.push(f.attr("data-field").await.unwrap().unwrap());
+        }
+        let mut typed = Vec::new();
+        for name in names {
+            let control = control_of(&a, &panel, &name).await;
+            let css = format!("{panel} #cfg-{name}");
+            let el = a.find(Locator::Css(&css)).await.unwrap();
+            let (text, value) = match &control {
+                Control::Credential => {
+                    el.select_by_value("picked").await.unwrap();
+                    ("picked".to_string(), json!("picked"))
+                }
+                Control::Options(values) => {
+                    let last = values.last().unwrap().clone();
+                    el.select_by_value(&last).await.unwrap();
+                    (last.clone(), json!(last))
+                }
+                Control::Checkbox => {
+                    let was = el.is_selected().await.unwrap();
+                    el.click().await.unwrap();
+                    (String::new(), json!(!was))
+                }
+                _ => {
+                    let (text, value) = typing_for(&name, &control);
+                    el.click().await.unwrap();
+                    key_chord(&a, CONTROL, "a").await;
+                    el.send_keys(&text).await.unwrap();
+                    (text, value)
+                }
+            };
+            fields_typed += 1;
+            typed.push((name, control, text, value));
+        }
+        expected.push((node, typed));
+    }
+    // The last node's last field: focus leaves by a click on the canvas.
+    click_at(&a, "svg.surface", 0.0, 200.0, 1).await;
+    assert!(fields_typed >= 40, "only {fields_typed} fields");
+
+    // Everything typed is stored, exactly.
+    let check = |wf: &Value| -> Result<(), String> {
+        for (node, fields) in &expected {
+            let n = wf["nodes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|n| n["id"] == node.as_str())
+                .ok_or(format!("no node {node}"))?;
+            for (name, control, text, value) in fields {
+                if n["config"][name] != *value {
+                    return Err(format!(
+                        "{node}.{name} ({control:?}, typed {text:?}): stored {}, expected {value}",
+                        n["config"][name]
+                    ));
+                }
+            }
+        }
+        Ok(())
+    };
+    let started = Instant::now();
+    loop {
+        match check(&stored(&s, "fields").await) {
+            Ok(()) => break,
+            Err(e) if started.elapsed() > Duration::from_secs(10) => panic!("{e}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+
+    // A JSON mistake: said where it is, next to the field; the text stays,
+    // also after leaving the node and coming back; nothing is stored.
+    let http = nodes_of_kind(&s, "fields", "http.request").await[0].clone();
+    press(&a, "f").await; // fit: every node on screen
+    select_node(&a, &http).await;
+    let headers = format!(".node-panel[data-node='{http}'] #cfg-headers");
+    let bad = "{\"a\": 1,, \"b\": 2}";
+    let el = a
+        .wait()
+        .at_most(Duration::from_secs(5))
+        .for_element(Locator::Css(&headers))
+        .await
+        .unwrap();
+    el.click().await.unwrap();
+    key_chord(&a, CONTROL, "a").await;
+    el.send_keys(bad).await.unwrap();
+    let error_css =
+        format!(".node-panel[data-node='{http}'] .field[data-field='headers'] .syntax-error");
+    eventually(Duration::from_secs(5), "the syntax error shown", || async {
+        text_of(&a, &error_css)
+            .await
+            .is_some_and(|t| t.starts_with("line 1, column 9:"))
+    })
+    .await;
+    screenshot(&a, "field-syntax-error").await;
+    select_node(&a, "start").await;
+    select_node(&a, &http).await;
+    eventually(Duration::from_secs(5), "the mistaken text kept", || async {
+        c_value(&a, &headers).await.as_deref() == Some(bad)
+            && text_of(&a, &error_css).await.is_some()
+    })
+    .await;
+    assert_eq!(
+        stored(&s, "fields").await["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["id"] == http.as_str())
+            .unwrap()["config"]["headers"],
+        json!({"x-id": "{{ input.id }}"}),
+        "a mistake is not stored"
+    );
+    a.close().await.ok();
+
+    // A new window shows exactly what was typed.
+    let b = browser(&driver).await;
+    open(&b, &s, &codes, "fields").await;
+    press(&b, "f").await;
+    for (node, fields) in &expected {
+        select_node(&b, node).await;
+        let panel = format!(".node-panel[data-node='{node}']");
+        b.wait()
+            .at_most(Duration::from_secs(5))
+            .for_element(Locator::Css(&panel))
+            .await
+            .unwrap();
+        for (name, control, text, value) in fields {
+            let css = format!("{panel} #cfg-{name}");
+            let el = b.find(Locator::Css(&css)).await.unwrap();
+            match control {
+                Control::Checkbox => {
+                    assert_eq!(
+                        json!(el.is_selected().await.unwrap()),
+                        *value,
+                        "{node}.{name}"
+                    )
+                }
+                // An object or array: the same JSON (laid out afresh).
+                _ if text.starts_with(['{', '[']) && !text.starts_with("{{") => {
+                    let shown = c_value(&b, &css).await.unwrap_or_default();
+                    assert_eq!(
+                        serde_json::from_str::<Value>(&shown).ok().as_ref(),
+                        Some(value),
+                        "{node}.{name} ({control:?}) shows {shown:?}"
+                    );
+                }
+                // Text, templates, numbers: exactly what was typed.
+                _ => assert_eq!(
+                    c_value(&b, &css).await.as_deref(),
+                    Some(text.as_str()),
+                    "{node}.{name} ({control:?}) is not shown as typed"
+                ),
+            }
+        }
+    }
+    b.close().await.ok();
+}
+
+/// Selects a node with a click on its label (on a fitted canvas of many
+/// nodes the label covers the box's centre, where WebDriver clicks).
+async fn select_node(c: &Client, node: &str) {
+    click(c, &format!("g.node[data-node='{node}'] text.label")).await;
+    c.wait()
+        .at_most(Duration::from_secs(5))
+        .for_element(Locator::Css(&format!(".node-panel[data-node='{node}']")))
+        .await
+        .unwrap();
+}
+
+/// The `value` property of `css` (None while it is missing).
+async fn c_value(c: &Client, css: &str) -> Option<String> {
+    c.find(Locator::Css(css))
+        .await
+        .ok()?
+        .prop("value")
+        .await
+        .ok()?
+}
+
+#[tokio::test]
+async fn a_browser_that_is_not_signed_in_is_told_how_to_sign_in() {
+    let (s, codes) = editor_server().await;
+    let driver = driver().await;
+    let a = browser(&driver).await;
+    // A bookmark, in a browser that never signed in.
+    a.goto(&format!("{}/#/w/anything", s.base)).await.unwrap();
+    let page = a
+        .wait()
+        .at_most(Duration::from_secs(20))
+        .for_element(Locator::Css("main.sign-in"))
+        .await
+        .unwrap();
+    let text = page.text().await.unwrap();
+    assert!(text.contains("sluice open"), "{text}");
+    assert_eq!(count(&a, "form.new").await, 0, "nothing that looks usable");
+    assert_eq!(count(&a, "svg.surface").await, 0);
+    screenshot(&a, "sign-in").await;
+    // A session that ended (here: one signed with another token).
+    a.execute(
+        "localStorage.setItem('sluice_session', arguments[0])",
+        vec![json!(format!(
+            "{}.{}.{}",
+            "ab".repeat(16),
+            u32::MAX,
+            "00".repeat(32)
+        ))],
+    )
+    .await
+    .unwrap();
+    a.goto(&format!("{}/", s.base)).await.unwrap();
+    a.refresh().await.unwrap();
+    a.wait()
+        .at_most(Duration::from_secs(20))
+        .for_element(Locator::Css("main.sign-in"))
+        .await
+        .unwrap();
+    assert_eq!(count(&a, "form.new").await, 0);
+    // Signing in from a link works from there.
+    a.goto(&format!("{}/ui/login?code={}", s.base, codes.issue()))
+        .await
+        .unwrap();
+    a.wait()
+        .at_most(Duration::from_secs(20))
+        .for_element(Locator::Css("ul.workflows"))
+        .await
+        .unwrap();
+    assert_eq!(count(&a, "main.sign-in").await, 0);
+    a.close().await.ok();
+}
+
+#[tokio::test]
+async fn listen_for_a_test_call_pin_it_run_one_node_and_preview_templates() {
+    let (s, codes) = editor_server().await;
+    let (port, seen) = recorder().await;
+    s.put_workflow(json!({
+        "format": "sluice.workflow/v1", "id": "piece", "nodes": [
+            {"id": "start", "kind": "trigger.webhook", "position": [0, 0],
+             "config": {"method": "POST", "path": "orders", "respond": "when_finished"}},
+            {"id": "call", "kind": "http.request", "position": [320, 0],
+             "config": {"method": "GET", "url": format!("http://127.0.0.1:{port}/orders/{{{{ input.body.id }}}}")}},
+            {"id": "end", "kind": "output.end", "position": [640, 0]}],
+        "edges": [{"from": "start", "to": "call"}, {"from": "call", "to": "end"}]
+    }))
+    .await;
+    let driver = driver().await;
+    let a = browser(&driver).await;
+    open(&a, &s, &codes, "piece").await;
+
+    // The webhook's URLs, and a test call heard by the editor.
+    click(&a, "g.node[data-node='start'] rect.box").await;
+    let production = text(&a, ".webhook-url.production .url").await;
+    assert!(production.ends_with("/hook/piece/orders"), "{production}");
+    assert!(production.starts_with("POST http://"), "{production}");
+    let test_url = text(&a, ".webhook-url.test .url").await;
+    assert!(test_url.ends_with("/hook-test/piece/orders"), "{test_url}");
+    click(&a, ".node-test button.listen").await;
+    let started = Instant::now();
+    loop {
+        let r = s
+            .client
+            .post(format!("{}/hook-test/piece/orders?via=test", s.base))
+            .json(&json!({"id": 3}))
+            .send()
+            .await
+            .unwrap();
+        if r.status() == 200 {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "never heard");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    eventually(
+        Duration::from_secs(5),
+        "the call shown as the output",
+        || async {
+            text_of(&a, ".node-test .test-output")
+                .await
+                .is_some_and(|t| t.contains("via"))
+        },
+    )
+    .await;
+    // It is what Run runs on now: the trigger's message, not a guess.
+    let run_input: Value = serde_json::from_str(&value_of(&a, "#run-input").await).unwrap();
+    assert_eq!(run_input["body"], json!({"id": 3}));
+    assert_eq!(run_input["query"], json!({"via": "test"}));
+    assert!(seen.lock().unwrap().is_empty(), "a test call started a run");
+    screenshot(&a, "listened").await;
+
+    // Pinned: kept with the draft.
+    click(&a, ".node-test button.pin").await;
+    eventually(
+        Duration::from_secs(5),
+        "the pinned output stored",
+        || async {
+            stored(&s, "piece").await["pinned"]["start"]["out"]["body"] == json!({"id": 3})
+        },
+    )
+    .await;
+
+    // The next node: its URL previews on the pinned data; run it alone.
+    click(&a, "g.node[data-node='call'] rect.box").await;
+    eventually(Duration::from_secs(5), "the URL previewed", || async {
+        text_of(&a, ".field[data-field='url'] .preview-value")
+            .await
+            .is_some_and(|t| t.contains(&format!("127.0.0.1:{port}/orders/3")))
+    })
+    .await;
+    click(&a, ".node-test button.run-node").await;
+    eventually(Duration::from_secs(10), "the node ran", || async {
+        text_of(&a, ".node-test .test-status").await.as_deref() == Some("succeeded")
+    })
+    .await;
+    assert_eq!(*seen.lock().unwrap(), vec!["/orders/3".to_string()]);
+    screenshot(&a, "run-this-node").await;
+    // A key of its output copies the template that reads it.
+    click(
+        &a,
+        ".node-test .test-output button.key[data-path='{{ nodes.call.status }}']",
+    )
+    .await;
+    eventually(Duration::from_secs(5), "the path copied", || async {
+        text_of(&a, ".node-test .test-output .copied")
+            .await
+            .is_some_and(|t| t.contains("{{ nodes.call.status }}"))
+    })
+    .await;
+
+    // A reference to something the data does not have is marked.
+    let url_field = a
+        .find(Locator::Css(".node-panel[data-node='call'] #cfg-url"))
+        .await
+        .unwrap();
+    url_field.click().await.unwrap();
+    url_field.send_keys(END).await.unwrap();
+    url_field
+        .send_keys("?x={{ input.body.nope }}")
+        .await
+        .unwrap();
+    eventually(
+        Duration::from_secs(5),
+        "the missing path marked",
+        || async {
+            text_of(&a, ".field[data-field='url'] .undefined")
+                .await
+                .is_some_and(|t| t.contains("input.body.nope"))
+        },
+    )
+    .await;
+    screenshot(&a, "preview-undefined").await;
+    a.close().await.ok();
+}

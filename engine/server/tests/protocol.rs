@@ -338,6 +338,7 @@ async fn the_openapi_document_describes_the_api_types() {
         "SetCredential",
         "CredentialStored",
         "Health",
+        "SignInLink",
     ] {
         assert!(schemas.get(name).is_some(), "no schema {name}: {schemas}");
     }

@@ -239,3 +239,57 @@ async fn an_editor_built_into_the_binary_is_served() {
     let r = s.client.get(format!("{}/", s.base)).send().await.unwrap();
     assert_eq!(r.text().await.unwrap(), "from disk");
 }
+
+/// `POST /api/v1/sign-in-links`: what `sluice open` asks the running
+/// engine for. Token holders only; each link works once and lands only on
+/// this server.
+#[tokio::test]
+async fn a_token_holder_gets_fresh_sign_in_links() {
+    let s = common::server().await;
+    let no_redirects = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let r = no_redirects
+        .post(format!("{}/api/v1/sign-in-links", s.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+
+    for (body, lands) in [
+        (None, "location.replace(\"/\")"),
+        (
+            Some(serde_json::json!({"then": "/#/w/orders"})),
+            "location.replace(\"/#/w/orders\")",
+        ),
+        // Never another origin.
+        (
+            Some(serde_json::json!({"then": "//evil.example/"})),
+            "location.replace(\"/\")",
+        ),
+    ] {
+        let mut req = s.api(Method::POST, "/sign-in-links");
+        if let Some(body) = body {
+            req = req.json(&body);
+        }
+        let r = req.send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::CREATED);
+        let link: sluice_api::SignInLink = r.json().await.unwrap();
+        assert_eq!(link.url, format!("{}{}", s.base, link.path));
+        assert_eq!(link.expires_in_secs, 24 * 3600);
+        let r = no_redirects.get(&link.url).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        let page = r.text().await.unwrap();
+        assert!(page.contains(lands), "{page}");
+        let r = no_redirects.get(&link.url).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    }
+    let r = s
+        .api(Method::POST, "/sign-in-links")
+        .json(&serde_json::json!({"then": 3}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+}

@@ -178,6 +178,7 @@ impl Canvas {
                     <p class="publish-error" role="alert">{ e }</p>
                 }
                 { for auto }
+                { self.settings_view(ctx) }
                 <p class="publish-actions">
                     <button class="publish-button" disabled={up_to_date || blocked || p.busy}
                         title={if blocked { "The draft has problems" } else { "Make the draft what runs" }}
@@ -191,6 +192,46 @@ impl Canvas {
                     }
                 </p>
             </section>
+        }
+    }
+
+    /// The workflow's settings that change how its runs behave.
+    fn settings_view(&self, ctx: &Context<Self>) -> Html {
+        let Some(editor) = self.shown() else {
+            return Html::default();
+        };
+        let settings = editor.wf.settings();
+        let viewing = self.viewing();
+        let on_strict = ctx.link().callback(|e: Event| {
+            let input: web_sys::HtmlInputElement = e.target_unchecked_into();
+            super::Msg::Act(crate::state::Action::SetSetting {
+                key: "strict".into(),
+                value: Some(serde_json::Value::Bool(input.checked())),
+            })
+        });
+        let on_mode = ctx.link().callback(|e: Event| {
+            let select: web_sys::HtmlSelectElement = e.target_unchecked_into();
+            super::Msg::Act(crate::state::Action::SetSetting {
+                key: "publish".into(),
+                value: Some(serde_json::Value::String(select.value())),
+            })
+        });
+        let auto = settings.publish == PublishMode::OnValidIdle;
+        html! {
+            <details class="workflow-settings">
+                <summary>{ "Settings" }</summary>
+                <fieldset disabled={viewing}>
+                    <label class="check" title="A template that reads a field that is not there fails the step, naming the template and the path, instead of giving null">
+                        <input id="setting-strict" type="checkbox" checked={settings.strict} onchange={on_strict} />
+                        { " Strict templates: a missing field is an error" }
+                    </label>
+                    <label for="setting-publish">{ "Publish" }</label>
+                    <select id="setting-publish" onchange={on_mode}>
+                        <option value="manual" selected={!auto}>{ "by hand (Publish)" }</option>
+                        <option value="on_valid_idle" selected={auto}>{ "by itself, when valid and idle" }</option>
+                    </select>
+                </fieldset>
+            </details>
         }
     }
 }

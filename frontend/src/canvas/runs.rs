@@ -26,6 +26,8 @@ pub enum Msg {
     Started(Result<RunStarted, String>, bool),
     /// A run's detail (`GET /runs/{id}`) arrived.
     Detail(Result<RunDetail, String>),
+    /// The newest run's detail, for previews only.
+    PreviewDetail(Result<RunDetail, String>),
     Logs(String, Result<Vec<LogLine>, String>),
     /// The first page of the runs list arrived.
     Loaded(Result<Vec<RunSummary>, String>),
@@ -48,6 +50,8 @@ impl From<Msg> for super::Msg {
 pub struct Runs {
     /// The run input (JSON text).
     input: String,
+    /// The input was typed here (not prefilled from a trigger's message).
+    input_typed: bool,
     /// The run shown on the canvas.
     pub run: Option<RunView>,
     running: bool,
@@ -61,18 +65,50 @@ pub struct Runs {
     /// Older runs exist beyond the list (the last page was full, or live
     /// runs pushed rows off its end).
     more: bool,
+    /// The latest run whose detail arrived (the shown run, or the newest
+    /// in the list): what template fields preview on.
+    pub preview: Option<RunDetail>,
+}
+
+impl Runs {
+    /// The Run input becomes `message` (a trigger's message: for a webhook,
+    /// its method, query, headers and body), unless one was typed.
+    pub fn prefill_input(&mut self, message: &Value) {
+        if !self.input_typed {
+            self.input = crate::inspector::pretty(message);
+        }
+    }
+
+    /// Prefills the Run input with the message the trigger of `run` started it with.
+    fn prefill_from(&mut self, run: &RunDetail) {
+        if let Some(m) = run
+            .steps
+            .iter()
+            .find(|s| s.node == run.run.trigger)
+            .and_then(sluice_model::preview::message_of)
+        {
+            self.prefill_input(m);
+        }
+    }
+
+    /// `node`'s output in the shown run (messages by port).
+    pub fn step_output(&self, node: &str) -> Option<Value> {
+        self.run.as_ref()?.steps.get(node)?.output.clone()
+    }
 }
 
 impl Default for Runs {
     fn default() -> Runs {
         Runs {
             input: "{}".into(),
+            input_typed: false,
             run: None,
             running: false,
             run_when_saved: false,
             rows: Vec::new(),
             shown: RUNS_PAGE,
             more: false,
+            preview: None,
         }
     }
 }
@@ -165,6 +201,7 @@ impl Canvas {
         match msg {
             Msg::Input(text) => {
                 self.runs.input = text;
+                self.runs.input_typed = true;
                 false
             }
             Msg::Run if self.sync.pending() && self.socket.is_some() => {
@@ -229,6 +266,7 @@ impl Canvas {
                             run.apply_detail(&detail);
                             self.touch();
                         }
+                        self.runs.preview = Some(detail);
                     }
                     Err(e) => self.status = e,
                 }
@@ -243,9 +281,27 @@ impl Canvas {
                 }
                 false
             }
+            Msg::PreviewDetail(result) => {
+                if self.runs.preview.is_some() {
+                    return false;
+                }
+                if let Ok(run) = &result {
+                    self.runs.prefill_from(run);
+                }
+                self.runs.preview = result.ok();
+                true
+            }
             Msg::Loaded(result) => {
                 match result {
                     Ok(list) => {
+                        if self.runs.preview.is_none()
+                            && let Some(newest) = list.first()
+                        {
+                            let path = format!("/api/v1/runs/{}", newest.id);
+                            ctx.link().send_future(async move {
+                                Msg::PreviewDetail(net::call_as("GET", &path, None).await)
+                            });
+                        }
                         self.runs.rows = run_rows(list);
                         self.runs.shown = RUNS_PAGE;
                         self.runs.more = self.runs.rows.len() >= RUNS_PAGE;
@@ -489,7 +545,7 @@ impl Canvas {
         html! {
             <section class="run-panel">
                 <h2>{ "Run" }</h2>
-                <label for="run-input">{ "Input (JSON)" }</label>
+                <label for="run-input">{ "Input: the trigger's message (JSON)" }</label>
                 <textarea id="run-input" class="mono" rows="3" value={self.runs.input.clone()} {oninput} />
                 <button class="run-button" disabled={running}
                     onclick={link.callback(|_| Msg::Run)}>
@@ -548,9 +604,9 @@ impl Canvas {
                         <pre class="step-error">{ error_text(e) }</pre>
                     }
                     <details open=true><summary>{ "Input" }</summary>
-                        <div class="step-input">{ st.input.as_ref().map(|v| html! { <crate::inspector::JsonTree value={v.clone()} /> }).unwrap_or_default() }</div></details>
+                        <div class="step-input">{ st.input.as_ref().map(|v| html! { <crate::inspector::JsonTree value={v.clone()} root={Some("input".to_string())} /> }).unwrap_or_default() }</div></details>
                     <details open=true><summary>{ "Output" }</summary>
-                        <div class="step-output">{ st.output.as_ref().map(|v| html! { <crate::inspector::JsonTree value={v.clone()} /> }).unwrap_or_default() }</div></details>
+                        <div class="step-output">{ st.output.as_ref().map(|v| output_tree(&n.id, v)).unwrap_or_default() }</div></details>
                     if !logs.is_empty() {
                         <details open=true><summary>{ format!("Logs ({})", logs.len()) }</summary>
                             <ol class="logs">{ for logs.iter().map(|l| html! {
@@ -560,6 +616,25 @@ impl Canvas {
                 </div>
             })
         })
+    }
+}
+
+/// A step's output: the message it sent, under the port it went out on.
+/// Its keys copy `{{ nodes.<id>.… }}`, which reads the message itself (the
+/// port is not part of the path).
+pub(super) fn output_tree(node: &str, output: &Value) -> Html {
+    match output {
+        Value::Object(ports) => html! {
+            <>
+                { for ports.iter().map(|(port, message)| html! {
+                    <div class="port-output" data-port={port.clone()}>
+                        <span class="port-name" title="The output port it went out on">{ format!("on {port}") }</span>
+                        <crate::inspector::JsonTree value={message.clone()} root={Some(crate::fields::child_path("nodes", node))} />
+                    </div>
+                }) }
+            </>
+        },
+        other => html! { <crate::inspector::JsonTree value={other.clone()} /> },
     }
 }
 

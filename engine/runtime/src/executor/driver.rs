@@ -7,7 +7,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use sluice_api::{RunError, StepStatus};
 use sluice_nodes as nodes;
 use sluice_store::{LogLine, Record, RecordKind, Stored};
@@ -94,16 +94,10 @@ impl Engine {
     }
 }
 
-/// The template context `run`: `id`, `workflow`, `trigger`, `started_at` (RFC 3339).
+/// The template context `run` (see [`sluice_model::preview::run_info`],
+/// which the editor's preview uses too).
 pub(super) fn run_info(id: &str, plan: &Plan, trigger: &str, started_at_us: i64) -> Value {
-    let started_at =
-        time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(started_at_us) * 1000)
-            .ok()
-            .and_then(|t| {
-                t.format(&time::format_description::well_known::Rfc3339)
-                    .ok()
-            });
-    json!({"id": id, "workflow": plan.workflow.id, "trigger": trigger, "started_at": started_at})
+    sluice_model::preview::run_info(id, &plan.workflow.id, trigger, started_at_us)
 }
 
 /// The optional parts of a journal record.
@@ -514,6 +508,10 @@ impl Driver {
         let step = Prepared::new(self, &key, attempt, &input, hist);
         let inline = if node.disabled {
             Some(Ok(vec![("out".to_string(), input.clone())]))
+        } else if let Some(pinned) = self.plan.pinned.get(&key.node) {
+            // Test data pinned in the editor (draft runs only): the node
+            // is not run, its output is what was pinned.
+            Some(Ok(pinned.clone()))
         } else {
             nodes::execute_pure(&step.call(node, first_started_at_us))
         };

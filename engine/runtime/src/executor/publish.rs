@@ -179,6 +179,29 @@ impl Engine {
         });
     }
 
+    /// At start: every workflow that publishes by itself and whose draft
+    /// is not what runs gets its idle timer again (a timer dies with the
+    /// process that set it). Returns how many were scheduled.
+    pub async fn schedule_idle_publishes(&self) -> Result<usize> {
+        let mut scheduled = 0;
+        for row in self.store().list_workflows().await? {
+            if row.published && row.published_version == row.doc_version {
+                continue;
+            }
+            let Some((text, _)) = self.workflow_text(&row.id).await? else {
+                continue;
+            };
+            let Ok(wf) = Workflow::from_json(&text) else {
+                continue;
+            };
+            if wf.settings().publish == PublishMode::OnValidIdle {
+                self.draft_changed(&row.id, &wf);
+                scheduled += 1;
+            }
+        }
+        Ok(scheduled)
+    }
+
     /// Publishes workflow `id`'s draft if it still publishes by itself, is
     /// valid, and is not what runs already.
     async fn publish_if_idle(&self, id: &str) -> Result<()> {

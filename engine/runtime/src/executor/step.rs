@@ -16,6 +16,9 @@ use super::host::StepHost;
 use crate::machine::{Hist, Msg, StepKey};
 use crate::plan::{Plan, PlanNode};
 
+/// What a node returned: its messages by output port, or its error.
+pub(super) type StepResult = nodes::Result<Vec<(String, Msg)>>;
+
 /// One execution of a step, ready to call the node.
 pub(super) struct Prepared {
     host: StepHost,
@@ -65,6 +68,26 @@ impl Prepared {
         }
     }
 
+    /// A step outside any run: "Run this node" (see `test_node.rs`).
+    pub(super) fn detached(
+        engine: &super::Engine,
+        plan: Arc<Plan>,
+        idem: String,
+        scope: Scope,
+    ) -> Prepared {
+        Prepared {
+            host: StepHost {
+                engine: engine.clone(),
+                plan,
+                idem,
+                logs: Mutex::new(Vec::new()),
+                secrets: Mutex::new(Redactor::default()),
+            },
+            scope,
+            started: Instant::now(),
+        }
+    }
+
     pub(super) fn call<'a>(
         &'a self,
         node: &'a PlanNode,
@@ -90,6 +113,26 @@ impl Prepared {
         result: nodes::Result<Vec<(String, Msg)>>,
         input: Option<Msg>,
     ) -> Done {
+        let started = self.started;
+        let (result, logs) = self.finish(result);
+        Done {
+            key,
+            attempt,
+            started,
+            result,
+            logs,
+            input,
+            stored: None,
+        }
+    }
+
+    /// What the step produced, made safe to keep and show: an output
+    /// nested too deep is an error, and the secrets of the credentials it
+    /// used are masked in its outputs, error and logs.
+    pub(super) fn finish(
+        self,
+        result: StepResult,
+    ) -> (StepResult, Vec<(String, String)>) {
         let mut logs = self.host.logs.into_inner().unwrap_or_default();
         let secrets = self.host.secrets.into_inner().unwrap_or_default();
         let mut result = result;
@@ -122,15 +165,7 @@ impl Prepared {
                 *line = secrets.redact_str(line).into_owned();
             }
         }
-        Done {
-            key,
-            attempt,
-            started: self.started,
-            result,
-            logs,
-            input,
-            stored: None,
-        }
+        (result, logs)
     }
 }
 
