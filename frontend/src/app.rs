@@ -379,6 +379,9 @@ impl Component for App {
         // animation frames on): the desktop app's window follows it, and
         // `cargo xtask bench desktop` takes the first change as "ready".
         let title = match &self.open {
+            // The desktop app watches for this title and signs its window
+            // in again, so it never shows the sign-in page.
+            _ if self.signed_out => "Sign in — Sluice".to_string(),
             Some(id) => format!("{id} — Sluice"),
             None => "Workflows — Sluice".to_string(),
         };

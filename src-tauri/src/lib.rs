@@ -206,6 +206,22 @@ pub fn navigate<R: Runtime>(app: &AppHandle<R>, then: &str) {
     show_main(app);
 }
 
+/// The title of the editor's sign-in page (frontend/src/app.rs).
+const SIGN_IN_TITLE: &str = "Sign in — Sluice";
+
+/// At most one automatic sign-in every 10 s: a link that does not sign in
+/// must not loop.
+fn may_sign_in_again() -> bool {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    let now = started().elapsed().as_secs() + 10;
+    let last = LAST.load(Ordering::SeqCst);
+    now >= last + 10
+        && LAST
+            .compare_exchange(last, now, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+}
+
 fn open_window<R: Runtime, M: Manager<R>>(app: &M, url: tauri::Url) -> tauri::Result<()> {
     WebviewWindowBuilder::new(app, MAIN, WebviewUrl::External(url))
         .title("Sluice")
@@ -214,6 +230,12 @@ fn open_window<R: Runtime, M: Manager<R>>(app: &M, url: tauri::Url) -> tauri::Re
         .on_document_title_changed(|window, title| {
             // The window's title follows the editor's ("orders — Sluice").
             let _ = window.set_title(&title);
+            // The editor says it is not signed in (its session ended: the
+            // token was replaced): sign the window in again rather than
+            // show the page that asks for `sluice open`.
+            if title == SIGN_IN_TITLE && may_sign_in_again() {
+                navigate(window.app_handle(), "/");
+            }
             // The editor sets it once its first frame is painted: for
             // `cargo xtask bench desktop`, the end of a cold start.
             if title.ends_with("— Sluice")

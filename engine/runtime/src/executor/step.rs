@@ -129,10 +129,7 @@ impl Prepared {
     /// What the step produced, made safe to keep and show: an output
     /// nested too deep is an error, and the secrets of the credentials it
     /// used are masked in its outputs, error and logs.
-    pub(super) fn finish(
-        self,
-        result: StepResult,
-    ) -> (StepResult, Vec<(String, String)>) {
+    pub(super) fn finish(self, result: StepResult) -> (StepResult, Vec<(String, String)>) {
         let mut logs = self.host.logs.into_inner().unwrap_or_default();
         let secrets = self.host.secrets.into_inner().unwrap_or_default();
         let mut result = result;
