@@ -203,6 +203,26 @@ async fn the_window_edits_and_runs_and_closing_it_keeps_webhooks_answering() {
         .for_element(Locator::Css("ul.workflows"))
         .await
         .expect("the editor in the window");
+    // Its session gone (as when the API token is replaced): the window
+    // signs in again by itself, and never stays on the sign-in page.
+    c.execute(
+        "localStorage.removeItem('sluice_session'); location.reload();",
+        vec![],
+    )
+    .await
+    .unwrap();
+    eventually(Duration::from_secs(30), "signed in again", || async {
+        c.execute(
+                "return !!localStorage.getItem('sluice_session') && !!document.querySelector('ul.workflows');",
+                vec![],
+            )
+            .await
+            .ok()
+            .and_then(|v| v.as_bool())
+            .unwrap_or(false)
+    })
+    .await;
+    assert!(text_of(&c, "main.sign-in").await.is_none());
     // Create a workflow, add an end, connect, run, read the output.
     c.find(Locator::Css("#new-name"))
         .await

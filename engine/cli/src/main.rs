@@ -495,6 +495,25 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
             Ok(0)
         }
         Command::Publish { id, version } => {
+            let dir = data_dir(cli.data_dir.clone())?;
+            // A running engine publishes it itself: its schedules and file
+            // triggers re-arm at once, not at its next start.
+            if let Some(running) = running_engine(&dir).await {
+                let state: sluice_api::PublishState = running
+                    .post(
+                        &id,
+                        &format!("/workflows/{id}/publish"),
+                        &sluice_api::Publish { version },
+                    )
+                    .await?;
+                println!(
+                    "published `{id}` at {}: its triggers and runs by id run this version \
+                     (through the engine at {})",
+                    state.published_version.as_deref().unwrap_or("?"),
+                    running.url
+                );
+                return Ok(0);
+            }
             let engine = open(cli.data_dir).await?;
             let state = engine
                 .publish(&id, version.as_deref())
@@ -510,6 +529,29 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
             Ok(0)
         }
         Command::Unpublish { id } => {
+            let dir = data_dir(cli.data_dir.clone())?;
+            if let Some(running) = running_engine(&dir).await {
+                let before: sluice_api::PublishState = running
+                    .get(&id, &format!("/workflows/{id}/publish"))
+                    .await?;
+                if !before.published {
+                    println!("`{id}` was not published");
+                    return Ok(0);
+                }
+                let _: sluice_api::PublishState = running
+                    .post(
+                        &id,
+                        &format!("/workflows/{id}/unpublish"),
+                        &serde_json::json!({}),
+                    )
+                    .await?;
+                println!(
+                    "unpublished `{id}`: its triggers are off until it is published again \
+                     (through the engine at {})",
+                    running.url
+                );
+                return Ok(0);
+            }
             let engine = open(cli.data_dir).await?;
             if engine.unpublish(&id).await.map_err(usage)? {
                 println!("unpublished `{id}`: its triggers are off until it is published again");
@@ -693,6 +735,87 @@ fn host_error(e: sluice_host::Error) -> Exit {
 
 fn lock_data_dir(dir: &Path) -> Result<std::fs::File, Exit> {
     sluice_host::lock_data_dir(dir).map_err(host_error)
+}
+
+/// The engine serving a data dir (`sluice serve`, the desktop app), found
+/// through its `serve.json`, for commands that must go through it.
+struct Running {
+    client: reqwest::Client,
+    url: String,
+    token: String,
+}
+
+/// The engine serving `dir`, if one answers.
+async fn running_engine(dir: &Path) -> Option<Running> {
+    let serving = sluice_host::read_serve_file(dir).ok()??;
+    let token = std::fs::read_to_string(dir.join("api-token")).ok()?;
+    sluice_nodes::http::install_crypto_provider();
+    let client = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(30))
+        .build()
+        .ok()?;
+    let health = client
+        .get(format!("{}/api/v1/health", serving.url))
+        .bearer_auth(token.trim())
+        .timeout(std::time::Duration::from_secs(3))
+        .send()
+        .await
+        .ok()?;
+    health.status().is_success().then(|| Running {
+        client,
+        url: serving.url,
+        token: token.trim().to_string(),
+    })
+}
+
+impl Running {
+    async fn get<T: serde::de::DeserializeOwned>(&self, id: &str, path: &str) -> Result<T, Exit> {
+        let req = self.client.get(format!("{}/api/v1{path}", self.url));
+        self.answer(id, req).await
+    }
+
+    async fn post<T: serde::de::DeserializeOwned>(
+        &self,
+        id: &str,
+        path: &str,
+        body: &impl serde::Serialize,
+    ) -> Result<T, Exit> {
+        let req = self
+            .client
+            .post(format!("{}/api/v1{path}", self.url))
+            .json(body);
+        self.answer(id, req).await
+    }
+
+    /// The answer as `T`, or the exit an error answer means: the problems
+    /// of an invalid workflow (exit 2, each named), a missing one, or the
+    /// engine's message.
+    async fn answer<T: serde::de::DeserializeOwned>(
+        &self,
+        id: &str,
+        req: reqwest::RequestBuilder,
+    ) -> Result<T, Exit> {
+        let resp = req
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .map_err(|e| internal(format!("the engine at {} did not answer: {e}", self.url)))?;
+        let status = resp.status();
+        let text = resp.text().await.unwrap_or_default();
+        if status.is_success() {
+            return serde_json::from_str(&text)
+                .map_err(|e| internal(format!("unexpected answer from {}: {e}", self.url)));
+        }
+        let body = serde_json::from_str::<sluice_api::ErrorBody>(&text).ok();
+        let problems = body
+            .as_ref()
+            .and_then(|b| b.error.detail.clone())
+            .and_then(|d| serde_json::from_value::<Vec<sluice_model::Problem>>(d).ok());
+        if let Some(problems) = problems.filter(|p| !p.is_empty()) {
+            return Err(invalid(id, &problems));
+        }
+        Err(usage(body.map_or(text, |b| b.error.message)))
+    }
 }
 
 /// `sluice open`: a sign-in link from the engine that serves the data dir.

@@ -366,3 +366,79 @@ async fn open_prints_a_fresh_sign_in_link_from_the_running_engine() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("no engine is running"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn publish_and_unpublish_go_through_the_running_engine() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = start(dir.path());
+    let c = client();
+    let wf = json!({"format": "sluice.workflow/v1", "id": "tick", "nodes": [
+        {"id": "clock", "kind": "trigger.schedule", "config": {"cron": "* * * * * *"}},
+        {"id": "end", "kind": "output.end"}],
+        "edges": [{"from": "clock", "to": "end"}]});
+    let put = |wf: Value| {
+        c.put(format!("{}/api/v1/workflows/tick", s.base))
+            .bearer_auth(&s.token)
+            .json(&wf)
+            .send()
+    };
+    assert!(put(wf.clone()).await.unwrap().status().is_success());
+    let runs = || async {
+        c.get(format!("{}/api/v1/runs?workflow=tick&limit=500", s.base))
+            .bearer_auth(&s.token)
+            .send()
+            .await
+            .unwrap()
+            .json::<Vec<Value>>()
+            .await
+            .unwrap()
+            .len()
+    };
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(runs().await, 0, "a draft's schedule ran");
+
+    // Published from the command line: the running engine's schedule arms now.
+    let o = open(dir.path(), &["publish", "tick"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(String::from_utf8_lossy(&o.stdout).contains("through the engine at"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while runs().await == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the schedule never fired after publishing"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // Unpublished the same way: it stops.
+    let o = open(dir.path(), &["unpublish", "tick"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let after = runs().await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(
+        runs().await,
+        after,
+        "the schedule still fires after unpublishing"
+    );
+    let o = open(dir.path(), &["unpublish", "tick"]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("was not published"));
+
+    // A refusal is the engine's, named: a version this workflow never had.
+    let o = open(dir.path(), &["publish", "tick", "--version", "nope"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("nope"), "{err}");
+    s.child.kill().unwrap();
+    s.child.wait().unwrap();
+}
