@@ -98,6 +98,8 @@ pub enum Msg {
     /// Back to editing from a past version or a run opened from the list.
     CloseRun,
     Credentials(Result<Vec<CredentialEntry>, String>),
+    /// Who this install is (the name others see in presence).
+    Me(Result<sluice_api::Me, String>),
     Palette(palette::Msg),
     Runs(runs::Msg),
     History(history::Msg),
@@ -514,6 +516,8 @@ impl Component for Canvas {
         ctx.link().send_future(async {
             Msg::Credentials(crate::net::call_as("GET", "/api/v1/credentials", None).await)
         });
+        ctx.link()
+            .send_future(async { Msg::Me(crate::net::call_as("GET", "/api/v1/me", None).await) });
         // Presence entries expire after 30 s: refresh every 10.
         let heartbeat = {
             let link = ctx.link().clone();
@@ -702,6 +706,14 @@ impl Component for Canvas {
                 true
             }
             Msg::Credentials(result) => self.on_credentials(result),
+            Msg::Me(result) => {
+                if let Ok(me) = result {
+                    self.sync.set_name(&me.name);
+                    // Tell the others now, not at the next heartbeat.
+                    ctx.link().send_message(Msg::Heartbeat);
+                }
+                false
+            }
             Msg::Palette(msg) => self.on_palette(msg),
             Msg::Runs(msg) => self.on_runs(ctx, msg),
             Msg::History(msg) => self.on_history(ctx, msg),

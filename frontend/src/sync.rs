@@ -93,6 +93,9 @@ pub struct DocSync {
     presence: Presence,
     /// This viewer's presence key (its peer id in hex).
     me: String,
+    /// The name others see (the engine's `GET /api/v1/me`); until it is
+    /// known, `viewer <first hex digits>`.
+    name: Option<String>,
     others: BTreeMap<String, Viewer>,
     last_cursor_ms: f64,
     /// The latest pointer position not yet sent (rate limit), and whether
@@ -116,10 +119,19 @@ impl DocSync {
             acked_ref: 0,
             presence: Presence::new(PRESENCE_TIMEOUT_MS),
             me: format!("{peer:016x}"),
+            name: None,
             others: BTreeMap::new(),
             last_cursor_ms: 0.0,
             pending_cursor: None,
             flush_scheduled: false,
+        }
+    }
+
+    /// The name others see from now on (the next presence carries it).
+    pub fn set_name(&mut self, name: &str) {
+        let name = name.trim();
+        if !name.is_empty() {
+            self.name = Some(name.to_string());
         }
     }
 
@@ -350,7 +362,11 @@ impl DocSync {
 
     fn publish(&mut self, mut state: Value) -> ClientMessage {
         let n = u64::from_str_radix(&self.me[..self.me.len().min(8)], 16).unwrap_or(0);
-        state["name"] = json!(format!("viewer {}", &self.me[..self.me.len().min(4)]));
+        state["name"] = json!(
+            self.name
+                .clone()
+                .unwrap_or_else(|| format!("viewer {}", &self.me[..self.me.len().min(4)]))
+        );
         state["color"] = json!(COLORS[(n % COLORS.len() as u64) as usize]);
         let update = self.presence.set(&self.me, &state);
         self.presence_message(&update)
@@ -739,6 +755,11 @@ mod tests {
         assert_eq!(seen.selected, vec!["t".to_string()]);
         assert_eq!(seen.cursor, None);
         assert!(a.others().is_empty(), "a viewer is not one of the others");
+        // Once the engine says who this is, others see the name.
+        tick();
+        a.set_name("  Ada Lovelace ");
+        assert!(b.receive(&relay(&a.announce(vec!["t".into()]))).is_some());
+        assert_eq!(b.others()["abcd000000000001"].name, "Ada Lovelace");
 
         // Only the pointer moved: the scene need not change.
         tick();

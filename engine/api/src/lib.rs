@@ -18,7 +18,7 @@ pub use runs::{
     RunSummary, StartRun, Step, StepStatus, TestCall, TestNode,
 };
 pub use workflows::{
-    Changes, CredentialEntry, CredentialStored, Health, ModuleAdded, NewSignInLink, Problem,
+    Changes, CredentialEntry, CredentialStored, Health, Me, ModuleAdded, NewSignInLink, Problem,
     Publish, PublishMode, PublishState, Restored, SetCredential, SignInLink, Stored, Validation,
     VersionEntry, WorkflowEntry,
 };

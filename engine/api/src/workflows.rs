@@ -303,3 +303,12 @@ pub struct SignInLink {
     /// How long the link works, if it is not used first.
     pub expires_in_secs: u64,
 }
+
+/// The answer to `GET /api/v1/me`: who this install is to others.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Me {
+    /// The display name (`[user] name` in `config.toml`, else the OS
+    /// user's): what other windows and peers see.
+    pub name: String,
+}

@@ -20,6 +20,42 @@ pub struct Settings {
     pub sandbox: SandboxSettings,
     pub server: ServerSettings,
     pub workflows: WorkflowsSettings,
+    pub user: UserSettings,
+}
+
+/// `[user]`: who this install is to the people it works with.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct UserSettings {
+    /// The name other windows and peers see (presence, version history).
+    /// Default: the OS user's full name, else the login name.
+    pub name: Option<String>,
+}
+
+/// The longest display name kept (longer names are cut).
+pub const MAX_NAME_CHARS: usize = 64;
+
+impl UserSettings {
+    /// The display name: `name` when set, else the OS user's full name,
+    /// else the login name; trimmed, control characters dropped, at most
+    /// [`MAX_NAME_CHARS`].
+    pub fn display_name(&self) -> String {
+        let clean = |s: &str| -> Option<String> {
+            let s: String = s
+                .chars()
+                .filter(|c| !c.is_control())
+                .take(MAX_NAME_CHARS)
+                .collect();
+            let s = s.trim().to_string();
+            (!s.is_empty()).then_some(s)
+        };
+        self.name
+            .as_deref()
+            .and_then(clean)
+            .or_else(|| whoami::realname().ok().as_deref().and_then(clean))
+            .or_else(|| whoami::username().ok().as_deref().and_then(clean))
+            .unwrap_or_else(|| "someone".to_string())
+    }
 }
 
 /// `[workflows]`: the workflows folder.
@@ -294,6 +330,22 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_display_name_is_the_configured_one_cleaned_else_the_os_users() {
+        let s = Settings::parse("[user]\nname = \"  Ada\\u0007 Lovelace  \"\n").unwrap();
+        assert_eq!(s.user.display_name(), "Ada Lovelace");
+        let long = Settings::parse(&format!("[user]\nname = \"{}\"\n", "x".repeat(200))).unwrap();
+        assert_eq!(long.user.display_name().chars().count(), MAX_NAME_CHARS);
+        // Unset or blank: the OS user (never empty).
+        let os = Settings::parse("[user]\nname = \"  \"\n")
+            .unwrap()
+            .user
+            .display_name();
+        assert!(!os.trim().is_empty());
+        assert_eq!(os, Settings::default().user.display_name());
+        assert!(Settings::parse("[user]\nnick = \"a\"\n").is_err());
+    }
 
     #[test]
     fn an_allowed_folder_may_not_contain_the_data_dir() {

@@ -24,6 +24,7 @@ use crate::{ApiError, AppState};
 pub(crate) fn routes() -> axum::Router<AppState> {
     axum::Router::new()
         .route("/health", get(health))
+        .route("/me", get(me))
         .route("/ws", get(crate::live::ws))
         .route("/node-kinds", get(node_kinds))
         .route("/workflows", get(list_workflows))
@@ -136,6 +137,14 @@ pub(crate) async fn listen_for_test_call(
             ),
         )),
     }
+}
+
+#[utoipa::path(get, path = "/api/v1/me", tag = "engine",
+    responses((status = 200, description = "Who this install is to others: its display name", body = sluice_api::Me)))]
+pub(crate) async fn me(State(s): State<AppState>) -> Json<sluice_api::Me> {
+    Json(sluice_api::Me {
+        name: s.engine.settings().user.display_name(),
+    })
 }
 
 #[utoipa::path(get, path = "/api/v1/node-kinds", tag = "engine",

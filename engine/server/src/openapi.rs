@@ -11,6 +11,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
     info(title = "Sluice", description = "The Sluice trigger port: webhooks and the REST API (see docs/api.md)."),
     paths(
         crate::api::health,
+        crate::api::me,
         crate::api::node_kinds,
         crate::api::list_workflows,
         crate::api::get_workflow,

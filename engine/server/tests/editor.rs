@@ -712,6 +712,29 @@ async fn typing_together_presence_runs_list_run_view_and_adding_nodes() {
         count(&b, "g.node[data-node='js'] rect.seen").await == 1
     })
     .await;
+    // Named as this install's user (`[user] name`, else the OS user).
+    let name = s
+        .api(reqwest::Method::GET, "/me")
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap()["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(!name.starts_with("viewer "), "{name}");
+    eventually(
+        Duration::from_secs(2),
+        "a's name on its cursor in b",
+        || async {
+            text_of(&b, "g.cursor")
+                .await
+                .is_some_and(|t| t.contains(&name))
+        },
+    )
+    .await;
     screenshot(&b, "presence").await;
 
     // Two people typing in the same code: each sees the other within a second.

@@ -258,6 +258,9 @@ async fn every_api_body_and_ws_frame_decodes_into_the_api_types() {
     let health: Health =
         decodes_as(&json_of(s.api(Method::GET, "/health").send().await.unwrap()).await);
     assert_eq!(health.status, "ok");
+    let me: sluice_api::Me =
+        decodes_as(&json_of(s.api(Method::GET, "/me").send().await.unwrap()).await);
+    assert!(!me.name.is_empty());
     let r = s
         .api(Method::PUT, "/workflows/proto")
         .json(&flow(port))
@@ -339,6 +342,7 @@ async fn the_openapi_document_describes_the_api_types() {
         "CredentialStored",
         "Health",
         "SignInLink",
+        "Me",
     ] {
         assert!(schemas.get(name).is_some(), "no schema {name}: {schemas}");
     }
