@@ -380,10 +380,12 @@ impl Store {
             .synchronous(SqliteSynchronous::Full)
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(5));
-        let mut writer = SqliteConnection::connect_with(&options).await?;
         // SQLite migrations take no lock of their own: two processes opening
         // a new data dir at once would both create the tables, and one would
-        // fail half-way. One migrates at a time; the next finds it done.
+        // fail half-way. Nor does switching a new file to WAL wait for
+        // another connection doing the same: it fails at once with "database
+        // is locked". One process connects and migrates at a time; the next
+        // finds it done.
         let lock = {
             let path = dir.join("migrate.lock");
             tokio::task::spawn_blocking(move || {
@@ -398,12 +400,13 @@ impl Store {
             })
             .await??
         };
+        let mut writer = SqliteConnection::connect_with(&options).await?;
         MIGRATOR.run(&mut writer).await?;
-        drop(lock);
         let pool = SqlitePoolOptions::new()
             .max_connections(READERS)
             .connect_with(options)
             .await?;
+        drop(lock);
         let journal = spawn_writer(writer, blobs.clone());
         Ok(Store {
             inner: Arc::new(Inner {
