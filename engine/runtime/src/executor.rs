@@ -219,6 +219,9 @@ struct Inner {
     changes: tokio::sync::broadcast::Sender<String>,
     /// Plans of stored workflows, by id (checked against the stored text).
     plans: Mutex<HashMap<String, (Instant, Arc<Plan>)>>,
+    /// Bumped by every `workflow_changed`: a plan read before a change is
+    /// not cached after it (see `plan_cache.rs`).
+    plans_generation: std::sync::atomic::AtomicU64,
     /// Per-workflow run limits (`settings.concurrency`), by workflow id.
     limits: Mutex<HashMap<String, (usize, Arc<Semaphore>)>>,
     /// Runs being driven, so a second resume attaches instead of driving twice.
@@ -343,6 +346,7 @@ impl Engine {
                 changes: tokio::sync::broadcast::channel(1024).0,
                 limits: Mutex::new(HashMap::new()),
                 plans: Mutex::new(HashMap::new()),
+                plans_generation: std::sync::atomic::AtomicU64::new(0),
             }),
         };
         engine.materialize_stale().await?;

@@ -4,6 +4,7 @@
 //! announced to the triggers ([`Engine::workflow_changes`]).
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use sluice_model::Workflow;
@@ -30,6 +31,11 @@ impl Engine {
         {
             return Ok(plan.clone());
         }
+        // A change that lands while this reads must not be undone by caching
+        // what was read before it (a schedule firing as its workflow is
+        // disabled would keep the old plan, and the triggers would re-arm
+        // it).
+        let generation = self.inner.plans_generation.load(Ordering::SeqCst);
         let (text, version) = self
             .store()
             .get_published(id)
@@ -56,6 +62,9 @@ impl Engine {
         // Cache only what round-trips (a stored text that is the plan's own).
         if *plan.definition == *text {
             let mut plans = self.inner.plans.lock().unwrap_or_else(|e| e.into_inner());
+            if self.inner.plans_generation.load(Ordering::SeqCst) != generation {
+                return Ok(plan);
+            }
             if plans.len() >= 1024 {
                 plans.clear();
             }
@@ -67,6 +76,7 @@ impl Engine {
     /// Tells the engine's services (triggers) that a workflow was created,
     /// changed or deleted.
     pub fn workflow_changed(&self, id: &str) {
+        self.inner.plans_generation.fetch_add(1, Ordering::SeqCst);
         self.inner
             .plans
             .lock()
