@@ -835,59 +835,14 @@ async fn open_editor(
             ),
         )
     };
-    let serving = sluice_host::read_serve_file(&dir)
-        .map_err(|e| {
-            internal(format!(
-                "cannot read {}: {e}",
-                dir.join(sluice_host::SERVE_FILE).display()
-            ))
-        })?
-        .ok_or_else(not_running)?;
-    let token = std::fs::read_to_string(dir.join("api-token")).map_err(|e| {
-        internal(format!(
-            "cannot read {}: {e}",
-            dir.join("api-token").display()
-        ))
-    })?;
-    sluice_nodes::http::install_crypto_provider();
-    let client = reqwest::Client::builder()
-        .timeout(std::time::Duration::from_secs(10))
-        .build()
-        .map_err(internal)?;
+    // No serve file, or one a crashed engine left (nothing answers there).
+    let running = running_engine(&dir).await.ok_or_else(not_running)?;
     let body = sluice_api::NewSignInLink {
         then: workflow.map(|w| format!("/#/w/{w}")),
     };
-    let resp = client
-        .post(format!("{}/api/v1/sign-in-links", serving.url))
-        .bearer_auth(token.trim())
-        .json(&body)
-        .send()
-        .await
-        .map_err(|e| {
-            if e.is_connect() {
-                // A file a crashed engine left: nothing listens there.
-                not_running()
-            } else {
-                internal(format!("the engine at {} did not answer: {e}", serving.url))
-            }
-        })?;
-    let status = resp.status();
-    if !status.is_success() {
-        let text = resp.text().await.unwrap_or_default();
-        let message = serde_json::from_str::<sluice_api::ErrorBody>(&text)
-            .map(|b| b.error.message)
-            .unwrap_or(text);
-        return Err(internal(format!(
-            "the engine at {} refused a sign-in link ({status}): {message}",
-            serving.url
-        )));
-    }
-    let link: sluice_api::SignInLink = resp
-        .json()
-        .await
-        .map_err(|e| internal(format!("unexpected answer from {}: {e}", serving.url)))?;
+    let link: sluice_api::SignInLink = running.post("", "/sign-in-links", &body).await?;
     // The link on the address the engine wrote (what this machine reaches).
-    let url = format!("{}{}", serving.url, link.path);
+    let url = format!("{}{}", running.url, link.path);
     println!("{url}");
     if !print {
         match open_in_browser(&url) {
