@@ -59,7 +59,15 @@ pub(crate) fn run() -> Result<()> {
     // The editor, built as users get it, for its end-to-end tests.
     frontend::build()?;
     step("cargo test --workspace");
-    check(cargo().args(["test", "--workspace", "--locked"]))?;
+    // Engines the tests start (in-process or as `sluice serve`) run their
+    // peer endpoint on loopback with no relays: tests bind loopback only
+    // and never reach for the internet. The peers tests set this themselves.
+    check(
+        cargo()
+            .args(["test", "--workspace", "--locked"])
+            .env("SLUICE_PEERS_LISTEN", "127.0.0.1:0")
+            .env("SLUICE_PEERS_RELAYS", "none"),
+    )?;
     step("all checks passed");
     Ok(())
 }

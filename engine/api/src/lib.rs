@@ -7,20 +7,25 @@
 
 pub mod error;
 pub mod events;
+pub mod peers;
 pub mod runs;
 pub mod workflows;
 pub mod ws;
 
 pub use error::{ErrorBody, ErrorInfo};
 pub use events::{LiveEvent, What};
+pub use peers::{
+    Join, Joined, LinkEntry, LinkState, NewShare, PeerEntry, PeersInfo, Role, ShareCreated,
+    ShareEntry, Shares,
+};
 pub use runs::{
     LogLine, NodeTested, Retry, RetryFrom, RunDetail, RunError, RunOutcome, RunStarted, RunStatus,
     RunSummary, StartRun, Step, StepStatus, TestCall, TestNode,
 };
 pub use workflows::{
-    Changes, CredentialEntry, CredentialStored, Health, Me, ModuleAdded, NewSignInLink, Problem,
-    Publish, PublishMode, PublishState, Restored, SetCredential, SignInLink, Stored, Validation,
-    VersionEntry, WorkflowEntry,
+    Changes, CredentialEntry, CredentialStored, FromPeer, Health, Me, ModuleAdded, NewSignInLink,
+    Problem, Publish, PublishMode, PublishState, Restored, SetCredential, SignInLink, Stored,
+    Validation, VersionEntry, WorkflowEntry,
 };
 
 /// For `Option<Value>` fields where `null` and absent differ: a field that

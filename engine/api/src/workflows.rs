@@ -106,6 +106,21 @@ pub struct PublishState {
     /// Why the draft cannot be published (empty: it can).
     pub problems: Vec<Problem>,
     pub mode: PublishMode,
+    /// Edits merged from peers that are in the draft and not yet published
+    /// here, by who made them (a peer's edit never publishes itself: this
+    /// machine's user reviews it and publishes).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub from_peers: Vec<FromPeer>,
+}
+
+/// Edits from one peer waiting for this machine's user to publish them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct FromPeer {
+    /// The peer as its versions name it: its display name and short id.
+    pub peer: String,
+    /// How many versions (bursts of edits) it made.
+    pub versions: u32,
 }
 
 impl PublishState {

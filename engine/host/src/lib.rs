@@ -54,6 +54,8 @@ pub enum Error {
     /// What the settings describe cannot be built (a bad extra root).
     #[error(transparent)]
     CheckSettings(#[from] sluice_nodes::io::Error),
+    #[error("peers: {0}")]
+    Peers(#[source] sluice_peers::Error),
     #[error("cannot open the data dir {}: {source}", dir.display())]
     OpenEngine {
         dir: PathBuf,
@@ -101,6 +103,7 @@ impl Error {
                 | Error::InUse { .. }
                 | Error::Settings(_)
                 | Error::CheckSettings(_)
+                | Error::Peers(sluice_peers::Error::Settings { .. } | sluice_peers::Error::Bind(_))
                 | Error::Bind { .. }
                 | Error::Workflows(_)
         )
@@ -231,6 +234,8 @@ pub struct Host {
     pub resumed: usize,
     /// Whether the editor is served.
     pub has_ui: bool,
+    /// This install as a peer (None: `[peers] enabled = false`).
+    pub peers: Option<sluice_peers::Peers>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     server: JoinHandle<std::io::Result<()>>,
     tasks: Vec<JoinHandle<()>>,
@@ -277,6 +282,19 @@ impl Host {
             nofile,
         );
         server_options.header_read_timeout = Duration::from_millis(limits.header_timeout_ms.get());
+        // This install as a peer (config.toml [peers]); the endpoint answers
+        // at once, nothing waits for a relay.
+        let peers = match sluice_peers::PeersOptions::from_settings(engine.settings())
+            .map_err(Error::Peers)?
+        {
+            Some(o) => Some(
+                sluice_peers::Peers::start(engine.clone(), &dir, o)
+                    .await
+                    .map_err(Error::Peers)?,
+            ),
+            None => None,
+        };
+        server_options.peers = peers.clone();
         server_options.ui_dir = options.ui_dir.clone();
         server_options.ui_embedded = options.ui_embedded;
         let has_ui = server_options.ui_dir.is_some() || !server_options.ui_embedded.is_empty();
@@ -346,6 +364,7 @@ impl Host {
             workflows: folder,
             resumed: resumed_count,
             has_ui,
+            peers,
             stop: Some(stop),
             server,
             tasks,
@@ -391,6 +410,9 @@ impl Host {
             Err(e) => eprintln!("sluice: cannot remove {SERVE_FILE}: {e}"),
         }
         let served = (&mut self.server).await;
+        if let Some(p) = &self.peers {
+            p.shutdown().await;
+        }
         for t in &self.tasks {
             t.abort();
         }

@@ -21,6 +21,39 @@ pub struct Settings {
     pub server: ServerSettings,
     pub workflows: WorkflowsSettings,
     pub user: UserSettings,
+    pub peers: PeersSettings,
+}
+
+/// `[peers]`: sharing workflows with other installs over iroh (docs/peers.md).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct PeersSettings {
+    /// Whether this install runs a peer endpoint at all (default true).
+    pub enabled: bool,
+    /// Where it listens, e.g. `"0.0.0.0:7070"` (default: every interface,
+    /// IPv4 and IPv6, a free port).
+    pub listen: Option<String>,
+    /// `"default"` (n0's public relays), `"none"` (direct addresses only),
+    /// or a list of relay URLs (self-hosted).
+    pub relays: Relays,
+}
+
+impl Default for PeersSettings {
+    fn default() -> Self {
+        PeersSettings {
+            enabled: true,
+            listen: None,
+            relays: Relays::Named("default".into()),
+        }
+    }
+}
+
+/// `[peers] relays`: a name or a list of URLs.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(untagged)]
+pub enum Relays {
+    Named(String),
+    List(Vec<String>),
 }
 
 /// `[user]`: who this install is to the people it works with.

@@ -63,6 +63,20 @@ pub(crate) fn routes() -> axum::Router<AppState> {
             "/workflows/{id}/nodes/{node}/listen",
             post(listen_for_test_call),
         )
+        .route(
+            "/workflows/{id}/shares",
+            get(crate::peers::list_shares).post(crate::peers::create_share),
+        )
+        .route(
+            "/shares/{share}",
+            axum::routing::delete(crate::peers::revoke_share),
+        )
+        .route(
+            "/workflows/{id}/peers/{peer}",
+            axum::routing::delete(crate::peers::remove_peer),
+        )
+        .route("/peers", get(crate::peers::info))
+        .route("/peers/join", post(crate::peers::join))
 }
 
 #[utoipa::path(get, path = "/api/v1/health", tag = "engine",

@@ -13,6 +13,7 @@ mod error;
 pub mod hook;
 mod live;
 mod openapi;
+mod peers;
 mod security;
 mod ui;
 
@@ -56,6 +57,8 @@ pub struct Options {
     /// connecting or after its previous response (the keep-alive idle
     /// timeout too).
     pub header_read_timeout: Duration,
+    /// This install as a peer (None: peers are off).
+    pub peers: Option<sluice_peers::Peers>,
 }
 
 impl Options {
@@ -69,6 +72,7 @@ impl Options {
             codes: Arc::new(Codes::default()),
             max_connections: 4096,
             header_read_timeout: Duration::from_secs(30),
+            peers: None,
         }
     }
 }

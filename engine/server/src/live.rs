@@ -24,7 +24,6 @@
 //! The engine never waits for a client.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
@@ -48,9 +47,6 @@ const SEND_TIMEOUT: Duration = Duration::from_secs(5);
 const TOO_SLOW: u16 = 1008;
 /// Most workflows one connection may follow.
 const MAX_SUBSCRIPTIONS: usize = 256;
-
-/// Connection ids: the origin of a client's updates (0 is the engine).
-static NEXT_CLIENT: AtomicU64 = AtomicU64::new(1);
 
 #[derive(Debug, Deserialize, Default)]
 pub(crate) struct Filter {
@@ -87,9 +83,10 @@ pub(crate) async fn ws(
     // checked by the token middleware); a browser closes a socket whose
     // server picks none of what it offered.
     upgrade.protocols(["sluice"]).on_upgrade(move |socket| {
+        let id = engine.new_origin();
         let client = Client {
             engine,
-            id: NEXT_CLIENT.fetch_add(1, Ordering::Relaxed),
+            id,
             socket,
             subscribed: HashMap::new(),
         };

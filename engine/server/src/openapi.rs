@@ -37,6 +37,12 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
         crate::api::put_credential,
         crate::api::delete_credential,
         crate::ui::new_sign_in_link,
+        crate::peers::create_share,
+        crate::peers::list_shares,
+        crate::peers::revoke_share,
+        crate::peers::remove_peer,
+        crate::peers::join,
+        crate::peers::info,
         crate::api::test_node,
         crate::api::listen_for_test_call,
         crate::hook::test_hook,
@@ -51,6 +57,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
         (name = "webhooks", description = "The only routes without a token"),
         (name = "engine", description = "Health, node kinds, metrics, sign-in links for the editor"),
         (name = "credentials", description = "Secrets by name, encrypted at rest; values are write-only"),
+        (name = "peers", description = "Sharing workflows with other installs over iroh (docs/peers.md)"),
     )
 )]
 pub(crate) struct ApiDoc;

@@ -21,6 +21,9 @@ use crate::journal::{
 };
 use crate::{Error, Result};
 
+mod peers;
+pub use peers::{GrantRow, LinkRow, NewShare, Redeem, Refusal, ShareRow};
+
 static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
 
 /// Page size of a new database (ignored for an existing one). 16 KiB pages
@@ -558,6 +561,15 @@ impl Store {
             .bind(id)
             .execute(&mut *tx)
             .await?;
+        // Its shares, the peers that joined it and its link to a peer go
+        // with it: a new workflow of the same id shares nothing.
+        for sql in [
+            "DELETE FROM shares WHERE workflow_id = ?",
+            "DELETE FROM peer_grants WHERE workflow_id = ?",
+            "DELETE FROM peer_links WHERE workflow_id = ?",
+        ] {
+            sqlx::query(sql).bind(id).execute(&mut *tx).await?;
+        }
         tx.commit().await?;
         Ok(done.rows_affected() > 0)
     }

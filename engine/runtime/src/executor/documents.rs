@@ -211,6 +211,27 @@ impl Engine {
         self.import_update(id, bytes, origin, None).await
     }
 
+    /// [`Engine::import_doc_update_from`] for an update a peer made: the
+    /// version it makes names the peer (`peer <label>`), and the draft it
+    /// changes does not publish itself (see [`Engine::unpublished_from_peers`]).
+    pub async fn import_peer_update(
+        &self,
+        id: &str,
+        bytes: &[u8],
+        origin: u64,
+        label: &str,
+    ) -> Result<bool> {
+        let message = format!("{}{label}", super::publish::PEER_PREFIX);
+        self.import_update(id, bytes, origin, Some(&message)).await
+    }
+
+    /// A fresh subscriber id: the origin of one editor's or peer's updates,
+    /// so they are not sent back to it (0 is the engine itself).
+    pub fn new_origin(&self) -> u64 {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+
     fn gap_us(&self) -> i64 {
         self.inner
             .documents

@@ -131,6 +131,7 @@ impl Engine {
             published_at_us: row.published_at_us,
             problems,
             mode,
+            from_peers: self.unpublished_from_peers(id).await?,
         })
     }
 
@@ -211,13 +212,36 @@ impl Engine {
             Err(Error::WorkflowNotFound(_)) => return Ok(()),
             Err(e) => return Err(e),
         };
+        // A peer's edit is code that would run here: it waits for this
+        // machine's user, whatever the workflow says.
         if state.mode != PublishMode::OnValidIdle
             || state.up_to_date()
             || !state.problems.is_empty()
+            || !state.from_peers.is_empty()
         {
             return Ok(());
         }
         self.publish(id, Some(&state.draft_version)).await?;
         Ok(())
     }
+
+    /// The peers whose edits are in workflow `id`'s draft and not yet
+    /// published here, in the order they first edited.
+    pub async fn unpublished_from_peers(&self, id: &str) -> Result<Vec<sluice_api::FromPeer>> {
+        let mut out: Vec<sluice_api::FromPeer> = Vec::new();
+        for message in self.store().unpublished_peer_versions(id).await? {
+            let peer = message
+                .strip_prefix(PEER_PREFIX)
+                .unwrap_or(&message)
+                .to_string();
+            match out.iter_mut().find(|f| f.peer == peer) {
+                Some(f) => f.versions = f.versions.saturating_add(1),
+                None => out.push(sluice_api::FromPeer { peer, versions: 1 }),
+            }
+        }
+        Ok(out)
+    }
 }
+
+/// How the versions a peer's edits make are marked (their origin message).
+pub const PEER_PREFIX: &str = "peer ";
