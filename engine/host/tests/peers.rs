@@ -235,3 +235,632 @@ async fn share_join_edit_both_ways_and_converge() {
     a.stop().await.unwrap();
     b.stop().await.unwrap();
 }
+
+async fn link_state(host: &Host, id: &str) -> Value {
+    let info = get(host, "/peers").await;
+    info["links"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["workflow"] == id)
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+fn with_secret(ticket: &str, secret: [u8; 32]) -> String {
+    let mut t = sluice_peers::Ticket::decode(ticket).unwrap();
+    t.secret = secret;
+    t.encode()
+}
+
+async fn add_node(host: &Host, id: &str, node: &str) {
+    let mut wf = wf_of(host, id).await;
+    wf["nodes"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"id": node, "kind": "output.end"}));
+    wf["edges"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"from": "hook", "to": node}));
+    save_draft(host, &wf).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn viewers_bad_tickets_revoked_and_removed_peers_are_refused() {
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let a = start(dirs[0].path(), "Ada").await;
+    let b = start(dirs[1].path(), "Bob").await;
+    let c = start(dirs[2].path(), "Cy").await;
+    save_draft(&a, &workflow()).await;
+
+    // A viewer sees the workflow; its edits change nothing on the sharer.
+    let viewer = share(&a, "orders", json!({"role": "viewer"})).await;
+    let (status, joined) = join(&b, viewer["ticket"].as_str().unwrap()).await;
+    assert_eq!(status, 201, "{joined}");
+    assert_eq!(joined["role"], "viewer");
+    let before = a.engine.doc_version("orders").await.unwrap();
+    add_node(&b, "orders", "sneaky").await;
+    // The sharer's own edit still reaches the viewer.
+    add_node(&a, "orders", "from_a").await;
+    eventually(
+        Duration::from_secs(5),
+        "A's edit reaches the viewer",
+        || async { node_ids(&wf_of(&b, "orders").await).contains(&"from_a".to_string()) },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let on_a = node_ids(&wf_of(&a, "orders").await);
+    assert_eq!(on_a, ["end", "from_a", "hook"], "a viewer's edit got in");
+    assert_ne!(a.engine.doc_version("orders").await.unwrap(), before);
+
+    // One use: the first joiner gets in, the second is refused.
+    let once = share(&a, "orders", json!({"role": "editor", "uses": 1})).await;
+    let once_ticket = once["ticket"].as_str().unwrap();
+    // A wrong secret is refused and spends nothing.
+    let (status, err) = join(&c, &with_secret(once_ticket, [0; 32])).await;
+    assert_eq!(status, 400, "{err}");
+    assert!(err.to_string().contains("wrong secret"), "{err}");
+    assert!(get(&c, "/workflows").await.as_array().unwrap().is_empty());
+    let (status, joined) = join(&c, once_ticket).await;
+    assert_eq!(status, 201, "{joined}");
+    let dir_d = tempfile::tempdir().unwrap();
+    let d = start(dir_d.path(), "Dee").await;
+    let (status, err) = join(&d, once_ticket).await;
+    assert_eq!(status, 400);
+    assert!(err.to_string().contains("used up"), "{err}");
+    // An expired ticket.
+    let expired = share(&a, "orders", json!({"role": "editor", "expires_in_s": 0})).await;
+    let (status, err) = join(&d, expired["ticket"].as_str().unwrap()).await;
+    assert_eq!(status, 400);
+    assert!(err.to_string().contains("expired"), "{err}");
+    assert!(get(&d, "/workflows").await.as_array().unwrap().is_empty());
+
+    // Revoking the viewer's share closes its live connection at once and
+    // refuses it afterwards.
+    let r = call(
+        &a,
+        reqwest::Method::DELETE,
+        &format!("/shares/{}", viewer["id"].as_str().unwrap()),
+        None,
+    )
+    .await;
+    assert_eq!(r.0, 204, "{}", r.1);
+    eventually(Duration::from_secs(5), "B's link is refused", || async {
+        link_state(&b, "orders").await["state"] == "refused"
+    })
+    .await;
+    let shares = get(&a, "/workflows/orders/shares").await;
+    let bob = shares["peers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "Bob")
+        .unwrap();
+    assert_eq!(bob["connected"], false, "{shares}");
+    let b2 = tempfile::tempdir().unwrap();
+    drop(b2);
+    // Rejoining with the revoked ticket (after deleting the copy) is refused.
+    let (status, _) = call(&b, reqwest::Method::DELETE, "/workflows/orders", None).await;
+    assert!(status < 300);
+    let (status, err) = join(&b, viewer["ticket"].as_str().unwrap()).await;
+    assert_eq!(status, 400);
+    assert!(err.to_string().contains("revoked"), "{err}");
+
+    // Removing a peer: disconnected, and its ticket no longer lets it in.
+    let cy = get(&c, "/peers").await["id"].as_str().unwrap().to_string();
+    let r = call(
+        &a,
+        reqwest::Method::DELETE,
+        &format!("/workflows/orders/peers/{cy}"),
+        None,
+    )
+    .await;
+    assert_eq!(r.0, 204, "{}", r.1);
+    eventually(Duration::from_secs(5), "C's link is refused", || async {
+        link_state(&c, "orders").await["state"] == "refused"
+    })
+    .await;
+    add_node(&c, "orders", "after_removal").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!node_ids(&wf_of(&a, "orders").await).contains(&"after_removal".to_string()));
+    // Unknown shares and peers are 404s.
+    assert_eq!(
+        call(&a, reqwest::Method::DELETE, "/shares/nope", None)
+            .await
+            .0,
+        404
+    );
+    assert_eq!(
+        call(
+            &a,
+            reqwest::Method::DELETE,
+            "/workflows/orders/peers/nope",
+            None
+        )
+        .await
+        .0,
+        404
+    );
+
+    for h in [a, b, c, d] {
+        h.stop().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offline_edits_merge_when_the_two_meet_again_after_restarts() {
+    let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = start(da.path(), "Ada").await;
+    let b = start(db.path(), "Bob").await;
+    save_draft(&a, &workflow()).await;
+    let s = share(&a, "orders", json!({"role": "editor"})).await;
+    assert_eq!(join(&b, s["ticket"].as_str().unwrap()).await.0, 201);
+
+    // The joiner goes away; the sharer edits; the sharer goes away too.
+    b.stop().await.unwrap();
+    add_node(&a, "orders", "from_a").await;
+    a.stop().await.unwrap();
+    // The joiner comes back alone and edits offline (a laptop on a train).
+    let b = start(db.path(), "Bob").await;
+    add_node(&b, "orders", "from_b").await;
+    eventually(Duration::from_secs(5), "B knows A is away", || async {
+        link_state(&b, "orders").await["state"] == "reconnecting"
+    })
+    .await;
+    // The sharer comes back (on the port it had): both keep all edits.
+    let a = start(da.path(), "Ada").await;
+    eventually(
+        Duration::from_secs(15),
+        "both edits on both sides",
+        || async {
+            converged(&a, &b, "orders").await
+                && node_ids(&wf_of(&a, "orders").await) == ["end", "from_a", "from_b", "hook"]
+        },
+    )
+    .await;
+    assert_eq!(link_state(&b, "orders").await["state"], "connected");
+    a.stop().await.unwrap();
+    b.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_third_peer_edits_through_the_hub_and_presence_comes_and_goes() {
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let a = start(dirs[0].path(), "Ada").await;
+    let b = start(dirs[1].path(), "Bob").await;
+    let c = start(dirs[2].path(), "Cy").await;
+    save_draft(&a, &workflow()).await;
+    let s = share(&a, "orders", json!({"role": "editor"})).await;
+    assert_eq!(join(&b, s["ticket"].as_str().unwrap()).await.0, 201);
+    assert_eq!(join(&c, s["ticket"].as_str().unwrap()).await.0, 201);
+    add_node(&c, "orders", "from_c").await;
+    eventually(
+        Duration::from_secs(5),
+        "C's edit reaches B through A",
+        || async { converged(&b, &c, "orders").await && converged(&a, &b, "orders").await },
+    )
+    .await;
+    assert!(node_ids(&wf_of(&b, "orders").await).contains(&"from_c".to_string()));
+
+    // Presence set on C (an editor window there) shows on A and B, and
+    // clears when C goes away.
+    let mut p = sluice_model::doc::Presence::new(30_000);
+    let bytes = p.set("viewer-c", &json!({"name": "Cy", "selected": ["hook"]}));
+    let origin = c.engine.new_origin();
+    c.engine.presence_update("orders", &bytes, origin).unwrap();
+    let sees = |h: &Host| {
+        let mut seen = sluice_model::doc::Presence::new(30_000);
+        seen.apply(&h.engine.presence_state("orders")).ok();
+        seen.states().contains_key("viewer-c")
+    };
+    eventually(
+        Duration::from_secs(5),
+        "C's presence on A and B",
+        || async { sees(&a) && sees(&b) },
+    )
+    .await;
+    c.stop().await.unwrap();
+    eventually(Duration::from_secs(5), "C's presence cleared", || async {
+        !sees(&a) && !sees(&b)
+    })
+    .await;
+    a.stop().await.unwrap();
+    b.stop().await.unwrap();
+}
+
+/// A peer that speaks the protocol by hand (and so can break it).
+struct Raw {
+    ep: iroh::Endpoint,
+}
+
+impl Raw {
+    async fn new() -> Raw {
+        let ep = iroh::Endpoint::builder(iroh::endpoint::presets::Minimal)
+            .secret_key(iroh::SecretKey::generate())
+            .relay_mode(iroh::RelayMode::Disabled)
+            .portmapper_config(iroh::endpoint::PortmapperConfig::Disabled)
+            .net_report_config(iroh::NetReportConfig::minimal())
+            .clear_ip_transports()
+            .bind_addr("127.0.0.1:0")
+            .unwrap()
+            .bind()
+            .await
+            .unwrap();
+        Raw { ep }
+    }
+
+    async fn open(
+        &self,
+        ticket: &str,
+    ) -> (
+        iroh::endpoint::Connection,
+        iroh::endpoint::SendStream,
+        iroh::endpoint::RecvStream,
+    ) {
+        let t = sluice_peers::Ticket::decode(ticket).unwrap();
+        let conn = self.ep.connect(t.addr, wire::ALPN).await.unwrap();
+        let (tx, rx) = conn.open_bi().await.unwrap();
+        (conn, tx, rx)
+    }
+
+    /// Joins with `ticket`: the welcome's update and version.
+    async fn join(
+        &self,
+        ticket: &str,
+    ) -> (
+        iroh::endpoint::Connection,
+        iroh::endpoint::SendStream,
+        iroh::endpoint::RecvStream,
+        Vec<u8>,
+    ) {
+        let t = sluice_peers::Ticket::decode(ticket).unwrap();
+        let (conn, mut tx, mut rx) = self.open(ticket).await;
+        wire::write_frame(
+            &mut tx,
+            &Frame::Hello {
+                workflow: t.workflow,
+                share: t.share,
+                secret: t.secret.to_vec(),
+                name: "Mallory\u{7}".repeat(40),
+                version: Vec::new(),
+            },
+        )
+        .await
+        .unwrap();
+        match wire::read_frame(&mut rx, wire::MAX_FRAME).await.unwrap() {
+            Frame::Welcome { update, .. } => (conn, tx, rx, update),
+            other => panic!("not let in: {other:?}"),
+        }
+    }
+}
+
+use sluice_peers::wire::{self, Frame};
+
+/// A valid update on top of `doc` that adds node `node` (or renames the
+/// workflow to `rename`).
+fn update_adding(doc: &[u8], node: &str, rename: Option<&str>) -> Vec<u8> {
+    let d = sluice_model::doc::WorkflowDoc::from_bytes(doc).unwrap();
+    let before = d.version();
+    let mut wf = serde_json::to_value(d.to_workflow().unwrap()).unwrap();
+    wf["nodes"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"id": node, "kind": "output.end"}));
+    if let Some(id) = rename {
+        wf["id"] = json!(id);
+    }
+    let wf = sluice_model::Workflow::from_json(&wf.to_string()).unwrap();
+    assert!(d.apply(&wf).unwrap());
+    d.updates_since(&before).unwrap()
+}
+
+/// Reads frames until an answer to `seq` (skipping relayed updates and presence).
+async fn answer_to(rx: &mut iroh::endpoint::RecvStream, seq: u64) -> Frame {
+    loop {
+        let f = tokio::time::timeout(
+            Duration::from_secs(5),
+            wire::read_frame(rx, wire::MAX_FRAME),
+        )
+        .await
+        .expect("an answer")
+        .unwrap();
+        match &f {
+            Frame::Ack { seq: s } | Frame::Rejected { seq: s, .. } if *s == seq => return f,
+            _ => {}
+        }
+    }
+}
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|n| n.parse().ok()))
+        })
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_that_breaks_the_rules_changes_nothing() {
+    let da = tempfile::tempdir().unwrap();
+    let a = start(da.path(), "Ada").await;
+    save_draft(&a, &workflow()).await;
+    let viewer = share(&a, "orders", json!({"role": "viewer"})).await;
+    let editor = share(&a, "orders", json!({"role": "editor"})).await;
+    let (viewer, editor) = (
+        viewer["ticket"].as_str().unwrap(),
+        editor["ticket"].as_str().unwrap(),
+    );
+    let before = (
+        a.engine.doc_version("orders").await.unwrap(),
+        wf_of(&a, "orders").await,
+    );
+    let unchanged = || async {
+        (
+            a.engine.doc_version("orders").await.unwrap(),
+            wf_of(&a, "orders").await,
+        ) == before
+    };
+
+    // A viewer that sends an edit anyway is refused by the sharer.
+    let raw = Raw::new().await;
+    let (_conn, mut tx, mut rx, doc) = raw.join(viewer).await;
+    wire::write_frame(
+        &mut tx,
+        &Frame::Update {
+            seq: 1,
+            bytes: update_adding(&doc, "sneaky", None),
+        },
+    )
+    .await
+    .unwrap();
+    let f = answer_to(&mut rx, 1).await;
+    assert!(
+        matches!(&f, Frame::Rejected { reason, .. } if reason.contains("viewer")),
+        "{f:?}"
+    );
+    assert!(unchanged().await);
+    // Its name arrives cleaned: no control characters, at most 64 characters.
+    let shares = get(&a, "/workflows/orders/shares").await;
+    let name = shares["peers"][0]["name"].as_str().unwrap();
+    assert!(
+        name.chars().count() <= 64 && !name.contains('\u{7}'),
+        "{name}"
+    );
+
+    // An editor's garbage update, and one that renames the workflow, are
+    // refused and change nothing; the session goes on.
+    let raw = Raw::new().await;
+    let (_conn, mut tx, mut rx, doc) = raw.join(editor).await;
+    wire::write_frame(
+        &mut tx,
+        &Frame::Update {
+            seq: 1,
+            bytes: vec![0x6c; 300],
+        },
+    )
+    .await
+    .unwrap();
+    assert!(matches!(
+        answer_to(&mut rx, 1).await,
+        Frame::Rejected { .. }
+    ));
+    wire::write_frame(
+        &mut tx,
+        &Frame::Update {
+            seq: 2,
+            bytes: update_adding(&doc, "x", Some("stolen")),
+        },
+    )
+    .await
+    .unwrap();
+    assert!(matches!(
+        answer_to(&mut rx, 2).await,
+        Frame::Rejected { .. }
+    ));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(unchanged().await, "a refused update changed the workflow");
+    // A valid edit on the same session still works.
+    wire::write_frame(
+        &mut tx,
+        &Frame::Update {
+            seq: 3,
+            bytes: update_adding(&doc, "fine", None),
+        },
+    )
+    .await
+    .unwrap();
+    assert!(matches!(answer_to(&mut rx, 3).await, Frame::Ack { seq: 3 }));
+    eventually(Duration::from_secs(2), "the valid edit lands", || async {
+        node_ids(&wf_of(&a, "orders").await).contains(&"fine".to_string())
+    })
+    .await;
+    let before = (
+        a.engine.doc_version("orders").await.unwrap(),
+        wf_of(&a, "orders").await,
+    );
+    let unchanged = || async {
+        (
+            a.engine.doc_version("orders").await.unwrap(),
+            wf_of(&a, "orders").await,
+        ) == before
+    };
+
+    // Garbage frames, huge lengths and opening frames mid-session end the
+    // session and change nothing; memory does not grow with what peers
+    // announce.
+    let rss = rss_kib();
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for i in 0..60u32 {
+        let raw_conn = Raw::new().await;
+        let (conn, mut tx, mut rx) = raw_conn.open(editor).await;
+        match i % 4 {
+            // A length far over the limit, then nothing.
+            0 => tx.write_all(&u32::MAX.to_be_bytes()).await.unwrap(),
+            // Random bytes of the announced length.
+            1 => {
+                let len = (next() % 2000) as usize + 1;
+                let bytes: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+                tx.write_all(&(len as u32).to_be_bytes()).await.unwrap();
+                tx.write_all(&bytes).await.unwrap();
+            }
+            // A hello just under the limit that never finishes.
+            2 => {
+                tx.write_all(&(wire::MAX_HELLO).to_be_bytes())
+                    .await
+                    .unwrap();
+                tx.write_all(&[1; 100]).await.unwrap();
+            }
+            // A welcome where a hello belongs.
+            _ => wire::write_frame(
+                &mut tx,
+                &Frame::Welcome {
+                    role: "editor".into(),
+                    name: "x".into(),
+                    update: vec![1; 10],
+                    version: vec![],
+                    presence: vec![],
+                },
+            )
+            .await
+            .unwrap(),
+        }
+        if i % 4 != 2 {
+            // The sharer ends it: no welcome ever comes.
+            let r = tokio::time::timeout(
+                Duration::from_secs(5),
+                wire::read_frame(&mut rx, wire::MAX_FRAME),
+            )
+            .await;
+            assert!(!matches!(r, Ok(Ok(Frame::Welcome { .. }))), "{r:?}");
+        }
+        conn.close(0u32.into(), b"");
+    }
+    // Mid-session: a hello again, then random bytes as a frame.
+    let (_conn, mut tx, mut rx, _) = Raw::new().await.join(editor).await;
+    wire::write_frame(
+        &mut tx,
+        &Frame::Hello {
+            workflow: "orders".into(),
+            share: String::new(),
+            secret: vec![],
+            name: String::new(),
+            version: vec![],
+        },
+    )
+    .await
+    .unwrap();
+    let r = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            if wire::read_frame(&mut rx, wire::MAX_FRAME).await.is_err() {
+                break;
+            }
+        }
+    })
+    .await;
+    assert!(r.is_ok(), "the session was not ended");
+    assert!(unchanged().await);
+    let grown = rss_kib().saturating_sub(rss);
+    assert!(grown < 64 << 10, "memory grew by {grown} KiB");
+    // The sharer still serves: a fresh joiner gets in.
+    let db = tempfile::tempdir().unwrap();
+    let b = start(db.path(), "Bob").await;
+    assert_eq!(join(&b, editor).await.0, 201);
+    assert_eq!(wf_of(&b, "orders").await, wf_of(&a, "orders").await);
+    a.stop().await.unwrap();
+    b.stop().await.unwrap();
+}
+
+/// Calls the `orders` webhook on `host`: the run's output.
+async fn hook(host: &Host) -> (u16, Value) {
+    let r = client()
+        .post(format!("{}/hook/orders/orders", host.base_url()))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peers_code_runs_nowhere_until_that_machines_user_publishes_it() {
+    let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = start(da.path(), "Ada").await;
+    let b = start(db.path(), "Bob").await;
+    // Published on A, and set to publish itself once idle for a second.
+    let wf = json!({"format": "sluice.workflow/v1", "id": "orders",
+        "settings": {"publish": "on_valid_idle", "publish_idle_secs": 1},
+        "nodes": [
+            {"id": "hook", "kind": "trigger.webhook", "config": {"method": "POST", "path": "orders", "respond": "when_finished"}},
+            {"id": "price", "kind": "code.js", "config": {"source": "return { v: 1 };"}},
+            {"id": "end", "kind": "output.end"}],
+        "edges": [{"from": "hook", "to": "price"}, {"from": "price", "to": "end"}]});
+    save_draft(&a, &wf).await;
+    assert_eq!(
+        post(&a, "/workflows/orders/publish", json!({})).await.0,
+        200
+    );
+    let (status, out) = hook(&a).await;
+    assert_eq!((status, &out), (200, &json!({"end": {"v": 1}})));
+
+    let s = share(&a, "orders", json!({"role": "editor"})).await;
+    assert_eq!(join(&b, s["ticket"].as_str().unwrap()).await.0, 201);
+    // Joined: nothing published on B, whatever the workflow says.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        get(&b, "/workflows/orders/publish").await["published"],
+        false
+    );
+    assert_eq!(hook(&b).await.0, 404);
+
+    // Bob changes the code.
+    let mut edited = wf_of(&b, "orders").await;
+    edited["nodes"][1]["config"]["source"] = json!("return { v: 2, by: 'bob' };");
+    save_draft(&b, &edited).await;
+    eventually(
+        Duration::from_secs(2),
+        "Bob's code reaches A's draft",
+        || async {
+            wf_of(&a, "orders").await["nodes"][1]["config"]["source"]
+                .as_str()
+                .unwrap()
+                .contains("bob")
+        },
+    )
+    .await;
+    // Well past the idle delay, A still runs its own published code.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(hook(&a).await, (200, json!({"end": {"v": 1}})));
+    let state = get(&a, "/workflows/orders/publish").await;
+    assert_eq!(state["from_peers"][0]["versions"], 1, "{state}");
+    assert!(
+        state["summary"].as_str().unwrap().contains("price"),
+        "{state}"
+    );
+    // A restart does not publish it either.
+    a.stop().await.unwrap();
+    let a = start(da.path(), "Ada").await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(hook(&a).await, (200, json!({"end": {"v": 1}})));
+
+    // A's user publishes: now it runs, and nothing waits for review.
+    assert_eq!(
+        post(&a, "/workflows/orders/publish", json!({})).await.0,
+        200
+    );
+    assert_eq!(hook(&a).await, (200, json!({"end": {"v": 2, "by": "bob"}})));
+    let state = get(&a, "/workflows/orders/publish").await;
+    assert!(state.get("from_peers").is_none(), "{state}");
+    a.stop().await.unwrap();
+    b.stop().await.unwrap();
+}
