@@ -72,6 +72,25 @@ enum Command {
         #[arg(long)]
         print: bool,
     },
+    /// Share a workflow with another install: prints a ticket (one line)
+    /// and a `sluice://join/` link to hand over like a password. Goes
+    /// through the engine running on the data dir.
+    Share {
+        id: String,
+        /// `editor` (edits the draft) or `viewer` (sees it live).
+        #[arg(long, default_value = "editor")]
+        role: String,
+        /// Stop letting new peers in after this long: `30m`, `12h`, `7d`
+        /// (peers that joined stay until revoked).
+        #[arg(long)]
+        expires: Option<String>,
+        /// How many peers may join with it (default: any number).
+        #[arg(long)]
+        uses: Option<u32>,
+    },
+    /// Join a workflow a peer shared (its ticket or `sluice://join/` link).
+    /// It arrives as a draft: nothing of it runs here until you publish it.
+    Join { ticket: String },
     /// WebAssembly components for `code.wasm` nodes.
     Modules {
         #[command(subcommand)]
@@ -293,6 +312,53 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
             workflows,
             ui,
         } => serve(cli.data_dir, listen, workflows, ui).await,
+        Command::Share {
+            id,
+            role,
+            expires,
+            uses,
+        } => {
+            let role = sluice_api::Role::parse(&role).ok_or_else(|| {
+                usage(format!("--role: `{role}` is neither `editor` nor `viewer`"))
+            })?;
+            let expires_in_s = expires
+                .as_deref()
+                .map(parse_duration)
+                .transpose()
+                .map_err(|e| usage(format!("--expires: {e}")))?;
+            let running = engine_for_peers(cli.data_dir).await?;
+            let body = sluice_api::NewShare {
+                role,
+                expires_in_s,
+                uses,
+            };
+            let created: sluice_api::ShareCreated = running
+                .post(&id, &format!("/workflows/{id}/shares"), &body)
+                .await?;
+            println!("{}", created.ticket);
+            eprintln!(
+                "sluice: `{id}` shared as {} (share {}): hand the ticket above, or {}, to the                  peer like a password; revoke it with DELETE /api/v1/shares/{}",
+                role.as_str(),
+                created.id,
+                created.link,
+                created.id
+            );
+            Ok(0)
+        }
+        Command::Join { ticket } => {
+            let running = engine_for_peers(cli.data_dir).await?;
+            let joined: sluice_api::Joined = running
+                .post("", "/peers/join", &sluice_api::Join { ticket })
+                .await?;
+            println!(
+                "joined `{}` from {} as {}: it is a draft here; nothing of it runs until you                  publish it (`sluice publish {}`)",
+                joined.workflow,
+                joined.host_name,
+                joined.role.as_str(),
+                joined.workflow
+            );
+            Ok(0)
+        }
         Command::Open { workflow, print } => {
             open_editor(cli.data_dir, workflow.as_deref(), print).await
         }
@@ -816,6 +882,40 @@ impl Running {
         }
         Err(usage(body.map_or(text, |b| b.error.message)))
     }
+}
+
+/// The running engine of the data dir, for peers commands (sharing and
+/// joining need its endpoint), or a clear error when none runs.
+async fn engine_for_peers(flag: Option<PathBuf>) -> Result<Running, Exit> {
+    let dir = data_dir(flag)?;
+    running_engine(&dir).await.ok_or_else(|| {
+        Exit(
+            1,
+            format!(
+                "sluice: no engine is running on the data dir {}: sharing and joining go \
+                 through it. Start it with `sluice serve` (or the desktop app)",
+                dir.display()
+            ),
+        )
+    })
+}
+
+/// `30s`, `15m`, `12h`, `7d` (or plain seconds) as seconds.
+fn parse_duration(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let (digits, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len()));
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration like 30m, 12h or 7d"))?;
+    let scale = match unit {
+        "" | "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return Err(format!("`{text}`: the unit must be s, m, h or d")),
+    };
+    n.checked_mul(scale)
+        .ok_or_else(|| format!("`{text}` is too long"))
 }
 
 /// `sluice open`: a sign-in link from the engine that serves the data dir.

@@ -2,68 +2,13 @@
 //! token from the data dir, stops cleanly on SIGTERM, and after a SIGKILL
 //! under load every run it acknowledged (202) completes on restart.
 
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
-
-struct Serve {
-    child: Child,
-    base: String,
-    token: String,
-}
-
-fn start(data: &Path) -> Serve {
-    start_with(data, Command::new(SLUICE)).0
-}
-
-/// Starts `sluice serve` through `cmd` (the binary, or a wrapper such as
-/// `prlimit` with the binary as its argument); also returns what it printed
-/// before the sign-in line.
-fn start_with(data: &Path, mut cmd: Command) -> (Serve, Vec<String>) {
-    let mut child = cmd
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .env("SLUICE_DATA_DIR", data)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let mut lines = BufReader::new(stdout).lines();
-    let first = lines.next().unwrap().unwrap();
-    let base = first
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("unexpected: {first}"))
-        .to_string();
-    let mut printed = vec![first];
-    for line in lines.by_ref() {
-        let line = line.unwrap();
-        let done = line.starts_with("editor ");
-        printed.push(line);
-        if done {
-            break;
-        }
-    }
-    // Keep draining stdout so the server never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    let token = std::fs::read_to_string(data.join("api-token"))
-        .unwrap()
-        .trim()
-        .to_string();
-    (Serve { child, base, token }, printed)
-}
-
-fn client() -> reqwest::Client {
-    sluice_nodes::http::install_crypto_provider();
-    reqwest::Client::builder()
-        .timeout(Duration::from_secs(20))
-        .build()
-        .unwrap()
-}
+mod support;
+use support::{SLUICE, client, open, start, start_with};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn serve_answers_and_stops_on_sigterm() {
@@ -277,14 +222,6 @@ async fn two_thousand_idle_connections_do_not_stop_a_webhook() {
 }
 
 /// `sluice open` (alias `login`) as a user runs it beside `sluice serve`.
-fn open(data: &Path, args: &[&str]) -> std::process::Output {
-    Command::new(SLUICE)
-        .args(args)
-        .env("SLUICE_DATA_DIR", data)
-        .output()
-        .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn open_prints_a_fresh_sign_in_link_from_the_running_engine() {
     let dir = tempfile::tempdir().unwrap();
