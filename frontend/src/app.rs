@@ -30,6 +30,12 @@ pub enum Msg {
     Done(Result<String, String>),
     /// The server refused this browser's session (or there is none).
     SignedOut,
+    /// This install's links to workflows joined from peers.
+    Peers(Result<sluice_api::PeersInfo, String>),
+    JoinText(String),
+    /// Join the workflow a pasted ticket shares.
+    Join,
+    Joined(Result<sluice_api::Joined, String>),
 }
 
 pub struct App {
@@ -46,6 +52,11 @@ pub struct App {
     notice: Option<String>,
     /// Not signed in: the sign-in page instead of the editor.
     signed_out: bool,
+    /// Workflows joined from peers (by id), and where their links stand.
+    links: Vec<sluice_api::LinkEntry>,
+    /// The ticket pasted to join, and whether a join is on its way.
+    ticket: String,
+    joining: bool,
     _on_hash: Option<wasm_bindgen::closure::Closure<dyn FnMut()>>,
 }
 
@@ -157,6 +168,8 @@ impl App {
         ctx.link().send_future(async {
             Msg::Listed(net::call_as("GET", "/api/v1/workflows", None).await)
         });
+        ctx.link()
+            .send_future(async { Msg::Peers(net::call_as("GET", "/api/v1/peers", None).await) });
     }
 }
 
@@ -191,6 +204,9 @@ impl Component for App {
             rename_box: NodeRef::default(),
             notice: None,
             signed_out,
+            links: Vec::new(),
+            ticket: String::new(),
+            joining: false,
             _on_hash: Some(on_hash),
         }
     }
@@ -240,6 +256,42 @@ impl Component for App {
                     let path = format!("/api/v1/workflows/{id}");
                     Msg::Created(net::call("PUT", &path, Some(&body)).await.map(|_| id))
                 });
+            }
+            Msg::Peers(Ok(info)) => self.links = info.links,
+            // Peers are extra: the list works without them.
+            Msg::Peers(Err(_)) => return false,
+            Msg::JoinText(t) => {
+                self.ticket = t;
+                return false;
+            }
+            Msg::Join => {
+                let ticket = self.ticket.trim().to_string();
+                if ticket.is_empty() {
+                    self.error = Some("paste the ticket someone shared with you".into());
+                    return true;
+                }
+                self.joining = true;
+                self.error = None;
+                ctx.link().send_future(async move {
+                    let body = json!({ "ticket": ticket });
+                    Msg::Joined(net::call_as("POST", "/api/v1/peers/join", Some(&body)).await)
+                });
+            }
+            Msg::Joined(r) => {
+                self.joining = false;
+                match r {
+                    Ok(j) => {
+                        self.ticket.clear();
+                        self.notice = Some(format!(
+                            "joined {} from {} as {}: a draft here, nothing of it runs until you publish it",
+                            j.workflow,
+                            j.host_name,
+                            j.role.as_str()
+                        ));
+                        ctx.link().send_message(Msg::Open(j.workflow));
+                    }
+                    Err(e) => self.error = Some(e),
+                }
             }
             Msg::Route => {
                 let route = hash_route();
@@ -466,6 +518,12 @@ impl Component for App {
                         if !state.is_empty() {
                             <span class="publish-state" title={state_title}>{ state }</span>
                         }
+                        if let Some(l) = self.links.iter().find(|l| &l.workflow == id) {
+                            <span class="peer-link" data-state={crate::canvas::link_state(l).0}
+                                title={format!("Shared by {}", l.host_name)}>
+                                { format!("from {} · {}", l.host_name, crate::canvas::link_state(l).1) }
+                            </span>
+                        }
                         <span class="id">{ id }</span>
                     </button>
                 },
@@ -516,6 +574,14 @@ impl Component for App {
                     <label class="import">{ "Import JSON…" }
                         <input id="import" type="file" accept=".json,application/json" multiple=true onchange={onimport} />
                     </label>
+                    <form class="join" onsubmit={link.callback(|e: SubmitEvent| { e.prevent_default(); Msg::Join })}>
+                        <input id="join-ticket" placeholder="Paste a ticket to join a shared workflow"
+                            aria-label="Ticket" value={self.ticket.clone()}
+                            oninput={link.callback(|e: InputEvent| { let i: web_sys::HtmlInputElement = e.target_unchecked_into(); Msg::JoinText(i.value()) })} />
+                        <button type="submit" class="join-button" disabled={self.joining}>
+                            { if self.joining { "Joining…" } else { "Join" } }
+                        </button>
+                    </form>
                     { for notice }
                     <ul class="workflows">{ for rows }</ul>
                 </main>

@@ -30,6 +30,8 @@ mod history;
 mod inspector_host;
 mod palette;
 mod publish;
+mod sharing;
+pub use sharing::link_state;
 mod runs;
 mod testing;
 
@@ -104,6 +106,7 @@ pub enum Msg {
     Runs(runs::Msg),
     History(history::Msg),
     Publish(publish::Msg),
+    Share(sharing::Msg),
     Testing(testing::Msg),
 }
 
@@ -127,6 +130,7 @@ pub struct Canvas {
     runs: Runs,
     history: History,
     publishing: Publishing,
+    sharing: sharing::Sharing,
     testing: Testing,
     svg: NodeRef,
     fitted: bool,
@@ -584,6 +588,12 @@ impl Component for Canvas {
             runs: Runs::default(),
             history: History::default(),
             publishing: Publishing::default(),
+            sharing: {
+                let mut sharing = sharing::Sharing::default();
+                sharing.start(ctx.link());
+                ctx.link().send_message(sharing::Msg::Refresh);
+                sharing
+            },
             testing: Testing::default(),
             svg: NodeRef::default(),
             fitted: false,
@@ -718,6 +728,7 @@ impl Component for Canvas {
             Msg::Runs(msg) => self.on_runs(ctx, msg),
             Msg::History(msg) => self.on_history(ctx, msg),
             Msg::Publish(msg) => self.on_publish(ctx, msg),
+            Msg::Share(msg) => self.on_share(ctx, msg),
             Msg::Testing(msg) => self.on_testing(ctx, msg),
             Msg::CenterOn(wx, wy) => {
                 let (w, h) = self.size();

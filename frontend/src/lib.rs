@@ -6,6 +6,8 @@
 //! - [`state`]: the editor's state and reducers, pure and tested natively.
 //! - [`fields`]: config fields typed as text (JSON, numbers, templates),
 //!   pure and tested natively.
+//! - [`review`]: what publishing a draft would change, per node and
+//!   field, code as a line diff; pure, tested natively.
 //! - [`sync`]: the workflow's document and presence as the canvas syncs
 //!   them, pure and tested natively.
 //! - `app`, `canvas`, `scene`, `inspector`, `net`: the browser side
@@ -14,6 +16,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod fields;
+pub mod review;
 pub mod state;
 pub mod sync;
 

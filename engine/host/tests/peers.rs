@@ -404,9 +404,14 @@ async fn offline_edits_merge_when_the_two_meet_again_after_restarts() {
     // The joiner comes back alone and edits offline (a laptop on a train).
     let b = start(db.path(), "Bob").await;
     add_node(&b, "orders", "from_b").await;
-    eventually(Duration::from_secs(5), "B knows A is away", || async {
-        link_state(&b, "orders").await["state"] == "reconnecting"
-    })
+    eventually(
+        Duration::from_secs(5),
+        "B knows A is away, with an edit waiting",
+        || async {
+            let l = link_state(&b, "orders").await;
+            l["state"] == "reconnecting" && l["waiting"].as_u64() >= Some(1)
+        },
+    )
     .await;
     // The sharer comes back (on the port it had): both keep all edits.
     let a = start(da.path(), "Ada").await;
@@ -746,7 +751,8 @@ async fn a_peer_that_breaks_the_rules_changes_nothing() {
         conn.close(0u32.into(), b"");
     }
     // Mid-session: a hello again, then random bytes as a frame.
-    let (_conn, mut tx, mut rx, _) = Raw::new().await.join(editor).await;
+    let raw = Raw::new().await;
+    let (_conn, mut tx, mut rx, _) = raw.join(editor).await;
     wire::write_frame(
         &mut tx,
         &Frame::Hello {

@@ -3,9 +3,12 @@
 //! both ways, and reconnects with backoff after either side restarts. A
 //! refusal (revoked, removed) ends it for good.
 
-use std::sync::Arc;
-use std::sync::Mutex;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use sluice_runtime::executor::DocEvent;
+use tokio::sync::broadcast::error::RecvError;
 
 use sluice_api::LinkState;
 use sluice_store::LinkRow;
@@ -69,6 +72,29 @@ pub(crate) async fn run(
         }
     };
     let mut backoff = FIRST_BACKOFF;
+    // Edits made here while not connected wait, and are counted for the
+    // editor ("offline, 3 edits waiting").
+    let counter = {
+        let (mut events, status, id) = (
+            shared.engine.doc_events(),
+            status.clone(),
+            row.workflow_id.clone(),
+        );
+        AbortOnDrop(tokio::spawn(async move {
+            loop {
+                match events.recv().await {
+                    Ok(DocEvent::Update { workflow, .. })
+                        if *workflow == *id && status.get().0 != LinkState::Connected =>
+                    {
+                        status.waiting.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Ok(_) | Err(RecvError::Lagged(_)) => {}
+                    Err(RecvError::Closed) => return,
+                }
+            }
+        }))
+    };
+    let _counter = counter;
     loop {
         match attempt(&shared, &row, &ticket, &status, &mut first).await {
             Outcome::Refused(reason) => {
@@ -188,12 +214,12 @@ async fn attempt(
     }
     let editor = role == "editor";
     // What the sharer lacks: edits made here while apart.
+    // The edits counted while offline travel as this one catch-up.
+    status.waiting.store(0, Ordering::Relaxed);
     if editor {
         match engine.doc_updates(&row.workflow_id, &host_version).await {
             Ok((bytes, _)) if !bytes.is_empty() => {
-                status
-                    .waiting
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                status.waiting.store(1, Ordering::Relaxed);
                 if let Err(e) = send(
                     &mut tx,
                     &Frame::Update {
@@ -234,9 +260,6 @@ async fn attempt(
     let end = pump.run(&mut tx, &mut frames, docs, &mut keys).await;
     reader.abort();
     engine.presence_leave(&row.workflow_id, &keys, origin);
-    status
-        .waiting
-        .store(0, std::sync::atomic::Ordering::Relaxed);
     // The sharer closes with a reason when it revokes: that is a refusal.
     let reason = conn.close_reason().map(|r| r.to_string());
     conn.close(0u32.into(), b"bye");
@@ -246,6 +269,15 @@ async fn attempt(
             error: e.to_string(),
             was_live: true,
         },
+    }
+}
+
+/// Aborts a task when dropped (the link's helpers end with it).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

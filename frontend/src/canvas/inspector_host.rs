@@ -53,6 +53,7 @@ impl Canvas {
         html! {
             <aside class="inspector">
                 { self.publish_panel(ctx) }
+                { self.share_panel(ctx) }
                 { for node }
                 { self.run_panel(ctx) }
                 { self.history_panel(ctx) }

@@ -1,7 +1,10 @@
 //! The canvas's publish panel: every edit is saved as the draft at once,
 //! and what runs (webhooks, schedules, runs by id) changes only here: the
 //! panel says whether the draft is what runs, what publishing would change,
-//! and the problems that stop it; Publish and Unpublish act on it.
+//! and the problems that stop it; Publish and Unpublish act on it. Edits
+//! from peers are called out ("3 changes from Bob not yet published here")
+//! and Review shows every change from what runs, per node and field, code
+//! as a line diff.
 
 use serde_json::json;
 use sluice_api::{PublishMode, PublishState};
@@ -21,6 +24,10 @@ pub enum Msg {
     Publish,
     Unpublish,
     Done(Result<PublishState, String>),
+    /// Show or hide what publishing would change.
+    Review,
+    /// The published version's workflow (what the review compares with).
+    ReviewBase(String, Result<serde_json::Value, String>),
 }
 
 impl From<Msg> for super::Msg {
@@ -39,6 +46,10 @@ pub struct Publishing {
     generation: u64,
     /// What the last publish or unpublish answered, when it failed.
     error: Option<String>,
+    /// The review is open.
+    reviewing: bool,
+    /// The published workflow the review compares with, by its version.
+    base: Option<(String, Result<serde_json::Value, String>)>,
 }
 
 /// How long after an edit the panel asks again.
@@ -70,6 +81,9 @@ impl Canvas {
             Msg::Loaded(result) => match result {
                 Ok(state) => {
                     self.publishing.state = Some(state);
+                    if self.publishing.reviewing {
+                        self.fetch_review_base(ctx);
+                    }
                     true
                 }
                 Err(e) => {
@@ -98,6 +112,17 @@ impl Canvas {
                 });
                 true
             }
+            Msg::Review => {
+                self.publishing.reviewing = !self.publishing.reviewing;
+                if self.publishing.reviewing {
+                    self.fetch_review_base(ctx);
+                }
+                true
+            }
+            Msg::ReviewBase(version, result) => {
+                self.publishing.base = Some((version, result));
+                true
+            }
             Msg::Done(result) => {
                 self.publishing.busy = false;
                 match result {
@@ -119,6 +144,98 @@ impl Canvas {
                 }
                 true
             }
+        }
+    }
+
+    /// Fetches the published version to review against, unless it is the
+    /// one already here.
+    fn fetch_review_base(&self, ctx: &Context<Self>) {
+        let Some(version) = self
+            .publishing
+            .state
+            .as_ref()
+            .filter(|s| s.published)
+            .and_then(|s| s.published_version.clone())
+        else {
+            return;
+        };
+        if matches!(&self.publishing.base, Some((v, Ok(_))) if *v == version) {
+            return;
+        }
+        let path = format!(
+            "/api/v1/workflows/{}/versions/{}",
+            js_sys::encode_uri_component(&ctx.props().workflow),
+            js_sys::encode_uri_component(&version)
+        );
+        ctx.link().send_future(async move {
+            Msg::ReviewBase(version, net::call("GET", &path, None).await)
+        });
+    }
+
+    /// What publishing the draft would change, node by node.
+    fn review_view(&self, state: &PublishState) -> Html {
+        use crate::review::{Line, NodeChange, Review};
+        let Some(editor) = self.editor.as_ref() else {
+            return Html::default();
+        };
+        let base = match (&self.publishing.base, state.published) {
+            (_, false) => None,
+            (Some((v, Ok(wf))), true) if Some(v) == state.published_version.as_ref() => Some(wf),
+            (Some((_, Err(e))), true) => {
+                return html! { <p class="review-error" role="alert">{ e }</p> };
+            }
+            _ => return html! { <p class="review" data-state="loading">{ "Loading…" }</p> },
+        };
+        let draft = serde_json::to_value(&editor.wf).unwrap_or_default();
+        let review = Review::of(base, &draft);
+        if review.is_empty() {
+            return html! { <p class="review" data-state="empty">{ "Nothing to publish." }</p> };
+        }
+        let show = |v: &Option<serde_json::Value>| match v {
+            None => "—".to_string(),
+            Some(serde_json::Value::String(s)) => s.clone(),
+            Some(v) => v.to_string(),
+        };
+        let field = |f: &crate::review::FieldChange| {
+            let body = match &f.lines {
+                Some(lines) => html! {
+                    <pre class="diff">{ for lines.iter().map(|l| match l {
+                        Line::Same(t) => html! { <span class="same">{ format!("  {t}\n") }</span> },
+                        Line::Removed(t) => html! { <del>{ format!("- {t}\n") }</del> },
+                        Line::Added(t) => html! { <ins>{ format!("+ {t}\n") }</ins> },
+                    }) }</pre>
+                },
+                None => html! {
+                    <span class="change"><del>{ show(&f.before) }</del>{ " → " }<ins>{ show(&f.after) }</ins></span>
+                },
+            };
+            html! { <li class="review-field" data-path={f.path.clone()}><code>{ &f.path }</code>{ " " }{ body }</li> }
+        };
+        let nodes = review.nodes.iter().map(|n| {
+            let (key, word) = match n.change {
+                NodeChange::Added => ("added", "added"),
+                NodeChange::Removed => ("removed", "removed"),
+                NodeChange::Changed => ("changed", "changed"),
+            };
+            html! {
+                <section class="review-node" data-node={n.node.clone()} data-change={key}>
+                    <h3>{ format!("{} · {word}", n.node) }</h3>
+                    if n.change == NodeChange::Changed {
+                        <ul>{ for n.fields.iter().map(field) }</ul>
+                    }
+                </section>
+            }
+        });
+        html! {
+            <div class="review">
+                { for nodes }
+                if !review.workflow.is_empty() {
+                    <section class="review-node" data-node="" data-change="workflow">
+                        <h3>{ "Workflow" }</h3>
+                        <ul>{ for review.workflow.iter().map(field) }</ul>
+                    </section>
+                }
+            </div>
         }
     }
 
@@ -166,9 +283,22 @@ impl Canvas {
         let auto = (state.mode == PublishMode::OnValidIdle).then(|| html! {
             <p class="publish-mode">{ "Publishes by itself once the draft is valid and nobody has edited it for a while." }</p>
         });
+        // A peer's edits wait for this machine's user: said first.
+        let from_peers = (!state.from_peers.is_empty()).then(|| {
+            let n: u32 = state.from_peers.iter().map(|f| f.versions).sum();
+            let names: Vec<&str> = state.from_peers.iter().map(|f| f.peer.as_str()).collect();
+            html! {
+                <p class="peer-review" role="status">
+                    { format!("{n} change{} from {} not yet published here: review them, then publish.",
+                        if n == 1 { "" } else { "s" }, names.join(", ")) }
+                </p>
+            }
+        });
+        let review = (p.reviewing && !up_to_date).then(|| self.review_view(state));
         html! {
             <section class="publish-panel" data-state={key}>
                 <h2>{ "Publish" }</h2>
+                { for from_peers }
                 <p class="publish-status">{ line }</p>
                 if blocked && !up_to_date {
                     <p class="publish-blocked">{ "Fix these to publish:" }</p>
@@ -185,12 +315,20 @@ impl Canvas {
                         onclick={link.callback(|_| Msg::Publish)}>
                         { if p.busy { "Publishing…" } else { "Publish" } }
                     </button>
+                    if !up_to_date {
+                        <button class="review-button" aria-expanded={p.reviewing.to_string()}
+                            title="What publishing would change, per node and field"
+                            onclick={link.callback(|_| Msg::Review)}>
+                            { if p.reviewing { "Hide review" } else { "Review" } }
+                        </button>
+                    }
                     if state.published {
                         <button class="unpublish-button" disabled={p.busy}
                             title="Turn the triggers off until it is published again"
                             onclick={link.callback(|_| Msg::Unpublish)}>{ "Unpublish" }</button>
                     }
                 </p>
+                { for review }
             </section>
         }
     }
