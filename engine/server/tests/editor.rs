@@ -8,7 +8,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use browser::{artifacts, browser, driver, editor_server};
+use browser::{artifacts, browser, driver, editor_peer, editor_server};
 use fantoccini::actions::{InputSource, MOUSE_BUTTON_LEFT, MouseActions, PointerAction};
 use fantoccini::{Client, Locator};
 use serde_json::{Value, json};
@@ -1887,4 +1887,180 @@ async fn listen_for_a_test_call_pin_it_run_one_node_and_preview_templates() {
     .await;
     screenshot(&a, "preview-undefined").await;
     a.close().await.ok();
+}
+
+/// Two engines, each a peer with its own editor: Ada shares from the
+/// Share panel, Bob joins by pasting the ticket, Bob's edit shows in Ada's
+/// editor within a second, and Ada reviews it and publishes it.
+#[tokio::test]
+async fn share_join_and_edit_live_across_two_engines() {
+    let (s1, codes1) = editor_peer(Some("Ada")).await;
+    let (s2, codes2) = editor_peer(Some("Bob")).await;
+    s1.put_workflow(json!({
+        "format": "sluice.workflow/v1", "id": "e2e", "nodes": [
+            {"id": "start", "kind": "trigger.manual", "position": [0, 0]},
+            {"id": "end", "kind": "output.end", "position": [320, 0]}],
+        "edges": [{"from": "start", "to": "end"}]
+    }))
+    .await;
+    let driver = driver().await;
+    let a = browser(&driver).await;
+    let b = browser(&driver).await;
+    open(&a, &s1, &codes1, "e2e").await;
+
+    // Ada: Share → a ticket.
+    a.find(Locator::Css(".share-toggle"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    a.wait()
+        .at_most(Duration::from_secs(5))
+        .for_element(Locator::Css(".create-share"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let ticket_box = a
+        .wait()
+        .at_most(Duration::from_secs(5))
+        .for_element(Locator::Css("#share-ticket"))
+        .await
+        .unwrap();
+    let ticket = ticket_box.prop("value").await.unwrap().unwrap();
+    assert!(ticket.starts_with("sluice"), "{ticket}");
+    screenshot(&a, "share").await;
+
+    // Bob: the workflow list, Join with the ticket.
+    b.goto(&format!("{}/ui/login?code={}", s2.base, codes2.issue()))
+        .await
+        .unwrap();
+    b.wait()
+        .at_most(Duration::from_secs(20))
+        .for_element(Locator::Css("ul.workflows"))
+        .await
+        .unwrap();
+    b.find(Locator::Css("#join-ticket"))
+        .await
+        .unwrap()
+        .send_keys(&ticket)
+        .await
+        .unwrap();
+    b.find(Locator::Css(".join-button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    b.wait()
+        .at_most(Duration::from_secs(20))
+        .for_element(Locator::Css("g.node[data-node='end']"))
+        .await
+        .unwrap();
+    let state = b
+        .wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css(
+            ".share-panel .peer-link[data-state='connected']",
+        ))
+        .await
+        .unwrap();
+    assert!(state.text().await.unwrap().contains("Joined from Ada"));
+    // Ada's panel lists Bob, connected.
+    a.wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css(".peers .peer[data-connected='true']"))
+        .await
+        .unwrap();
+
+    // Bob moves a node: Ada's editor shows it within a second.
+    let before = a
+        .find(Locator::Css("g.node[data-node='end']"))
+        .await
+        .unwrap()
+        .attr("transform")
+        .await
+        .unwrap();
+    drag_by(&b, "g.node[data-node='end'] rect.box", 120.0, 140.0).await;
+    let moved_at = Instant::now();
+    eventually(
+        Duration::from_secs(1),
+        "Bob's move in Ada's editor",
+        || async {
+            a.find(Locator::Css("g.node[data-node='end']"))
+                .await
+                .unwrap()
+                .attr("transform")
+                .await
+                .unwrap()
+                != before
+        },
+    )
+    .await;
+    eprintln!(
+        "Ada's editor showed Bob's move after {:?}",
+        moved_at.elapsed()
+    );
+
+    // Ada is told, reviews and publishes.
+    let banner = a
+        .wait()
+        .at_most(Duration::from_secs(5))
+        .for_element(Locator::Css(".peer-review"))
+        .await
+        .unwrap();
+    assert!(banner.text().await.unwrap().contains("from Bob"));
+    a.find(Locator::Css(".review-button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let change = a
+        .wait()
+        .at_most(Duration::from_secs(5))
+        .for_element(Locator::Css(
+            ".review-node[data-node='end'] .review-field[data-path='position']",
+        ))
+        .await
+        .unwrap();
+    assert!(change.text().await.unwrap().contains("→"));
+    screenshot(&a, "peer-review").await;
+    a.find(Locator::Css(".publish-button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    eventually(
+        Duration::from_secs(5),
+        "published on Ada's engine",
+        || async {
+            let state: Value = s1
+                .api(reqwest::Method::GET, "/workflows/e2e/publish")
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            state["draft_version"] == state["published_version"]
+                && state.get("from_peers").is_none()
+        },
+    )
+    .await;
+    // What runs on Bob's machine is untouched: nothing is published there.
+    let state: Value = s2
+        .api(reqwest::Method::GET, "/workflows/e2e/publish")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(state["published"], false);
+    a.close().await.ok();
+    b.close().await.ok();
 }

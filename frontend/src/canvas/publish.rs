@@ -289,8 +289,8 @@ impl Canvas {
             let names: Vec<&str> = state.from_peers.iter().map(|f| f.peer.as_str()).collect();
             html! {
                 <p class="peer-review" role="status">
-                    { format!("{n} change{} from {} not yet published here: review them, then publish.",
-                        if n == 1 { "" } else { "s" }, names.join(", ")) }
+                    { format!("{n} change{} from {} not yet published here: review {}, then publish.",
+                        if n == 1 { "" } else { "s" }, names.join(", "), if n == 1 { "it" } else { "them" }) }
                 </p>
             }
         });

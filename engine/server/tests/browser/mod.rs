@@ -26,14 +26,24 @@ pub fn ui_dir() -> PathBuf {
 /// A real trigger port serving the built editor, and the one-time codes
 /// that sign a browser in to it.
 pub async fn editor_server() -> (crate::common::Server, std::sync::Arc<sluice_server::Codes>) {
+    editor_peer(None).await
+}
+
+/// An editor server whose engine is also a peer named `peer`, when given.
+pub async fn editor_peer(
+    peer: Option<&str>,
+) -> (crate::common::Server, std::sync::Arc<sluice_server::Codes>) {
     let codes = std::sync::Arc::new(sluice_server::Codes::default());
     let ui = ui_dir();
     let s = {
         let codes = codes.clone();
-        crate::common::server_with(move |o| {
-            o.codes = codes;
-            o.ui_dir = Some(ui);
-        })
+        crate::common::server_full(
+            move |o| {
+                o.codes = codes;
+                o.ui_dir = Some(ui);
+            },
+            peer,
+        )
         .await
     };
     (s, codes)

@@ -21,6 +21,15 @@ pub struct Server {
 }
 
 pub async fn server_with(configure: impl FnOnce(&mut sluice_server::Options)) -> Server {
+    server_full(configure, None).await
+}
+
+/// A server whose engine is also a peer named `peer` (its endpoint on
+/// loopback, relays off), when given.
+pub async fn server_full(
+    configure: impl FnOnce(&mut sluice_server::Options),
+    peer: Option<&str>,
+) -> Server {
     let dir = tempfile::tempdir().unwrap();
     // One compile cache for every test server: the JavaScript runtime is
     // pre-initialized and compiled once, not in every new data dir.
@@ -39,6 +48,20 @@ pub async fn server_with(configure: impl FnOnce(&mut sluice_server::Options)) ->
     let addr = listener.local_addr().unwrap();
     let mut options = sluice_server::Options::new(addr);
     configure(&mut options);
+    if let Some(name) = peer {
+        let peers = sluice_peers::Peers::start(
+            engine.clone(),
+            dir.path(),
+            sluice_peers::PeersOptions {
+                listen: Some("127.0.0.1:0".parse().unwrap()),
+                relays: sluice_peers::Relays::None,
+                name: name.to_string(),
+            },
+        )
+        .await
+        .unwrap();
+        options.peers = Some(peers);
+    }
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let t = token.clone();
     tokio::spawn(async move {
