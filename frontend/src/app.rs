@@ -36,6 +36,12 @@ pub enum Msg {
     /// Join the workflow a pasted ticket shares.
     Join,
     Joined(Result<sluice_api::Joined, String>),
+    /// What the ticket of a `#/join/` link shares.
+    Described(String, Result<sluice_api::TicketInfo, String>),
+    /// The user said yes to the link's join.
+    JoinLinked,
+    /// The user said no.
+    CancelJoin,
 }
 
 pub struct App {
@@ -57,6 +63,8 @@ pub struct App {
     /// The ticket pasted to join, and whether a join is on its way.
     ticket: String,
     joining: bool,
+    /// A join link waiting for the user's yes: its ticket and what it shares.
+    asking: Option<(String, Option<Result<sluice_api::TicketInfo, String>>)>,
     _on_hash: Option<wasm_bindgen::closure::Closure<dyn FnMut()>>,
 }
 
@@ -74,6 +82,19 @@ fn hash_route() -> Option<(String, Option<String>)> {
     Some(match rest.split_once("/r/") {
         Some((wf, run)) if !run.is_empty() => (decode(wf), Some(decode(run))),
         _ => (decode(rest.trim_end_matches('/')), None),
+    })
+}
+
+/// `#/join/<ticket>`: a `sluice://join/` link opened (by the desktop app, or
+/// pasted in the browser): asks before joining.
+fn join_route() -> Option<String> {
+    let hash = web_sys::window()?.location().hash().ok()?;
+    let rest = hash.strip_prefix("#/join/")?.trim_end_matches('/');
+    (!rest.is_empty()).then(|| {
+        js_sys::decode_uri_component(rest)
+            .ok()
+            .and_then(|v| v.as_string())
+            .unwrap_or_else(|| rest.to_string())
     })
 }
 
@@ -164,6 +185,14 @@ fn sign_in_page() -> Html {
 }
 
 impl App {
+    fn describe(ctx: &Context<Self>, ticket: String) {
+        ctx.link().send_future(async move {
+            let body = json!({ "ticket": ticket });
+            let r = net::call_as("POST", "/api/v1/peers/tickets", Some(&body)).await;
+            Msg::Described(ticket, r)
+        });
+    }
+
     fn list(ctx: &Context<Self>) {
         ctx.link().send_future(async {
             Msg::Listed(net::call_as("GET", "/api/v1/workflows", None).await)
@@ -183,6 +212,9 @@ impl Component for App {
         let signed_out = !net::signed_in();
         if !signed_out {
             App::list(ctx);
+            if let Some(ticket) = join_route() {
+                App::describe(ctx, ticket);
+            }
         }
         let on_hash = {
             let link = ctx.link().clone();
@@ -207,6 +239,7 @@ impl Component for App {
             links: Vec::new(),
             ticket: String::new(),
             joining: false,
+            asking: None,
             _on_hash: Some(on_hash),
         }
     }
@@ -277,6 +310,18 @@ impl Component for App {
                     Msg::Joined(net::call_as("POST", "/api/v1/peers/join", Some(&body)).await)
                 });
             }
+            Msg::Described(ticket, r) => self.asking = Some((ticket, Some(r))),
+            Msg::JoinLinked => {
+                if let Some((ticket, _)) = self.asking.take() {
+                    self.ticket = ticket;
+                    ctx.link().send_message(Msg::Join);
+                }
+                set_hash("/");
+            }
+            Msg::CancelJoin => {
+                self.asking = None;
+                set_hash("/");
+            }
             Msg::Joined(r) => {
                 self.joining = false;
                 match r {
@@ -294,6 +339,11 @@ impl Component for App {
                 }
             }
             Msg::Route => {
+                if let Some(ticket) = join_route() {
+                    self.open = None;
+                    App::describe(ctx, ticket);
+                    return true;
+                }
                 let route = hash_route();
                 let (open, run) = match route {
                     Some((wf, run)) => (Some(wf), run),
@@ -574,6 +624,7 @@ impl Component for App {
                     <label class="import">{ "Import JSON…" }
                         <input id="import" type="file" accept=".json,application/json" multiple=true onchange={onimport} />
                     </label>
+                    { self.ask_view(ctx) }
                     <form class="join" onsubmit={link.callback(|e: SubmitEvent| { e.prevent_default(); Msg::Join })}>
                         <input id="join-ticket" placeholder="Paste a ticket to join a shared workflow"
                             aria-label="Ticket" value={self.ticket.clone()}
@@ -587,5 +638,46 @@ impl Component for App {
                 </main>
             </div>
         }
+    }
+}
+
+impl App {
+    /// A join link's question: who shares which workflow, with which role.
+    fn ask_view(&self, ctx: &Context<Self>) -> Html {
+        let link = ctx.link();
+        let Some((_, described)) = &self.asking else {
+            return Html::default();
+        };
+        let body = match described {
+            None => html! { <p>{ "Reading the link…" }</p> },
+            Some(Err(e)) => html! {
+                <>
+                    <p role="alert">{ format!("This join link cannot be used: {e}") }</p>
+                    <button class="cancel-join" onclick={link.callback(|_| Msg::CancelJoin)}>{ "Close" }</button>
+                </>
+            },
+            Some(Ok(info)) => match &info.joined {
+                Some(id) => {
+                    let id = id.clone();
+                    html! {
+                        <>
+                            <p>{ format!("You joined {}'s workflow {} already.", info.host_name, info.workflow) }</p>
+                            <button class="open-joined" onclick={link.batch_callback(move |_| vec![Msg::CancelJoin, Msg::Open(id.clone())])}>{ "Open it" }</button>
+                        </>
+                    }
+                }
+                None => html! {
+                    <>
+                        <p>{ format!("{} shares the workflow “{}” with you as {}.", info.host_name, info.workflow, info.role.as_str()) }</p>
+                        <p class="join-note">{ "It arrives as a draft: nothing of it runs on this machine until you publish it." }</p>
+                        <p>
+                            <button class="confirm-join" onclick={link.callback(|_| Msg::JoinLinked)}>{ "Join" }</button>
+                            <button class="cancel-join" onclick={link.callback(|_| Msg::CancelJoin)}>{ "Cancel" }</button>
+                        </p>
+                    </>
+                },
+            },
+        };
+        html! { <section class="join-ask" role="dialog" aria-label="Join a shared workflow">{ body }</section> }
     }
 }

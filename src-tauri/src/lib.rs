@@ -266,6 +266,8 @@ pub(crate) fn open_link<R: Runtime>(app: &AppHandle<R>, url: &str) {
         let then = match link {
             Link::Home => "/".to_string(),
             Link::Workflow(id) => format!("/#/w/{id}"),
+            // The editor asks first (who shares what, which role).
+            Link::Join(ticket) => format!("/#/join/{ticket}"),
             Link::Run(id) => match engine.store().get_run(&id).await {
                 Ok(Some(run)) => format!("/#/w/{}/r/{id}", run.workflow_id),
                 _ => {

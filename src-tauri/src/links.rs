@@ -2,7 +2,9 @@
 //!
 //! - `sluice://` or `sluice://open`: the app, on the workflow list;
 //! - `sluice://workflow/<id>` (or `sluice://w/<id>`): a workflow;
-//! - `sluice://run/<id>` (or `sluice://r/<id>`): a run, as it ran.
+//! - `sluice://run/<id>` (or `sluice://r/<id>`): a run, as it ran;
+//! - `sluice://join/<ticket>`: a workflow a peer shares; the editor says who
+//!   shares what with which role, and joins only when the user says so.
 
 /// Where a link goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -10,6 +12,7 @@ pub enum Link {
     Home,
     Workflow(String),
     Run(String),
+    Join(String),
 }
 
 /// Ids are what the engine makes and accepts: letters, digits, `-`, `_`, `.`.
@@ -22,6 +25,17 @@ fn id(s: &str) -> Option<String> {
     .then(|| s.to_string())
 }
 
+/// A share ticket as links carry it: `sluice` and lowercase base32, at
+/// most 8 KiB (the engine reads what it holds).
+fn ticket(s: &str) -> Option<String> {
+    let s = s.trim_end_matches('/');
+    (s.starts_with("sluice")
+        && s.len() <= 8192
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()))
+    .then(|| s.to_string())
+}
+
 /// What is wrong with a link (each names the link).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
@@ -31,7 +45,9 @@ pub enum Error {
     NoWorkflowId(String),
     #[error("`{0}`: no valid run id")]
     NoRunId(String),
-    #[error("`{url}`: unknown kind of link `{kind}` (workflow, run or open)")]
+    #[error("`{0}`: not a valid share ticket")]
+    NoTicket(String),
+    #[error("`{url}`: unknown kind of link `{kind}` (workflow, run, join or open)")]
     UnknownKind { url: String, kind: String },
 }
 
@@ -53,6 +69,9 @@ pub fn parse(url: &str) -> Result<Link> {
         "run" | "r" => id(tail)
             .map(Link::Run)
             .ok_or_else(|| Error::NoRunId(url.to_string())),
+        "join" => ticket(tail)
+            .map(Link::Join)
+            .ok_or_else(|| Error::NoTicket(url.chars().take(80).collect())),
         other => Err(Error::UnknownKind {
             url: url.to_string(),
             kind: other.to_string(),
@@ -73,6 +92,15 @@ mod tests {
     #[test]
     fn links_parse_to_places() {
         assert_eq!(parse("sluice://"), Ok(Link::Home));
+        assert_eq!(
+            parse("sluice://join/sluiceabc234"),
+            Ok(Link::Join("sluiceabc234".into()))
+        );
+        assert!(matches!(
+            parse("sluice://join/sluice<script>"),
+            Err(Error::NoTicket(_))
+        ));
+        assert!(matches!(parse("sluice://join/"), Err(Error::NoTicket(_))));
         assert_eq!(parse("sluice://open"), Ok(Link::Home));
         assert_eq!(
             parse("sluice://workflow/orders"),
@@ -107,7 +135,7 @@ mod tests {
         assert!(error("sluice://workflow/a%2Fb").contains("workflow id"));
         assert_eq!(
             error("sluice://delete/x"),
-            "`sluice://delete/x`: unknown kind of link `delete` (workflow, run or open)"
+            "`sluice://delete/x`: unknown kind of link `delete` (workflow, run, join or open)"
         );
     }
 

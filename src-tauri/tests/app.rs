@@ -472,6 +472,49 @@ async fn the_window_edits_and_runs_and_closing_it_keeps_webhooks_answering() {
         c.title().await.is_ok_and(|t| t == "desk-check — Sluice")
     })
     .await;
+
+    // A `sluice://join/` link: the window asks first, saying who shares
+    // which workflow with which role (here a share of this install's own,
+    // which it declines).
+    let r = http
+        .post(format!("{base}/api/v1/workflows/desk-check/shares"))
+        .bearer_auth(&token)
+        .json(&json!({"role": "viewer"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let share: serde_json::Value = r.json().await.unwrap();
+    let mut third = Command::new(env!("CARGO_BIN_EXE_sluice-desktop"));
+    third.arg(share["link"].as_str().unwrap());
+    desktop_env(&mut third);
+    let third = tokio::task::spawn_blocking(move || third.output().unwrap());
+    let third = tokio::time::timeout(Duration::from_secs(20), third)
+        .await
+        .expect("the third launch exits")
+        .unwrap();
+    assert!(
+        third.status.success(),
+        "{}",
+        String::from_utf8_lossy(&third.stderr)
+    );
+    eventually(Duration::from_secs(10), "the join question", || async {
+        text_of(&c, ".join-ask")
+            .await
+            .is_some_and(|t| t.contains("shares the workflow “desk-check” with you as viewer"))
+    })
+    .await;
+    c.find(Locator::Css(".cancel-join"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(10), "the question gone", || async {
+        c.find(Locator::Css(".join-ask")).await.is_err()
+    })
+    .await;
+
     // Ending the session ends the app (the driver's doing); the process
     // groups take anything left.
     c.close().await.ok();

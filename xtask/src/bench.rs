@@ -32,6 +32,12 @@ pub(crate) fn run(which: &str) -> Result<()> {
             step("workflow document benchmark (release build): load, merge + persist, size");
             run_bench_bin("sluice-bench-docs")
         }
+        "peers" => {
+            step(
+                "peers benchmark (release build): join of a 1,000-node workflow, edit propagation engine to engine, memory per peer",
+            );
+            run_bench_bin("sluice-bench-peers")
+        }
         "sandbox" => {
             ensure_target("wasm32-wasip2")?;
             step(

@@ -21,7 +21,7 @@ usage: cargo xtask <command>
                     app when there is a display, else `sluice serve` (the editor in a browser)
   test              fmt check, clippy -D warnings, the whole test suite, wasm32 build of the model and the core
   dist              build the desktop app's .deb into target/dist
-  bench [engine|webhook|http|docs|sandbox|js-engines|editor|desktop]
+  bench [engine|webhook|http|docs|peers|sandbox|js-engines|editor|desktop]
                     print the engine figures, or load the trigger port with wrk (docs/benchmarks.md)
   docs              regenerate docs/nodes.md from the node schemas
   frontend          build the editor into target/frontend/dist

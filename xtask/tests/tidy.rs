@@ -134,6 +134,8 @@ const CONFINED: &[(&[&str], &[&str])] = &[
     (&["sqlx"], &["sluice-store", "sluice-bench"]),
     // The desktop shell.
     (&["tauri", "tauri-build"], &["sluice-desktop"]),
+    // Peer-to-peer networking: the peers crate (tests dial it by hand).
+    (&["iroh"], &["sluice-peers", "sluice-bench"]),
     // WebAssembly execution: the sandbox.
     (
         &["wasmtime", "wasmtime-wasi", "wasmtime-wizer"],

@@ -16,7 +16,7 @@ pub use error::{ErrorBody, ErrorInfo};
 pub use events::{LiveEvent, What};
 pub use peers::{
     Join, Joined, LinkEntry, LinkState, NewShare, PeerEntry, PeersInfo, Role, ShareCreated,
-    ShareEntry, Shares,
+    ShareEntry, Shares, TicketInfo,
 };
 pub use runs::{
     LogLine, NodeTested, Retry, RetryFrom, RunDetail, RunError, RunOutcome, RunStarted, RunStatus,

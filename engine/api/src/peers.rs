@@ -121,6 +121,23 @@ pub struct Joined {
     pub role: Role,
 }
 
+/// What a ticket shares (`POST /api/v1/peers/tickets`), read without
+/// joining or contacting anyone: what to ask before joining.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TicketInfo {
+    /// The sharer's peer id and name.
+    pub host: String,
+    pub host_name: String,
+    pub workflow: String,
+    pub role: Role,
+    /// The addresses the ticket gives for the sharer.
+    pub addrs: Vec<String>,
+    /// The local workflow, when this install joined it already.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub joined: Option<String>,
+}
+
 /// Where a joined workflow's link to its sharer stands.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -870,3 +870,75 @@ async fn a_peers_code_runs_nowhere_until_that_machines_user_publishes_it() {
     a.stop().await.unwrap();
     b.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_joined_workflow_whose_id_is_taken_here_gets_another_and_syncs() {
+    let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = start(da.path(), "Ada").await;
+    let b = start(db.path(), "Bob").await;
+    save_draft(&a, &workflow()).await;
+    // Bob has an `orders` of his own.
+    let mut mine = workflow();
+    mine["name"] = json!("Bob's own orders");
+    save_draft(&b, &mine).await;
+
+    let s = share(&a, "orders", json!({"role": "editor"})).await;
+    let (status, joined) = join(&b, s["ticket"].as_str().unwrap()).await;
+    assert_eq!(status, 201, "{joined}");
+    assert_eq!(joined["workflow"], "orders-2");
+    assert_eq!(wf_of(&b, "orders").await["name"], "Bob's own orders");
+    let copy = wf_of(&b, "orders-2").await;
+    assert_eq!(copy["id"], "orders-2");
+    assert_eq!(copy["name"], "Orders");
+    // Joining again lands on the same copy.
+    let (status, again) = join(&b, s["ticket"].as_str().unwrap()).await;
+    assert_eq!((status, &again["workflow"]), (201, &json!("orders-2")));
+
+    // Edits both ways: Bob's (under his id) reach Ada's `orders`, and hers
+    // his `orders-2`; neither side's id changes.
+    add_node(&b, "orders-2", "from_b").await;
+    add_node(&a, "orders", "from_a").await;
+    eventually(
+        Duration::from_secs(5),
+        "both edits on both sides",
+        || async {
+            let (on_a, on_b) = (wf_of(&a, "orders").await, wf_of(&b, "orders-2").await);
+            node_ids(&on_a) == ["end", "from_a", "from_b", "hook"]
+                && node_ids(&on_b) == node_ids(&on_a)
+                && on_a["id"] == "orders"
+                && on_b["id"] == "orders-2"
+        },
+    )
+    .await;
+    assert_eq!(
+        a.engine.doc_version("orders").await.unwrap(),
+        b.engine.doc_version("orders-2").await.unwrap()
+    );
+    // The copy is mirrored as its own file, under its id here.
+    let file = b.workflows.join("orders-2.flow.json");
+    eventually(Duration::from_secs(5), "the mirrored file", || async {
+        std::fs::read_to_string(&file)
+            .is_ok_and(|t| t.contains("\"orders-2\"") && t.contains("from_a"))
+    })
+    .await;
+    // Bob deletes his copy: the link goes with it, and Ada's next edit
+    // does not bring it back.
+    let (status, _) = call(&b, reqwest::Method::DELETE, "/workflows/orders-2", None).await;
+    assert!(status < 300);
+    eventually(Duration::from_secs(5), "the link gone", || async {
+        link_state(&b, "orders-2").await.is_null()
+    })
+    .await;
+    add_node(&a, "orders", "after_delete").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        call(&b, reqwest::Method::GET, "/workflows/orders-2", None)
+            .await
+            .0,
+        404
+    );
+    // Bob's own workflow was never touched.
+    assert_eq!(node_ids(&wf_of(&b, "orders").await), ["end", "hook"]);
+    a.stop().await.unwrap();
+    b.stop().await.unwrap();
+}

@@ -172,6 +172,7 @@ impl Hub {
             waiting: None,
             resync_from: version,
             grant_of: Some(&peer),
+            linked: false,
         };
         let end = pump.run(&mut tx, &mut frames, docs, &mut keys).await;
         reader.abort();

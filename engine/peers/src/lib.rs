@@ -23,7 +23,9 @@ use std::sync::{Arc, Mutex};
 use iroh::endpoint::{Connection, PortmapperConfig, presets};
 use iroh::protocol::Router;
 use iroh::{Endpoint, NetReportConfig, RelayMap, RelayMode, RelayUrl, SecretKey};
-use sluice_api::{Joined, LinkEntry, PeerEntry, PeersInfo, Role, ShareCreated, ShareEntry, Shares};
+use sluice_api::{
+    Joined, LinkEntry, PeerEntry, PeersInfo, Role, ShareCreated, ShareEntry, Shares, TicketInfo,
+};
 use sluice_runtime::Engine;
 use tokio::task::JoinHandle;
 
@@ -62,10 +64,6 @@ pub enum Error {
     PeerNotFound { workflow: String, peer: String },
     #[error("ticket: {0}")]
     Ticket(#[from] TicketError),
-    #[error(
-        "a workflow `{0}` already exists here and was not joined from this peer: rename or delete it first"
-    )]
-    IdTaken(String),
     #[error("joining `{workflow}` from {host}: {reason}")]
     Join {
         workflow: String,
@@ -89,10 +87,7 @@ impl Error {
 
     /// Whether the caller's request was at fault (an API 400).
     pub fn is_refusal(&self) -> bool {
-        matches!(
-            self,
-            Error::Ticket(_) | Error::IdTaken(_) | Error::Join { .. }
-        )
+        matches!(self, Error::Ticket(_) | Error::Join { .. })
     }
 }
 
@@ -377,6 +372,43 @@ impl Peers {
         for row in peers.shared.engine.store().list_links().await? {
             peers.spawn_link(row, None);
         }
+        // A joined workflow deleted here takes its link with it (the store
+        // dropped the link's row with the workflow).
+        {
+            let shared = Arc::downgrade(&peers.shared);
+            let mut changes = peers.shared.engine.workflow_changes();
+            tokio::spawn(async move {
+                loop {
+                    let id = match changes.recv().await {
+                        Ok(id) => id,
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                        Err(_) => return,
+                    };
+                    let Some(shared) = shared.upgrade() else {
+                        return;
+                    };
+                    let linked = shared
+                        .links
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .contains_key(&id);
+                    if !linked {
+                        continue;
+                    }
+                    let gone = matches!(shared.engine.store().list_links().await,
+                        Ok(links) if !links.iter().any(|l| l.workflow_id == id));
+                    if gone
+                        && let Some(h) = shared
+                            .links
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .remove(&id)
+                    {
+                        h.task.abort();
+                    }
+                }
+            });
+        }
         Ok(peers)
     }
 
@@ -565,6 +597,29 @@ impl Peers {
         Ok(())
     }
 
+    /// What a ticket shares, read without joining or contacting anyone.
+    pub async fn describe(&self, text: &str) -> Result<TicketInfo> {
+        let t = Ticket::decode(text)?;
+        let host = t.addr.id.to_z32();
+        let joined = self
+            .shared
+            .engine
+            .store()
+            .list_links()
+            .await?
+            .into_iter()
+            .find(|l| l.host == host && l.remote_workflow == t.workflow)
+            .map(|l| l.workflow_id);
+        Ok(TicketInfo {
+            host,
+            host_name: clean_name(&t.name),
+            workflow: t.workflow.chars().take(128).collect(),
+            role: Role::parse(&t.role).unwrap_or(Role::Viewer),
+            addrs: t.addr.ip_addrs().map(ToString::to_string).collect(),
+            joined,
+        })
+    }
+
     /// Joins the workflow a ticket shares: connects, takes the whole
     /// document, and keeps the link live (reconnecting with backoff) from
     /// then on. The workflow keeps its id here; nothing of it is published
@@ -578,26 +633,44 @@ impl Peers {
             host: ticket.name.clone(),
             reason,
         };
-        if !sluice_model::template::is_identifier(&id) {
+        if !sluice_model::validate::is_slug(&id) {
             return Err(join_err(format!("`{id}` is not a workflow id")));
         }
         if host == self.id() {
             return Err(join_err("this ticket is this install's own share".into()));
         }
         let store = self.shared.engine.store();
-        let existing = store
-            .list_links()
-            .await?
-            .into_iter()
-            .find(|l| l.workflow_id == id);
-        match &existing {
-            Some(l) if l.host == host && l.remote_workflow == id => {}
-            Some(_) => return Err(Error::IdTaken(id)),
-            None if store.get_workflow(&id).await?.is_some() => return Err(Error::IdTaken(id)),
-            None => {}
-        }
+        let links = store.list_links().await?;
+        // Joined before from this sharer: the same local workflow. Else its
+        // id, or the first free `id-2`, `id-3`… (never a local workflow).
+        let known = links
+            .iter()
+            .find(|l| l.host == host && l.remote_workflow == id)
+            .map(|l| l.workflow_id.clone());
+        let local = match known.clone() {
+            Some(l) => l,
+            None => {
+                let mut n = 1;
+                loop {
+                    let candidate = if n == 1 {
+                        id.clone()
+                    } else {
+                        format!("{id}-{n}")
+                    };
+                    let taken = links.iter().any(|l| l.workflow_id == candidate)
+                        || store.get_workflow(&candidate).await?.is_some();
+                    if !taken && sluice_model::validate::is_slug(&candidate) {
+                        break candidate;
+                    }
+                    n += 1;
+                    if n > 1000 {
+                        return Err(join_err("no free id for it here".into()));
+                    }
+                }
+            }
+        };
         let row = sluice_store::LinkRow {
-            workflow_id: id.clone(),
+            workflow_id: local.clone(),
             ticket: ticket.encode(),
             host,
             host_name: clean_name(&ticket.name),
@@ -605,11 +678,17 @@ impl Peers {
             role: ticket.role.clone(),
             joined_at_us: now_us(),
         };
+        // Stored first: the document learns from it which id it holds.
+        store.put_link(&row).await?;
         // The first connection is made here, so a refusal is the answer.
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.spawn_link(row.clone(), Some(tx));
-        match rx.await {
-            Ok(Ok(welcome_role)) => {
+        let answer = match rx.await {
+            Ok(r) => r,
+            Err(_) => Err("the link stopped".into()),
+        };
+        match answer {
+            Ok(welcome_role) => {
                 let mut row = row;
                 row.role = welcome_role;
                 store.put_link(&row).await?;
@@ -618,23 +697,22 @@ impl Peers {
                     .links
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .get_mut(&id)
+                    .get_mut(&local)
                 {
                     h.row = row.clone();
                 }
                 Ok(Joined {
-                    workflow: id,
+                    workflow: local,
                     host_name: row.host_name,
                     role: Role::parse(&row.role).unwrap_or(Role::Viewer),
                 })
             }
-            Ok(Err(reason)) => {
-                self.stop_link(&id);
+            Err(reason) => {
+                self.stop_link(&local);
+                if known.is_none() {
+                    store.delete_link(&local).await?;
+                }
                 Err(join_err(reason))
-            }
-            Err(_) => {
-                self.stop_link(&id);
-                Err(join_err("the link stopped".into()))
             }
         }
     }

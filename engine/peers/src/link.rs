@@ -256,6 +256,7 @@ async fn attempt(
         waiting: Some(&status.waiting),
         resync_from: host_version,
         grant_of: None,
+        linked: true,
     };
     let end = pump.run(&mut tx, &mut frames, docs, &mut keys).await;
     reader.abort();

@@ -45,6 +45,9 @@ pub(crate) struct Pump<'a> {
     /// is merged (a revocation takes effect at the next update even before
     /// the connection closes).
     pub grant_of: Option<&'a str>,
+    /// On the joiner: the link is checked before each update is merged (a
+    /// copy deleted here is not brought back by the sharer's next edit).
+    pub linked: bool,
 }
 
 /// Why a session ended.
@@ -221,6 +224,16 @@ impl Pump<'_> {
                     if role.as_deref() != Some("editor") {
                         return Err(End::Protocol("no longer allowed to edit".into()));
                     }
+                }
+                if self.linked
+                    && !self
+                        .engine
+                        .store()
+                        .has_link(self.workflow)
+                        .await
+                        .map_err(|e| End::Gone(format!("reading links: {e}")))?
+                {
+                    return Err(End::Gone("the workflow was deleted here".into()));
                 }
                 let answer = match self
                     .engine

@@ -77,6 +77,7 @@ pub(crate) fn routes() -> axum::Router<AppState> {
         )
         .route("/peers", get(crate::peers::info))
         .route("/peers/join", post(crate::peers::join))
+        .route("/peers/tickets", post(crate::peers::describe_ticket))
 }
 
 #[utoipa::path(get, path = "/api/v1/health", tag = "engine",

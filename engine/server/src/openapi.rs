@@ -42,6 +42,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
         crate::peers::revoke_share,
         crate::peers::remove_peer,
         crate::peers::join,
+        crate::peers::describe_ticket,
         crate::peers::info,
         crate::api::test_node,
         crate::api::listen_for_test_call,

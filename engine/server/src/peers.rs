@@ -7,7 +7,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::de::DeserializeOwned;
-use sluice_api::{Join, Joined, NewShare, PeersInfo, ShareCreated, Shares};
+use sluice_api::{Join, Joined, NewShare, PeersInfo, ShareCreated, Shares, TicketInfo};
 use sluice_peers::Peers;
 
 use crate::{ApiError, AppState};
@@ -97,6 +97,18 @@ pub(crate) async fn join(
     let req: Join = body(&bytes)?;
     let joined = peers(&s)?.join(&req.ticket).await?;
     Ok((StatusCode::CREATED, Json(joined)))
+}
+
+#[utoipa::path(post, path = "/api/v1/peers/tickets", tag = "peers",
+    request_body(content = Join, content_type = "application/json"),
+    responses((status = 200, description = "What the ticket shares (nothing is contacted)", body = TicketInfo),
+        (status = 400, description = "Not a ticket")))]
+pub(crate) async fn describe_ticket(
+    State(s): State<AppState>,
+    bytes: Bytes,
+) -> Result<Json<TicketInfo>, ApiError> {
+    let req: Join = body(&bytes)?;
+    Ok(Json(peers(&s)?.describe(&req.ticket).await?))
 }
 
 #[utoipa::path(get, path = "/api/v1/peers", tag = "peers",

@@ -60,6 +60,32 @@ pub(super) struct DocState {
     pending: usize,
     /// A background compaction is under way.
     compacting: bool,
+    /// The id the document holds when it differs from the workflow's id
+    /// here (a workflow joined from a peer whose id was taken here): the
+    /// document keeps the sharer's id, the stored JSON has this one.
+    alias: Option<String>,
+}
+
+impl DocState {
+    /// `wf` as the document must hold it (under its alias).
+    fn for_doc<'w>(&self, wf: &'w Workflow) -> std::borrow::Cow<'w, Workflow> {
+        match &self.alias {
+            Some(a) if wf.id != *a => {
+                let mut w = wf.clone();
+                w.id = a.clone();
+                std::borrow::Cow::Owned(w)
+            }
+            _ => std::borrow::Cow::Borrowed(wf),
+        }
+    }
+
+    /// The document's workflow under the id it has here.
+    fn to_local(&self, id: &str, mut wf: Workflow) -> Workflow {
+        if self.alias.as_deref() == Some(wf.id.as_str()) {
+            wf.id = id.to_string();
+        }
+        wf
+    }
 }
 
 /// Updates after which a document is compacted into a snapshot.
@@ -144,7 +170,7 @@ impl Engine {
         // The new JSON becomes the fewest operations on the document.
         let changed = state
             .doc
-            .apply_as(&plan.workflow, origin)
+            .apply_as(&state.for_doc(&plan.workflow), origin)
             .map_err(Error::Doc)?;
         let head = state.doc.head();
         if changed {
@@ -258,10 +284,12 @@ impl Engine {
         let checked = imported
             .map_err(Error::Doc)
             .and_then(|()| match state.doc.id() {
-                Some(new_id) if new_id != id => Err(Error::DocRenamed {
-                    id: id.to_string(),
-                    renamed: new_id,
-                }),
+                Some(new_id) if new_id != state.alias.as_deref().unwrap_or(id) => {
+                    Err(Error::DocRenamed {
+                        id: id.to_string(),
+                        renamed: new_id,
+                    })
+                }
                 _ => Ok(()),
             });
         if let Err(e) = checked {
@@ -318,7 +346,10 @@ impl Engine {
             let state = self.doc_state(&mut docs, id).await?;
             let fork = state.doc.at(base).map_err(Error::Doc)?;
             let from = fork.version();
-            if !fork.apply_as(wf, Some(origin)).map_err(Error::Doc)? {
+            if !fork
+                .apply_as(&state.for_doc(wf), Some(origin))
+                .map_err(Error::Doc)?
+            {
                 return Ok(false);
             }
             fork.updates_since(&from).map_err(Error::Doc)?
@@ -337,7 +368,7 @@ impl Engine {
             return Ok(());
         }
         let state = self.doc_state(&mut docs, id).await?;
-        let wf = state.doc.to_workflow().map_err(Error::Doc)?;
+        let wf = state.to_local(id, state.doc.to_workflow().map_err(Error::Doc)?);
         // A document is stored (and mirrored) as JSON only when it names
         // this workflow and its nodes by slugs. Other problems (a field
         // still being typed) are allowed in the stored JSON: runs refuse it
@@ -528,7 +559,7 @@ impl Engine {
         let mut docs = self.inner.documents.docs.lock().await;
         let state = self.doc_state(&mut docs, id).await?;
         let past = state.doc.at(version).map_err(Error::Doc)?;
-        past.to_workflow().map_err(Error::Doc)
+        Ok(state.to_local(id, past.to_workflow().map_err(Error::Doc)?))
     }
 
     /// Makes workflow `id` what it was at `version`, as new operations on
@@ -580,6 +611,7 @@ impl Engine {
                 last_seq: stored.updates.last().map_or(stored.upto_seq, |u| u.0),
                 pending: stored.updates.len(),
                 compacting: false,
+                alias: self.store().doc_alias(id).await?,
             };
             if stored.snapshot.is_none()
                 && stored.updates.is_empty()

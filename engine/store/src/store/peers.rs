@@ -327,6 +327,29 @@ impl Store {
         .await?)
     }
 
+    /// The id the document of workflow `id` holds, when it was joined from
+    /// a peer under another id (its id there was taken here).
+    pub async fn doc_alias(&self, id: &str) -> Result<Option<String>> {
+        Ok(sqlx::query_scalar(
+            "SELECT remote_workflow FROM peer_links WHERE workflow_id = ? \
+             AND remote_workflow != workflow_id",
+        )
+        .bind(id)
+        .fetch_optional(&self.inner.pool)
+        .await?)
+    }
+
+    /// Whether workflow `id` is linked to a peer (joined from it).
+    pub async fn has_link(&self, id: &str) -> Result<bool> {
+        Ok(
+            sqlx::query_scalar::<_, i64>("SELECT 1 FROM peer_links WHERE workflow_id = ?")
+                .bind(id)
+                .fetch_optional(&self.inner.pool)
+                .await?
+                .is_some(),
+        )
+    }
+
     /// Forgets a joined workflow's link. Returns whether there was one.
     pub async fn delete_link(&self, id: &str) -> Result<bool> {
         let done = sqlx::query("DELETE FROM peer_links WHERE workflow_id = ?")
