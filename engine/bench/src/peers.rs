@@ -69,17 +69,6 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
 /// A bare iroh endpoint on loopback.
 async fn endpoint() -> Result<iroh::Endpoint> {
     Ok(iroh::Endpoint::builder(iroh::endpoint::presets::Minimal)
@@ -109,7 +98,12 @@ fn edit(editor: &WorkflowDoc, i: usize) -> Result<Vec<u8>> {
 
 /// Edits made by an editor window on `from` until `to` has merged each:
 /// the latencies.
-async fn propagation(from: &Engine, to: &Engine, peer: u64) -> Result<Vec<Duration>> {
+async fn propagation(
+    from: &Engine,
+    to: &Engine,
+    peer: u64,
+    offset: usize,
+) -> Result<Vec<Duration>> {
     let (bytes, _) = from.doc_updates("big", &[]).await?;
     let editor = WorkflowDoc::from_bytes(&bytes)?;
     editor.loro().set_peer_id(peer)?;
@@ -117,9 +111,13 @@ async fn propagation(from: &Engine, to: &Engine, peer: u64) -> Result<Vec<Durati
     let mut events = to.doc_events();
     let mut out = Vec::with_capacity(EDITS);
     for i in 0..EDITS {
-        let update = edit(&editor, i)?;
+        // Values no earlier pass wrote: every edit changes something.
+        let update = edit(&editor, offset + i)?;
         let t = Instant::now();
-        from.import_doc_update_from("big", &update, origin).await?;
+        anyhow::ensure!(
+            from.import_doc_update_from("big", &update, origin).await?,
+            "edit {i} changed nothing"
+        );
         loop {
             match tokio::time::timeout(Duration::from_secs(5), events.recv()).await {
                 Ok(Ok(DocEvent::Update { workflow, .. })) if &*workflow == "big" => break,
@@ -233,9 +231,109 @@ async fn clients(n: usize, ticket: &str) -> Result<()> {
     Ok(())
 }
 
+/// `--hub`: a sharer alone in its process (so its memory is its own): the
+/// 1,000-node workflow shared, the ticket printed; each `edit` line on
+/// stdin makes 20 edits that go to every peer; EOF ends it.
+async fn hub() -> Result<()> {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir()?;
+    let (a, peers) = engine(dir.path(), "Hub").await?;
+    let plan = Plan::new(big_workflow()?)?;
+    a.save_workflow(&plan).await?;
+    let share = peers
+        .share("big", sluice_api::Role::Editor, None, None)
+        .await?;
+    let (bytes, _) = a.doc_updates("big", &[]).await?;
+    let editor = WorkflowDoc::from_bytes(&bytes)?;
+    editor.loro().set_peer_id(303)?;
+    println!("{}", share.ticket);
+    let mut n = 0;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines() {
+            if line.is_err() || tx.send(()).is_err() {
+                break;
+            }
+        }
+    });
+    while rx.recv().await.is_some() {
+        for _ in 0..20 {
+            a.import_doc_update("big", &edit(&editor, 3_000_000 + n)?)
+                .await?;
+            n += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let connected = peers
+            .shares("big")
+            .await?
+            .peers
+            .iter()
+            .filter(|p| p.connected)
+            .count();
+        println!("{connected}");
+    }
+    peers.shutdown().await;
+    Ok(())
+}
+
+fn rss_of(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// The sharer's memory with no peer and with `CLIENTS` peers, each after
+/// 20 edits relayed: (before KiB, after KiB, peers connected).
+fn memory_per_peer() -> Result<(u64, u64, usize)> {
+    use std::io::{BufRead, Write};
+    let exe = std::env::current_exe()?;
+    let mut hub = std::process::Command::new(&exe)
+        .arg("--hub")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()?;
+    let mut out = std::io::BufReader::new(hub.stdout.take().context("hub stdout")?);
+    let mut hub_in = hub.stdin.take().context("hub stdin")?;
+    let mut line = String::new();
+    out.read_line(&mut line)?;
+    let ticket = line.trim().to_string();
+    let mut ask = |out: &mut std::io::BufReader<_>| -> Result<usize> {
+        writeln!(hub_in, "edit")?;
+        let mut l = String::new();
+        out.read_line(&mut l)?;
+        Ok(l.trim().parse()?)
+    };
+    ask(&mut out)?;
+    let before = rss_of(hub.id());
+    let mut clients = std::process::Command::new(&exe)
+        .args(["--clients", &CLIENTS.to_string(), &ticket])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()?;
+    let mut ready = String::new();
+    std::io::BufReader::new(clients.stdout.take().context("clients stdout")?)
+        .read_line(&mut ready)?;
+    anyhow::ensure!(ready.trim() == "ready", "the clients said {ready:?}");
+    let connected = ask(&mut out)?;
+    let after = rss_of(hub.id());
+    drop(clients.stdin.take());
+    clients.wait()?;
+    drop(hub_in);
+    hub.wait()?;
+    Ok((before, after, connected))
+}
+
 #[tokio::main]
 async fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("--hub") {
+        return hub().await;
+    }
     if args.get(1).map(String::as_str) == Some("--clients") {
         let n: usize = args.get(2).context("--clients N TICKET")?.parse()?;
         return clients(n, args.get(3).context("--clients N TICKET")?).await;
@@ -269,8 +367,8 @@ async fn main() -> Result<()> {
     // Propagation both ways between A and a joined B.
     let (b, peers_b) = engine(db.path(), "Bob").await?;
     peers_b.join(&share.ticket).await?;
-    let a_to_b = propagation(&a, &b, 101).await?;
-    let b_to_a = propagation(&b, &a, 202).await?;
+    let a_to_b = propagation(&a, &b, 101, 0).await?;
+    let b_to_a = propagation(&b, &a, 202, 1_000_000).await?;
     let update_len = {
         let (bytes, _) = a.doc_updates("big", &[]).await?;
         let ed = WorkflowDoc::from_bytes(&bytes)?;
@@ -280,40 +378,8 @@ async fn main() -> Result<()> {
     let (va, vb) = (a.doc_version("big").await?, b.doc_version("big").await?);
     anyhow::ensure!(va == vb, "the two engines did not converge");
 
-    // Memory per connected peer, on the sharer: the peers run in a child
-    // process.
-    let before = rss_kib();
-    let exe = std::env::current_exe()?;
-    let mut child = std::process::Command::new(exe)
-        .args(["--clients", &CLIENTS.to_string(), &share.ticket])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()?;
-    {
-        use std::io::BufRead;
-        let out = child.stdout.take().context("child stdout")?;
-        let mut line = String::new();
-        std::io::BufReader::new(out).read_line(&mut line)?;
-        anyhow::ensure!(line.trim() == "ready", "the clients said {line:?}");
-    }
-    // A few edits reach every peer.
-    let (bytes, _) = a.doc_updates("big", &[]).await?;
-    let editor = WorkflowDoc::from_bytes(&bytes)?;
-    editor.loro().set_peer_id(303)?;
-    for i in 0..20 {
-        a.import_doc_update("big", &edit(&editor, i)?).await?;
-    }
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let after = rss_kib();
-    let connected = peers_a
-        .shares("big")
-        .await?
-        .peers
-        .iter()
-        .filter(|p| p.connected)
-        .count();
-    drop(child.stdin.take());
-    child.wait()?;
+    // Memory per connected peer, on a sharer alone in its process.
+    let (before, after, connected) = memory_per_peer()?;
 
     println!("peers benchmark (two engines on loopback, relays off; release build):");
     let jm = pct(joins.clone(), 50);
@@ -341,8 +407,10 @@ async fn main() -> Result<()> {
         ms(pct(floor, 99))
     );
     println!(
-        "  sharer memory per connected peer ({connected} peers, 20 edits relayed to each): {:.0} KiB",
-        (after.saturating_sub(before)) as f64 / connected.max(1) as f64
+        "  sharer memory per connected peer ({connected} peers, 20 edits relayed to each): {:.0} KiB (RSS {:.1} MiB with none, {:.1} MiB with them)",
+        (after.saturating_sub(before)) as f64 / connected.max(1) as f64,
+        before as f64 / 1024.0,
+        after as f64 / 1024.0
     );
     peers_a.shutdown().await;
     peers_b.shutdown().await;

@@ -17,7 +17,7 @@ use crate::wire::{Frame, MAX_HELLO, read_frame};
 use crate::{Session, Shared, clean_name, now_us, peer_label};
 
 /// How long a peer has to open its stream and say hello.
-const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 
 static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
 
@@ -40,12 +40,14 @@ impl Hub {
 
 impl ProtocolHandler for Hub {
     async fn accept(&self, conn: Connection) -> Result<(), AcceptError> {
-        // Bounded: beyond the limit a peer is turned away at once.
-        let Ok(_slot) = self.shared.slots.clone().try_acquire_owned() else {
-            conn.close(2u32.into(), b"too many peers");
+        // Bounded: connections that have not said hello yet, and peers let
+        // in, each have their own limit, so strangers holding connections
+        // open cannot keep the peers with grants out.
+        let Ok(pending) = self.shared.pending.clone().try_acquire_owned() else {
+            conn.close(2u32.into(), b"too many connections");
             return Ok(());
         };
-        if let Err(reason) = self.session(&conn).await {
+        if let Err(reason) = self.session(&conn, pending).await {
             conn.close(1u32.into(), reason.as_bytes());
         }
         Ok(())
@@ -54,7 +56,11 @@ impl ProtocolHandler for Hub {
 
 impl Hub {
     /// One peer's session; the error is why it ended, for the peer.
-    async fn session(&self, conn: &Connection) -> Result<(), String> {
+    async fn session(
+        &self,
+        conn: &Connection,
+        pending: tokio::sync::OwnedSemaphorePermit,
+    ) -> Result<(), String> {
         let engine = &self.shared.engine;
         let peer = conn.remote_id().to_z32();
         let (mut tx, mut rx) = tokio::time::timeout(HELLO_TIMEOUT, conn.accept_bi())
@@ -117,6 +123,12 @@ impl Hub {
             send(&mut tx, &refuse(reason.clone())).await.ok();
             return Err(reason);
         }
+        drop(pending);
+        let Ok(_slot) = self.shared.slots.clone().try_acquire_owned() else {
+            let reason = "too many peers connected".to_string();
+            send(&mut tx, &refuse(reason.clone())).await.ok();
+            return Err(reason);
+        };
         store
             .touch_peer(&workflow, &peer, &name, now_us())
             .await

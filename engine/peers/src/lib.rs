@@ -40,6 +40,9 @@ const PORT_FILE: &str = "peer.port";
 /// Most peers connected to this engine at once (all workflows).
 const MAX_SESSIONS: usize = 256;
 
+/// Most connections in their opening exchange at once (each has 5 s).
+const MAX_PENDING: usize = 128;
+
 /// Why a peers operation failed. Messages name the thing.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -171,6 +174,8 @@ pub(crate) struct Shared {
     /// Peers connected to this engine's shared workflows.
     pub(crate) sessions: Mutex<Vec<Session>>,
     pub(crate) slots: Arc<tokio::sync::Semaphore>,
+    /// Connections still in their opening exchange.
+    pub(crate) pending: Arc<tokio::sync::Semaphore>,
     /// Workflows joined from peers, by local id.
     links: Mutex<HashMap<String, LinkHandle>>,
 }
@@ -360,6 +365,7 @@ impl Peers {
             name: options.name,
             sessions: Mutex::new(Vec::new()),
             slots: Arc::new(tokio::sync::Semaphore::new(MAX_SESSIONS)),
+            pending: Arc::new(tokio::sync::Semaphore::new(MAX_PENDING)),
             links: Mutex::new(HashMap::new()),
         });
         let router = Router::builder(endpoint)
