@@ -238,6 +238,27 @@ impl Canvas {
             self.refused = Some("this is a past run: go back to editing to change it".into());
             return true;
         }
+        // A viewer's copy: the sharer would refuse its edits, so they are
+        // not made here either (the copy stays the sharer's).
+        if let Some(l) = self
+            .sharing
+            .link
+            .as_ref()
+            .filter(|l| l.role == sluice_api::Role::Viewer)
+            && !matches!(
+                action,
+                Action::Select { .. }
+                    | Action::SelectBox { .. }
+                    | Action::ClearSelection
+                    | Action::SelectAll
+            )
+        {
+            self.refused = Some(format!(
+                "you joined this workflow as a viewer: {}'s edits show here, yours are not made",
+                l.host_name
+            ));
+            return true;
+        }
         let Some(editor) = self.shown_mut() else {
             return false;
         };

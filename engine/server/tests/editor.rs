@@ -2064,3 +2064,90 @@ async fn share_join_and_edit_live_across_two_engines() {
     a.close().await.ok();
     b.close().await.ok();
 }
+
+/// A viewer's editor shows the sharer's edits live and makes none of its
+/// own: a drag is refused on the spot, visibly.
+#[tokio::test]
+async fn a_viewers_editor_follows_the_sharer_and_refuses_edits() {
+    let (s1, _codes1) = editor_peer(Some("Ada")).await;
+    let (s2, codes2) = editor_peer(Some("Vic")).await;
+    s1.put_workflow(json!({
+        "format": "sluice.workflow/v1", "id": "e2e", "nodes": [
+            {"id": "start", "kind": "trigger.manual", "position": [0, 0]},
+            {"id": "end", "kind": "output.end", "position": [320, 0]}],
+        "edges": [{"from": "start", "to": "end"}]
+    }))
+    .await;
+    let share: Value = s1
+        .api(reqwest::Method::POST, "/workflows/e2e/shares")
+        .json(&json!({"role": "viewer"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let joined = s2
+        .api(reqwest::Method::POST, "/peers/join")
+        .json(&json!({"ticket": share["ticket"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(joined.status(), 201);
+    let driver = driver().await;
+    let v = browser(&driver).await;
+    open(&v, &s2, &codes2, "e2e").await;
+    v.wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css(
+            ".share-panel .peer-link[data-state='connected']",
+        ))
+        .await
+        .unwrap();
+    drag_by(&v, "g.node[data-node='end'] rect.box", 120.0, 140.0).await;
+    screenshot(&v, "viewer").await;
+    let refused = v
+        .wait()
+        .at_most(Duration::from_secs(5))
+        .for_element(Locator::Css(".refused"))
+        .await
+        .unwrap();
+    assert!(refused.text().await.unwrap().contains("as a viewer"));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        stored(&s1, "e2e").await["nodes"][1]["position"],
+        json!([320.0, 0.0])
+    );
+    // Ada's edit shows in the viewer's editor.
+    let before = v
+        .find(Locator::Css("g.node[data-node='end']"))
+        .await
+        .unwrap()
+        .attr("transform")
+        .await
+        .unwrap();
+    let mut wf = stored(&s1, "e2e").await;
+    wf["nodes"][1]["position"] = json!([640, 200]);
+    let r = s1
+        .api(reqwest::Method::PUT, "/workflows/e2e")
+        .json(&wf)
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    eventually(
+        Duration::from_secs(2),
+        "Ada's move in the viewer's editor",
+        || async {
+            v.find(Locator::Css("g.node[data-node='end']"))
+                .await
+                .unwrap()
+                .attr("transform")
+                .await
+                .unwrap()
+                != before
+        },
+    )
+    .await;
+    v.close().await.ok();
+}

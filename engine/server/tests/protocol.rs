@@ -19,7 +19,7 @@ use sluice_api::{
 use tokio_tungstenite::tungstenite::Message;
 
 mod common;
-use common::{json_of, server};
+use common::{json_of, server, server_full};
 
 /// `v` read as a `T`, checked to lose nothing.
 #[track_caller]
@@ -343,6 +343,12 @@ async fn the_openapi_document_describes_the_api_types() {
         "Health",
         "SignInLink",
         "Me",
+        "ShareCreated",
+        "Shares",
+        "Joined",
+        "TicketInfo",
+        "PeersInfo",
+        "FromPeer",
     ] {
         assert!(schemas.get(name).is_some(), "no schema {name}: {schemas}");
     }
@@ -355,4 +361,124 @@ async fn the_openapi_document_describes_the_api_types() {
     let ok = &doc["paths"]["/api/v1/runs/{id}"]["get"]["responses"]["200"]["content"]["application/json"]
         ["schema"];
     assert_eq!(ok["$ref"], "#/components/schemas/RunDetail", "{ok}");
+}
+
+/// The peers routes' bodies, between two engines that are peers.
+#[tokio::test]
+async fn every_peers_body_decodes_into_the_api_types() {
+    use sluice_api::{Joined, PeersInfo, PublishState, ShareCreated, Shares, TicketInfo};
+    let a = server_full(|_| {}, Some("Ada")).await;
+    let b = server_full(|_| {}, Some("Bob")).await;
+    a.put_workflow(
+        json!({"format": "sluice.workflow/v1", "id": "shared", "nodes": [
+        {"id": "t", "kind": "trigger.manual"}, {"id": "end", "kind": "output.end"}],
+        "edges": [{"from": "t", "to": "end"}]}),
+    )
+    .await;
+    let r = a
+        .api(Method::POST, "/workflows/shared/shares")
+        .json(&json!({"role": "editor", "expires_in_s": 3600, "uses": 2}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let share: ShareCreated = decodes_as(&json_of(r).await);
+    let r = b
+        .api(Method::POST, "/peers/tickets")
+        .json(&json!({"ticket": share.link}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let info: TicketInfo = decodes_as(&json_of(r).await);
+    assert_eq!(
+        (info.workflow.as_str(), info.host_name.as_str()),
+        ("shared", "Ada")
+    );
+    let r = b
+        .api(Method::POST, "/peers/join")
+        .json(&json!({"ticket": share.ticket}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let joined: Joined = decodes_as(&json_of(r).await);
+    assert_eq!(joined.workflow, "shared");
+    let shares: Shares = decodes_as(
+        &json_of(
+            a.api(Method::GET, "/workflows/shared/shares")
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await,
+    );
+    assert_eq!(shares.peers[0].name, "Bob");
+    let peers: PeersInfo =
+        decodes_as(&json_of(b.api(Method::GET, "/peers").send().await.unwrap()).await);
+    assert_eq!(peers.links[0].host_name, "Ada");
+    // The sharer's publish state names the peer once it edits.
+    let mut wf: Value = json_of(
+        b.api(Method::GET, "/workflows/shared")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    wf["name"] = json!("Renamed by Bob");
+    let r = b
+        .api(Method::PUT, "/workflows/shared")
+        .json(&wf)
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let state: PublishState = decodes_as(
+            &json_of(
+                a.api(Method::GET, "/workflows/shared/publish")
+                    .send()
+                    .await
+                    .unwrap(),
+            )
+            .await,
+        );
+        if !state.from_peers.is_empty() {
+            assert!(state.from_peers[0].peer.starts_with("Bob ("), "{state:?}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "Bob's edit never reached Ada"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    // Errors are the API's error body: a damaged ticket, an unknown share.
+    let r = b
+        .api(Method::POST, "/peers/join")
+        .json(&json!({"ticket": "sluicexyz"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let error: ErrorBody = decodes_as(&json_of(r).await);
+    assert!(
+        error.error.message.contains("ticket"),
+        "{}",
+        error.error.message
+    );
+    let r = a.api(Method::DELETE, "/shares/nope").send().await.unwrap();
+    assert_eq!(r.status(), 404);
+    let _: ErrorBody = decodes_as(&json_of(r).await);
+    // Peers off: 409, said as such.
+    let off = server().await;
+    let r = off
+        .api(Method::GET, "/workflows/x/shares")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 409);
+    let error: ErrorBody = decodes_as(&json_of(r).await);
+    assert!(error.error.message.contains("peers are off"));
 }
