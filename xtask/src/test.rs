@@ -7,7 +7,7 @@ use crate::cmd::{cargo, check, step};
 use crate::frontend;
 use crate::toolchain::{
     ensure_apt, ensure_apt_probe, ensure_components, ensure_desktop_toolchain, ensure_js_toolchain,
-    ensure_target,
+    ensure_restate_server, ensure_target,
 };
 
 pub(crate) fn run() -> Result<()> {
@@ -29,6 +29,8 @@ pub(crate) fn run() -> Result<()> {
     ensure_apt("chromium", "chromium")?;
     ensure_apt("chromedriver", "chromium-driver")?;
     ensure_desktop_toolchain()?;
+    // The worker's tests run a real restate-server.
+    let restate = ensure_restate_server()?;
     step("cargo fmt --check");
     check(cargo().args(["fmt", "--all", "--check"]))?;
     step("cargo clippy --workspace --all-targets -- -D warnings");
@@ -66,7 +68,8 @@ pub(crate) fn run() -> Result<()> {
         cargo()
             .args(["test", "--workspace", "--locked"])
             .env("SLUICE_PEERS_LISTEN", "127.0.0.1:0")
-            .env("SLUICE_PEERS_RELAYS", "none"),
+            .env("SLUICE_PEERS_RELAYS", "none")
+            .env("SLUICE_RESTATE_SERVER", &restate),
     )?;
     step("all checks passed");
     Ok(())

@@ -37,6 +37,40 @@ pub(crate) fn ensure_js_toolchain() -> Result<()> {
     ensure_apt("llvm-ar", "llvm")
 }
 
+/// The restate-server version the worker is built and tested against.
+pub(crate) const RESTATE_SERVER: &str = "1.7.12";
+
+/// A restate-server binary for the worker's tests and benchmarks: the npm
+/// package `@restatedev/restate-server` (which ships it), installed under
+/// the target dir on first use. Returns the binary's path.
+pub(crate) fn ensure_restate_server() -> Result<std::path::PathBuf> {
+    let dir = crate::cmd::target_dir()?.join("restate-server");
+    let bin = dir.join("node_modules/@restatedev/restate-server-linux-x64/bin/restate-server");
+    let stamp = dir.join(format!("installed-{RESTATE_SERVER}"));
+    if bin.exists() && stamp.exists() {
+        return Ok(bin);
+    }
+    ensure_apt("npm", "npm")?;
+    step(&format!(
+        "installing restate-server {RESTATE_SERVER} (npm @restatedev/restate-server) into {}",
+        dir.display()
+    ));
+    std::fs::create_dir_all(&dir)?;
+    check(
+        std::process::Command::new("npm")
+            .args(["install", "--no-audit", "--no-fund", "--prefix"])
+            .arg(&dir)
+            .arg(format!("@restatedev/restate-server@{RESTATE_SERVER}")),
+    )?;
+    anyhow::ensure!(
+        bin.exists(),
+        "npm installed @restatedev/restate-server but {} is missing",
+        bin.display()
+    );
+    std::fs::write(&stamp, b"")?;
+    Ok(bin)
+}
+
 /// What the desktop app (`src-tauri`, Tauri 2 on WebKitGTK) needs to build,
 /// and to be driven end to end: Xvfb, WebKitWebDriver and tauri-driver.
 pub(crate) fn ensure_desktop_toolchain() -> Result<()> {

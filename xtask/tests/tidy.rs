@@ -130,6 +130,8 @@ const CONFINED: &[(&[&str], &[&str])] = &[
         &["axum", "hyper", "hyper-util", "tower", "tower-http"],
         &["sluice-server", "sluice-bench"],
     ),
+    // Restate: the shared worker (its HTTP endpoint is the SDK's).
+    (&["restate-sdk"], &["sluice-worker", "sluice-bench"]),
     // SQLite: the store (and the benchmark of its commit floor).
     (&["sqlx"], &["sluice-store", "sluice-bench"]),
     // The desktop shell.

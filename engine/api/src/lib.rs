@@ -9,6 +9,7 @@ pub mod error;
 pub mod events;
 pub mod peers;
 pub mod runs;
+pub mod worker;
 pub mod workflows;
 pub mod ws;
 
@@ -19,8 +20,12 @@ pub use peers::{
     ShareEntry, Shares, TicketInfo,
 };
 pub use runs::{
-    LogLine, NodeTested, Retry, RetryFrom, RunDetail, RunError, RunOutcome, RunStarted, RunStatus,
-    RunSummary, StartRun, Step, StepStatus, TestCall, TestNode,
+    LogLine, NodeTested, Retry, RetryFrom, RunDetail, RunError, RunOn, RunOutcome, RunStarted,
+    RunStatus, RunSummary, StartRun, Step, StepStatus, TestCall, TestNode,
+};
+pub use worker::{
+    ProgressFrom, RUN_SERVICE, WORKER_PROTOCOL, WorkerAbout, WorkerEntry, WorkerHealth,
+    WorkerProgress, WorkerRun,
 };
 pub use workflows::{
     Changes, CredentialEntry, CredentialStored, FromPeer, Health, Me, ModuleAdded, NewSignInLink,

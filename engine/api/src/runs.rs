@@ -170,6 +170,47 @@ pub struct RunSummary {
     /// It ran the draft (the editor's Run), not the published version.
     #[serde(default, skip_serializing_if = "is_false")]
     pub draft: bool,
+    /// Where it executes: `"local"`, or `"worker"` for a run handed off to
+    /// the shared worker (its steps and logs are mirrored back here).
+    #[serde(default, skip_serializing_if = "RunOn::is_local")]
+    pub executor: RunOn,
+}
+
+/// Where a run executes (`settings.run_on`, `StartRun::run_on`,
+/// `RunSummary::executor`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum RunOn {
+    /// On this machine's engine.
+    #[default]
+    Local,
+    /// Handed off to the shared worker (`[worker] ingress` in config.toml).
+    Worker,
+}
+
+impl RunOn {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunOn::Local => "local",
+            RunOn::Worker => "worker",
+        }
+    }
+
+    pub fn is_local(&self) -> bool {
+        *self == RunOn::Local
+    }
+}
+
+impl std::str::FromStr for RunOn {
+    type Err = String;
+    fn from_str(s: &str) -> Result<RunOn, String> {
+        match s {
+            "local" => Ok(RunOn::Local),
+            "worker" => Ok(RunOn::Worker),
+            other => Err(format!("`{other}`: expected `local` or `worker`")),
+        }
+    }
 }
 
 pub(crate) fn is_false(b: &bool) -> bool {
@@ -244,6 +285,9 @@ pub struct StartRun {
     /// published version: the editor's Run.
     #[serde(default, skip_serializing_if = "is_false")]
     pub draft: bool,
+    /// Where this run executes, overriding the workflow's `settings.run_on`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_on: Option<RunOn>,
 }
 
 /// The body of `POST /api/v1/runs/{id}/retry`.

@@ -40,6 +40,25 @@ enum Command {
         /// Which trigger to start at (default: the only manual trigger).
         #[arg(long)]
         trigger: Option<String>,
+        /// Where it runs: `local`, or `worker` (handed to the shared worker
+        /// of `[worker] ingress`); default: the workflow's `settings.run_on`.
+        #[arg(long)]
+        on: Option<String>,
+    },
+    /// Serve the shared worker: a Restate service endpoint that runs the
+    /// runs engines hand off (`run_on: worker`), with credentials from this
+    /// data dir's vault. Runs next to a restate-server (docs/worker.md).
+    Worker {
+        /// Where the service endpoint listens.
+        #[arg(long, env = "SLUICE_WORKER_LISTEN", default_value = "127.0.0.1:9080")]
+        listen: std::net::SocketAddr,
+        /// Register this build as a deployment with the Restate admin API
+        /// (e.g. http://127.0.0.1:9070).
+        #[arg(long, env = "SLUICE_RESTATE_ADMIN")]
+        restate_admin: Option<String>,
+        /// The URL restate-server reaches this endpoint at (default: http://<listen>).
+        #[arg(long)]
+        advertise: Option<String>,
     },
     /// Check a workflow file and list every problem.
     Validate { file: PathBuf },
@@ -645,11 +664,21 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
             }
             Ok(0)
         }
+        Command::Worker {
+            listen,
+            restate_admin,
+            advertise,
+        } => worker(cli.data_dir, listen, restate_admin, advertise).await,
         Command::Run {
             workflow,
             input,
             trigger,
+            on,
         } => {
+            let on = on
+                .map(|o| o.parse::<sluice_api::RunOn>())
+                .transpose()
+                .map_err(|e| usage(format!("--on {e}")))?;
             let input = parse_input(input.as_deref())?;
             let engine = open(cli.data_dir).await?;
             let plan = if Path::new(&workflow).exists() || workflow.ends_with(".json") {
@@ -670,7 +699,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
                 })?
             };
             let handle = engine
-                .start(plan, trigger.as_deref(), Arc::new(input))
+                .start_on(plan, trigger.as_deref(), Arc::new(input), on, false)
                 .await
                 .map_err(usage)?;
             let id = handle.id.clone();
@@ -997,6 +1026,60 @@ fn default_ui_dir() -> Option<PathBuf> {
         .find(|d| d.join("index.html").is_file())
 }
 
+/// Resolves at SIGINT or SIGTERM.
+async fn wait_for_shutdown() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(t) => t,
+                Err(_) => return std::mem::drop(ctrl_c.await),
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    drop(ctrl_c.await);
+}
+
+/// `sluice worker`: the shared worker's endpoint until SIGINT/SIGTERM.
+async fn worker(
+    data_dir_flag: Option<PathBuf>,
+    listen: std::net::SocketAddr,
+    restate_admin: Option<String>,
+    advertise: Option<String>,
+) -> Result<u8, Exit> {
+    let engine = open(data_dir_flag.clone()).await?;
+    let dir = data_dir(data_dir_flag)?;
+    let worker = sluice_worker::start(
+        engine,
+        sluice_worker::WorkerOptions {
+            listen,
+            advertise,
+            restate_admin: restate_admin.clone(),
+        },
+    )
+    .await
+    .map_err(|e| Exit(2, format!("sluice worker: {e}")))?;
+    println!("worker listening on {}", worker.addr);
+    println!("deployment {}", worker.uri);
+    match &restate_admin {
+        Some(admin) => println!("registered with {admin}"),
+        None => println!(
+            "not registered: pass --restate-admin http://HOST:9070, or register {} yourself",
+            worker.uri
+        ),
+    }
+    println!("data dir {} (credentials, blobs, config)", dir.display());
+    wait_for_shutdown().await;
+    println!("worker stopping");
+    worker.stop().await;
+    Ok(0)
+}
+
 async fn serve(
     data_dir_flag: Option<PathBuf>,
     listen: Option<std::net::SocketAddr>,
@@ -1058,23 +1141,7 @@ async fn serve(
     if host.resumed > 0 {
         println!("resuming {} unfinished run(s)", host.resumed);
     }
-    let shutdown = async {
-        let ctrl_c = tokio::signal::ctrl_c();
-        #[cfg(unix)]
-        {
-            let mut term =
-                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                    Ok(t) => t,
-                    Err(_) => return std::mem::drop(ctrl_c.await),
-                };
-            tokio::select! {
-                _ = ctrl_c => {}
-                _ = term.recv() => {}
-            }
-        }
-        #[cfg(not(unix))]
-        drop(ctrl_c.await);
-    };
+    let shutdown = wait_for_shutdown();
     tokio::select! {
         () = shutdown => {}
         () = host.serving() => {}

@@ -124,6 +124,40 @@ pub struct Hist {
     pub parents: Vec<Arc<Hist>>,
 }
 
+impl Hist {
+    /// Visits the outputs on the path of a message, nearest first (depth
+    /// first, parents in order, each once), until `visit` returns true.
+    /// What `nodes.<id>` reads is the first output of that node met so.
+    pub fn walk(hist: Option<&Arc<Hist>>, mut visit: impl FnMut(&Hist) -> bool) {
+        let mut stack: Vec<Arc<Hist>> = hist.into_iter().cloned().collect();
+        let mut seen: std::collections::HashSet<*const Hist> = std::collections::HashSet::new();
+        while let Some(h) = stack.pop() {
+            if !seen.insert(Arc::as_ptr(&h)) {
+                continue;
+            }
+            if h.node != usize::MAX && visit(&h) {
+                return;
+            }
+            stack.extend(h.parents.iter().rev().cloned());
+        }
+    }
+
+    /// The outputs `nodes.<id>` reads on the path of a message, by node
+    /// index, nearest first (what a driver sends along with a step that
+    /// runs elsewhere).
+    pub fn path_outputs(hist: Option<&Arc<Hist>>) -> Vec<(usize, Msg)> {
+        let mut out: Vec<(usize, Msg)> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        Hist::walk(hist, |h| {
+            if seen.insert(h.node) {
+                out.push((h.node, h.output.clone()));
+            }
+            false
+        });
+        out
+    }
+}
+
 pub use crate::error::StepError;
 
 /// What happens to a run.

@@ -134,6 +134,15 @@ pub fn validate(wf: &Workflow) -> Vec<Problem> {
                         format!("is {p}: expected \"manual\" or \"on_valid_idle\""),
                     ));
                 }
+                if let Some(v) = m.get("run_on")
+                    && serde_json::from_value::<sluice_api::RunOn>(v.clone()).is_err()
+                {
+                    out.push(problem(
+                        None,
+                        Some("settings.run_on"),
+                        format!("is {v}: expected \"local\" or \"worker\""),
+                    ));
+                }
                 if let Some(v) = m.get("strict")
                     && !v.is_boolean()
                 {

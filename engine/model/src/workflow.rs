@@ -178,6 +178,9 @@ pub struct Settings {
     /// template and the path, not null (`settings.strict`; new workflows
     /// made in the editor have it on).
     pub strict: bool,
+    /// Where the workflow's runs execute (`settings.run_on`): on this
+    /// machine, or handed off to the shared worker.
+    pub run_on: sluice_api::RunOn,
 }
 
 /// `settings.publish_idle_secs` when it is not set.
@@ -193,6 +196,7 @@ impl Default for Settings {
             publish: sluice_api::PublishMode::Manual,
             publish_idle_secs: DEFAULT_PUBLISH_IDLE_SECS,
             strict: false,
+            run_on: sluice_api::RunOn::Local,
         }
     }
 }
@@ -216,6 +220,10 @@ impl Workflow {
                 .filter(|n| (1..=MAX_PUBLISH_IDLE_SECS).contains(n))
                 .unwrap_or(d.publish_idle_secs),
             strict: s.get("strict").and_then(Value::as_bool).unwrap_or(d.strict),
+            run_on: s
+                .get("run_on")
+                .and_then(|v| serde_json::from_value(v.clone()).ok())
+                .unwrap_or(d.run_on),
         }
     }
 

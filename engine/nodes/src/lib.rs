@@ -301,9 +301,20 @@ pub(crate) fn type_name(v: &Value) -> &'static str {
 }
 
 async fn wait(call: &Call<'_>) -> Result<Outputs> {
-    let cfg = config::<WaitConfig>(call)?;
     let now_us = now_us();
-    let until_us = if let Some(d) = &cfg.duration_ms {
+    let until_us = wait_until_us(call)?;
+    if until_us > now_us {
+        tokio::time::sleep(Duration::from_micros((until_us - now_us) as u64)).await;
+    }
+    out(call.scope.input.clone())
+}
+
+/// When a `flow.wait` step is due (Unix micros): its `duration_ms` after
+/// the step's first attempt started, or its `until` time. A driver with
+/// durable timers (the shared worker) sleeps until then itself.
+pub fn wait_until_us(call: &Call<'_>) -> Result<i64> {
+    let cfg = config::<WaitConfig>(call)?;
+    Ok(if let Some(d) = &cfg.duration_ms {
         let ms = d
             .as_u64()
             .or_else(|| d.as_str().and_then(|s| s.trim().parse().ok()))
@@ -327,11 +338,7 @@ async fn wait(call: &Call<'_>) -> Result<Outputs> {
                 ))
             })?;
         (t.unix_timestamp_nanos() / 1000) as i64
-    };
-    if until_us > now_us {
-        tokio::time::sleep(Duration::from_micros((until_us - now_us) as u64)).await;
-    }
-    out(call.scope.input.clone())
+    })
 }
 
 async fn subworkflow(call: &Call<'_>) -> Result<Outputs> {

@@ -22,6 +22,20 @@ pub struct Settings {
     pub workflows: WorkflowsSettings,
     pub user: UserSettings,
     pub peers: PeersSettings,
+    pub worker: WorkerSettings,
+}
+
+/// `[worker]`: the shared worker runs are handed to (docs/worker.md).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct WorkerSettings {
+    /// The Restate ingress the worker is registered with, e.g.
+    /// `"http://worker.lan:8080"` (none: runs set to `run_on: worker` fail,
+    /// saying so).
+    pub ingress: Option<String>,
+    /// The Restate admin API (`"http://worker.lan:9070"`): cancelling a
+    /// worker run and the health view's registration check use it.
+    pub admin: Option<String>,
 }
 
 /// `[peers]`: sharing workflows with other installs over iroh (docs/peers.md).

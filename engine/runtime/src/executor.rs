@@ -29,9 +29,11 @@ mod code;
 mod documents;
 mod driver;
 mod error_triggers;
+mod handoff;
 mod host;
 mod plan_cache;
 mod publish;
+mod remote_step;
 mod replay;
 mod retry;
 mod start;
@@ -41,6 +43,8 @@ mod test_node;
 pub use documents::DocEvent;
 use documents::Documents;
 use driver::Wake;
+pub use handoff::WorkerTarget;
+pub use remote_step::{RemoteStep, RemoteStepReport};
 pub use sluice_api::VersionEntry;
 
 use crate::events::LiveEvent;
@@ -181,6 +185,9 @@ pub struct Options {
     /// wasmtime version, verified by hash before loading, and prepared by
     /// one engine at a time.
     pub wasm_cache: Option<PathBuf>,
+    /// The shared worker runs are handed to (`[worker]` in config.toml);
+    /// None: a run that asks for the worker fails at once, saying so.
+    pub worker: Option<WorkerTarget>,
 }
 
 impl Default for Options {
@@ -194,6 +201,7 @@ impl Default for Options {
             version_gap_secs: sluice_model::doc::VERSION_GAP_SECS,
             settings: nodes::Settings::default(),
             wasm_cache: None,
+            worker: None,
         }
     }
 }
@@ -228,6 +236,8 @@ struct Inner {
     active: Mutex<HashMap<String, Active>>,
     /// Workflow documents, their versions and presence.
     documents: Documents,
+    /// Where runs are handed off, and the client that does it.
+    worker: Option<handoff::Worker>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -331,8 +341,21 @@ impl Engine {
                 .ok()
                 .map(Mutex::new)
         });
+        let worker = options
+            .worker
+            .clone()
+            .or_else(|| {
+                let w = &options.settings.worker;
+                w.ingress.as_ref().map(|ingress| WorkerTarget {
+                    ingress: ingress.clone(),
+                    admin: w.admin.clone(),
+                    headers: Vec::new(),
+                })
+            })
+            .map(handoff::Worker::new);
         let engine = Engine {
             inner: Arc::new(Inner {
+                worker,
                 store,
                 permits: Arc::new(Semaphore::new(options.max_concurrent_steps.max(1))),
                 exec_log,

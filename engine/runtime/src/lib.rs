@@ -12,7 +12,9 @@ pub mod report;
 /// here is the local driver of them.
 pub use sluice_core::{machine, plan};
 
-pub use executor::{Engine, Options, RunHandle, RunResult};
+pub use executor::{
+    Engine, Options, RemoteStep, RemoteStepReport, RunHandle, RunResult, WorkerTarget,
+};
 pub use machine::{Action, Activation, Event, Lineage, Msg, Run, Status, StepError, StepKey};
 pub use plan::{Invalid, Plan, Role};
 pub use sluice_nodes::Settings;

@@ -21,6 +21,7 @@ pub fn run_summary(r: &RunRow) -> RunSummary {
         finished_at_us: r.finished_at_us,
         version: r.doc_version.clone(),
         draft: r.draft,
+        executor: r.executor,
     }
 }
 

@@ -475,7 +475,13 @@ pub(crate) async fn start_run(
     let version = plan.version.clone();
     let handle = s
         .engine
-        .start(plan, req.trigger.as_deref(), Arc::new(req.input))
+        .start_on(
+            plan,
+            req.trigger.as_deref(),
+            Arc::new(req.input),
+            req.run_on,
+            false,
+        )
         .await?;
     let started = RunStarted {
         id: handle.id.clone(),

@@ -35,6 +35,7 @@ async fn main() -> Result<()> {
                     parent_run: None,
                     doc_version: None,
                     draft: false,
+                    executor: Default::default(),
                 })
                 .await?;
             let journal = store.journal();

@@ -246,6 +246,7 @@ pub(crate) struct RunInsert {
     pub parent_run: Option<Arc<str>>,
     pub doc_version: Option<Arc<str>>,
     pub draft: bool,
+    pub executor: sluice_api::RunOn,
 }
 
 #[derive(Debug)]

@@ -115,6 +115,8 @@ pub struct NewRun {
     pub doc_version: Option<String>,
     /// It runs the draft (the editor's Run), not the published version.
     pub draft: bool,
+    /// Where it executes (a `worker` run is mirrored from the shared worker).
+    pub executor: sluice_api::RunOn,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -134,6 +136,7 @@ pub struct RunRow {
     pub doc_version: Option<String>,
     /// It ran the draft, not the published version.
     pub draft: bool,
+    pub executor: sluice_api::RunOn,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
@@ -334,6 +337,7 @@ struct RunColumns {
     parent_run: Option<String>,
     doc_version: Option<String>,
     draft: bool,
+    executor: String,
 }
 
 /// The `definition` column holds "#" + a hash into `definitions` (or, in rows
@@ -342,7 +346,7 @@ const RUN_COLUMNS: &str = "id, workflow_id, \
     CASE WHEN substr(runs.definition, 1, 1) = '#' \
         THEN (SELECT text FROM definitions WHERE hash = substr(runs.definition, 2)) \
         ELSE runs.definition END AS definition, \
-    \"trigger\", input, status, output, error, created_at_us, finished_at_us, parent_run, doc_version, draft";
+    \"trigger\", input, status, output, error, created_at_us, finished_at_us, parent_run, doc_version, draft, executor";
 
 /// A `journal` row before its values are resolved into a [`Record`].
 #[derive(sqlx::FromRow)]
@@ -863,6 +867,7 @@ impl Store {
             parent_run: run.parent_run.as_deref().map(Arc::from),
             doc_version: run.doc_version.as_deref().map(Arc::from),
             draft: run.draft,
+            executor: run.executor,
         })
     }
 
@@ -1043,12 +1048,18 @@ fn decode_run(blobs: &Blobs, row: RunColumns) -> Result<RunRow> {
         parent_run,
         doc_version,
         draft,
+        executor,
     } = row;
     let corrupt = |column: &str, e: Error| Error::Corrupt {
         table: "runs",
         key: id.clone(),
         detail: format!("{column}: {e}"),
     };
+    let executor = executor.parse().map_err(|e: String| Error::Corrupt {
+        table: "runs",
+        key: id.clone(),
+        detail: format!("executor: {e}"),
+    })?;
     let input = resolve_text(blobs, &input).map_err(|e| corrupt("input", e))?;
     let output = output
         .map(|t| resolve_text(blobs, &t))
@@ -1079,6 +1090,7 @@ fn decode_run(blobs: &Blobs, row: RunColumns) -> Result<RunRow> {
         parent_run,
         doc_version,
         draft,
+        executor,
     })
 }
 

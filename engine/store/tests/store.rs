@@ -35,6 +35,7 @@ fn new_run(id: &str, created_at_us: i64) -> NewRun {
         parent_run: None,
         doc_version: None,
         draft: false,
+        executor: Default::default(),
     }
 }
 

@@ -25,7 +25,14 @@ pub(super) struct StepHost {
     pub(super) logs: Mutex<Vec<(String, String)>>,
     /// The secrets of the credentials this step asked for.
     pub(super) secrets: Mutex<Redactor>,
+    /// A step of a run driven elsewhere (the shared worker): it cannot start
+    /// sub-workflows on this engine.
+    pub(super) remote: bool,
 }
+
+/// What a sub-workflow call on the shared worker fails with.
+pub const NO_REMOTE_SUBWORKFLOWS: &str = "sub-workflows do not run on the shared worker yet; \
+     set the calling workflow's `settings.run_on` to \"local\"";
 
 /// A blob written by a step, masked for the step's secrets on the way in.
 struct StepBlob {
@@ -81,9 +88,14 @@ impl Host for StepHost {
                     _ => nodes::Error::retryable(format!("credential `{name}`: {e}")),
                 })?;
             let Some((kind, value)) = found else {
-                return Err(nodes::Error::terminal(format!(
-                    "credential `{name}` does not exist"
-                )));
+                return Err(nodes::Error::terminal(if self.remote {
+                    format!(
+                        "credential `{name}` does not exist on the shared worker: set it in \
+                         the worker's data dir (`sluice --data-dir DIR credentials set {name} --kind KIND`)"
+                    )
+                } else {
+                    format!("credential `{name}` does not exist")
+                }));
             };
             if let Ok(mut secrets) = self.secrets.lock() {
                 secrets.extend(nodes::redact::secrets_of(&kind, &value));
@@ -148,6 +160,9 @@ impl Host for StepHost {
         wait: bool,
     ) -> nodes::BoxFuture<'_, nodes::Result<Value>> {
         Box::pin(async move {
+            if self.remote {
+                return Err(nodes::Error::terminal(NO_REMOTE_SUBWORKFLOWS));
+            }
             let engine = &self.engine;
             // The child's id derives from this step's idempotency key: after a
             // crash the same child is found again instead of started twice.

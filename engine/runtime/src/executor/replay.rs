@@ -59,6 +59,25 @@ impl Engine {
         };
         let wf = Workflow::from_json(&row.definition).map_err(|e| corrupt(e.to_string()))?;
         let plan = Plan::new(wf)?;
+        if row.executor == sluice_api::RunOn::Worker {
+            // Driven by the worker: mirror it again from the last entry read.
+            let next = self
+                .store()
+                .run_records(run_id)
+                .await?
+                .iter()
+                .map(|r| r.seq + 1)
+                .max()
+                .unwrap_or(0);
+            let run = self.worker_run(
+                run_id,
+                &plan,
+                &row.trigger,
+                (*row.input).clone(),
+                row.created_at_us,
+            );
+            return Ok(self.spawn_mirror(slot, run, next, false));
+        }
         let entry = plan
             .entry(Some(&row.trigger))
             .map_err(|e| corrupt(e.to_string()))?;

@@ -52,6 +52,7 @@ impl Engine {
                 parent_run: None,
                 doc_version: row.doc_version.clone(),
                 draft: row.draft,
+                executor: Default::default(),
             })
             .await?;
         let run: Arc<str> = Arc::from(id.as_str());

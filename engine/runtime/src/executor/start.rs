@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use sluice_api::RunOn;
 use sluice_model::kinds::Kind;
 use sluice_nodes as nodes;
 use sluice_store::NewRun;
@@ -25,7 +26,23 @@ impl Engine {
         input: Msg,
     ) -> Result<RunHandle> {
         self.admit()?;
-        self.start_detached(plan, trigger, input, true).await
+        self.start_detached(plan, trigger, input, true, None).await
+    }
+
+    /// Like [`Engine::start`] (or [`Engine::start_for_result`] with
+    /// `for_result`), executing where `on` says instead of where the
+    /// workflow's `settings.run_on` does.
+    pub async fn start_on(
+        &self,
+        plan: Arc<Plan>,
+        trigger: Option<&str>,
+        input: Msg,
+        on: Option<RunOn>,
+        for_result: bool,
+    ) -> Result<RunHandle> {
+        self.admit()?;
+        self.start_detached(plan, trigger, input, !for_result, on)
+            .await
     }
 
     /// Like [`Engine::start`] for callers that answer only when the run has
@@ -40,7 +57,7 @@ impl Engine {
         input: Msg,
     ) -> Result<RunHandle> {
         self.admit()?;
-        self.start_detached(plan, trigger, input, false).await
+        self.start_detached(plan, trigger, input, false, None).await
     }
 
     /// Starts a run under a chosen id (deterministic ids make starts
@@ -54,7 +71,7 @@ impl Engine {
         input: Msg,
         parent: Option<String>,
     ) -> Result<RunHandle> {
-        self.start_inner(id, plan, trigger, input, parent, true)
+        self.start_inner(id, plan, trigger, input, parent, true, None)
             .await
     }
 
@@ -67,18 +84,28 @@ impl Engine {
         trigger: Option<&str>,
         input: Msg,
         durable: bool,
+        on: Option<RunOn>,
     ) -> Result<RunHandle> {
         let engine = self.clone();
         let trigger = trigger.map(str::to_string);
         tokio::spawn(async move {
             engine
-                .start_inner(new_run_id(), plan, trigger.as_deref(), input, None, durable)
+                .start_inner(
+                    new_run_id(),
+                    plan,
+                    trigger.as_deref(),
+                    input,
+                    None,
+                    durable,
+                    on,
+                )
                 .await
         })
         .await
         .map_err(Error::StartTask)?
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn start_inner(
         &self,
         id: String,
@@ -87,12 +114,18 @@ impl Engine {
         input: Msg,
         parent: Option<String>,
         durable: bool,
+        on: Option<RunOn>,
     ) -> Result<RunHandle> {
         let entry = plan.entry(trigger)?;
         if sluice_model::value::deeper_than(&input, sluice_model::value::MAX_DEPTH) {
             return Err(Error::InputTooDeep);
         }
-        self.check_credentials(&plan.workflow).await?;
+        let executor = on.unwrap_or_else(|| plan.workflow.settings().run_on);
+        // A worker run's credentials are the worker's (it resolves them by
+        // name from its own vault and fails the run clearly when one is missing).
+        if executor == RunOn::Local {
+            self.check_credentials(&plan.workflow).await?;
+        }
         let slot = match self.claim(&id) {
             Ok(slot) => slot,
             Err(attached) => return Ok(attached),
@@ -112,7 +145,22 @@ impl Engine {
             parent_run: parent,
             doc_version: plan.version.clone(),
             draft: plan.draft,
+            executor,
         };
+        if executor == RunOn::Worker {
+            // Recorded before it is sent: the mirror (or, after a restart,
+            // resume) hands it off idempotently under its id.
+            self.store().create_run(&new_run).await?;
+            let trigger = plan.nodes[entry].id.to_string();
+            let run = self.worker_run(
+                &id,
+                &plan,
+                &trigger,
+                Arc::unwrap_or_clone(input),
+                created_at_us,
+            );
+            return Ok(self.spawn_mirror(slot, run, 0, true));
+        }
         if durable {
             self.store().create_run(&new_run).await?;
         } else {

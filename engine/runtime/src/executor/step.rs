@@ -3,7 +3,6 @@
 //! the report of how it went, with the step's secrets masked in everything
 //! it produced before anything is journaled.
 
-use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -54,6 +53,7 @@ impl Prepared {
                 idem,
                 logs: Mutex::new(Vec::new()),
                 secrets: Mutex::new(Redactor::default()),
+                remote: false,
             },
             scope: Scope {
                 input: input.clone(),
@@ -75,6 +75,26 @@ impl Prepared {
         idem: String,
         scope: Scope,
     ) -> Prepared {
+        Prepared::outside(engine, plan, idem, scope, false)
+    }
+
+    /// A step of a run driven elsewhere (see `remote_step.rs`).
+    pub(super) fn remote(
+        engine: &super::Engine,
+        plan: Arc<Plan>,
+        idem: String,
+        scope: Scope,
+    ) -> Prepared {
+        Prepared::outside(engine, plan, idem, scope, true)
+    }
+
+    fn outside(
+        engine: &super::Engine,
+        plan: Arc<Plan>,
+        idem: String,
+        scope: Scope,
+        remote: bool,
+    ) -> Prepared {
         Prepared {
             host: StepHost {
                 engine: engine.clone(),
@@ -82,6 +102,7 @@ impl Prepared {
                 idem,
                 logs: Mutex::new(Vec::new()),
                 secrets: Mutex::new(Redactor::default()),
+                remote,
             },
             scope,
             started: Instant::now(),
@@ -174,18 +195,8 @@ struct HistView {
 }
 
 impl HistView {
-    fn walk(&self, mut visit: impl FnMut(&Hist) -> bool) {
-        let mut stack: Vec<Arc<Hist>> = self.hist.iter().cloned().collect();
-        let mut seen: HashSet<*const Hist> = HashSet::new();
-        while let Some(h) = stack.pop() {
-            if !seen.insert(Arc::as_ptr(&h)) {
-                continue;
-            }
-            if h.node != usize::MAX && visit(&h) {
-                return;
-            }
-            stack.extend(h.parents.iter().rev().cloned());
-        }
+    fn walk(&self, visit: impl FnMut(&Hist) -> bool) {
+        Hist::walk(self.hist.as_ref(), visit)
     }
 }
 

@@ -407,7 +407,7 @@ async fn insert_runs(
     }
     for chunk in chunks(runs) {
         let mut qb = QueryBuilder::<Sqlite>::new(
-            "INSERT INTO runs (id, workflow_id, definition, \"trigger\", input, created_at_us, parent_run, doc_version, draft) ",
+            "INSERT INTO runs (id, workflow_id, definition, \"trigger\", input, created_at_us, parent_run, doc_version, draft, executor) ",
         );
         qb.push_values(chunk, |mut b, r| {
             b.push_bind(r.id.clone())
@@ -418,7 +418,8 @@ async fn insert_runs(
                 .push_bind(r.created_at_us)
                 .push_bind(r.parent_run.clone())
                 .push_bind(r.doc_version.clone())
-                .push_bind(r.draft);
+                .push_bind(r.draft)
+                .push_bind(r.executor.as_str());
         });
         qb.build().execute(&mut *conn).await?;
     }

@@ -1,0 +1,672 @@
+//! Handing runs to the shared worker (`sluice worker`, behind a Restate
+//! server): the run is recorded here first (`executor = worker`), then sent
+//! to the Restate ingress with its pinned definition and input, with the run
+//! id as the idempotency key (a hand-off sent twice starts one run). A
+//! mirror task per run reads the worker's entries back into this engine's
+//! journal (steps, logs, the finish) as they happen, so history, the run
+//! view and live events show a worker run like a local one. A failure to
+//! hand off is the run's failure at once, saying which and what to do:
+//! never a run queued forever.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use sluice_api::{
+    ProgressFrom, RUN_SERVICE, RunError, StepStatus, WORKER_PROTOCOL, WorkerEntry, WorkerProgress,
+    WorkerRun,
+};
+use sluice_nodes as nodes;
+use sluice_store::{LogLine, Record, RecordKind};
+use tokio::sync::{mpsc, oneshot};
+
+use super::driver::Wake;
+use super::{Engine, Outcome, RunHandle, RunResult, Slot, tracing_log};
+use crate::events::{LiveEvent, What};
+use crate::machine::Status;
+
+/// Where runs are handed off (`[worker]` in config.toml).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerTarget {
+    /// The Restate ingress, e.g. `http://worker.lan:8080`.
+    pub ingress: String,
+    /// The Restate admin API (`http://worker.lan:9070`): cancelling a worker
+    /// run needs it.
+    pub admin: Option<String>,
+    /// Extra headers on every request (an auth header from a credential).
+    pub headers: Vec<(String, String)>,
+}
+
+/// What a run that asks for the worker says when none is configured.
+pub const NO_WORKER: &str = "this run is set to run on the shared worker (`run_on: worker`), \
+     but no worker is configured: set `[worker] ingress = \"http://HOST:8080\"` in config.toml \
+     (see docs/worker.md), or run it here (`run_on: local`)";
+
+/// The client side of the worker.
+pub(super) struct Worker {
+    target: WorkerTarget,
+    client: reqwest::Client,
+}
+
+/// Why a request to the worker failed.
+enum Fault {
+    /// It will not work by trying again (no worker registered, refused).
+    Fatal(String),
+    /// The ingress did not answer; it may later.
+    Transient(String),
+}
+
+impl Worker {
+    pub(super) fn new(mut target: WorkerTarget) -> Worker {
+        target.ingress = target.ingress.trim_end_matches('/').to_string();
+        if let Some(a) = &mut target.admin {
+            *a = a.trim_end_matches('/').to_string();
+        }
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .build()
+            .unwrap_or_default();
+        Worker { target, client }
+    }
+
+    fn request(&self, method: reqwest::Method, url: String) -> reqwest::RequestBuilder {
+        let mut rb = self.client.request(method, url);
+        for (k, v) in &self.target.headers {
+            rb = rb.header(k, v);
+        }
+        rb
+    }
+
+    fn unreachable(&self, e: &reqwest::Error) -> Fault {
+        Fault::Transient(format!(
+            "the Restate ingress at {} did not answer ({}): start restate-server there, \
+             or fix `[worker] ingress` in config.toml",
+            self.target.ingress,
+            error_chain(e)
+        ))
+    }
+
+    /// Sends the run; its invocation id. Idempotent: the run id is the
+    /// Restate workflow's key, so a second send of it attaches to the first
+    /// (Restate refuses an `Idempotency-Key` on workflow handlers for that reason).
+    async fn send(&self, run: &WorkerRun) -> Result<String, Fault> {
+        let url = format!(
+            "{}/{RUN_SERVICE}/{}/run/send",
+            self.target.ingress, run.run_id
+        );
+        let resp = self
+            .request(reqwest::Method::POST, url)
+            .json(run)
+            .send()
+            .await
+            .map_err(|e| self.unreachable(&e))?;
+        let status = resp.status();
+        let body = resp.text().await.unwrap_or_default();
+        if status.is_success() {
+            let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+            return Ok(v["invocationId"].as_str().unwrap_or_default().to_string());
+        }
+        Err(self.refused(status, &body))
+    }
+
+    fn refused(&self, status: reqwest::StatusCode, body: &str) -> Fault {
+        let message = serde_json::from_str::<Value>(body)
+            .ok()
+            .and_then(|v| v["message"].as_str().map(str::to_string))
+            .unwrap_or_else(|| body.chars().take(300).collect());
+        if status == reqwest::StatusCode::NOT_FOUND {
+            Fault::Fatal(format!(
+                "no Sluice worker is registered with the Restate server at {} ({message}): \
+                 start `sluice worker --restate-admin http://HOST:9070` next to it (docs/worker.md)",
+                self.target.ingress
+            ))
+        } else if status.is_server_error() && status != reqwest::StatusCode::INTERNAL_SERVER_ERROR {
+            Fault::Transient(format!(
+                "the Restate ingress at {} answered HTTP {status}: {message}",
+                self.target.ingress
+            ))
+        } else {
+            Fault::Fatal(format!(
+                "the Restate ingress at {} refused the run (HTTP {status}): {message}",
+                self.target.ingress
+            ))
+        }
+    }
+
+    /// The run's entries from `from` on.
+    async fn progress(&self, run_id: &str, from: u64) -> Result<WorkerProgress, Fault> {
+        let url = format!("{}/{RUN_SERVICE}/{run_id}/progress", self.target.ingress);
+        let resp = self
+            .request(reqwest::Method::POST, url)
+            .json(&ProgressFrom { from })
+            .send()
+            .await
+            .map_err(|e| self.unreachable(&e))?;
+        let status = resp.status();
+        let body = resp.text().await.unwrap_or_default();
+        if !status.is_success() {
+            return Err(self.refused(status, &body));
+        }
+        serde_json::from_str(&body).map_err(|e| {
+            Fault::Fatal(format!(
+                "the worker's progress of run {run_id} does not read: {e}"
+            ))
+        })
+    }
+
+    /// Resolves when the run's invocation has ended (with its error, if the
+    /// worker failed it before recording a finish).
+    async fn attach(&self, run_id: &str) -> Result<(), Fault> {
+        let url = format!(
+            "{}/restate/workflow/{RUN_SERVICE}/{run_id}/attach",
+            self.target.ingress
+        );
+        let resp = self
+            .request(reqwest::Method::GET, url)
+            .send()
+            .await
+            .map_err(|e| self.unreachable(&e))?;
+        let status = resp.status();
+        if status.is_success() {
+            return Ok(());
+        }
+        let body = resp.text().await.unwrap_or_default();
+        Err(self.refused(status, &body))
+    }
+
+    /// Asks Restate to cancel the invocation (needs `[worker] admin`).
+    async fn cancel(&self, invocation: &str) -> Result<(), String> {
+        let Some(admin) = &self.target.admin else {
+            return Err(
+                "cancelling a run on the worker needs the Restate admin API: set \
+                 `[worker] admin = \"http://HOST:9070\"` in config.toml"
+                    .into(),
+            );
+        };
+        let url = format!("{admin}/invocations/{invocation}/cancel");
+        let resp = self
+            .request(reqwest::Method::PATCH, url)
+            .send()
+            .await
+            .map_err(|e| format!("the Restate admin API at {admin}: {}", error_chain(&e)))?;
+        if resp.status().is_success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "the Restate admin API at {admin} refused to cancel {invocation}: HTTP {}",
+                resp.status()
+            ))
+        }
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(inner) = cur {
+        let t = inner.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        cur = inner.source();
+    }
+    s
+}
+
+type Attach = Pin<Box<dyn Future<Output = Result<(), Fault>> + Send>>;
+
+impl Engine {
+    /// Mirrors a run handed to the worker: sends it (again: idempotent) and
+    /// reads its entries back from `next` on until it finishes. `fresh`: just
+    /// recorded, so a worker that cannot be reached fails it at once (a
+    /// resumed run may already run there: it is waited for instead).
+    pub(super) fn spawn_mirror(
+        &self,
+        mut slot: Slot,
+        run: WorkerRun,
+        next: u64,
+        fresh: bool,
+    ) -> RunHandle {
+        let id = slot.id.clone();
+        let (own_tx, own_rx) = oneshot::channel();
+        let Some(tx) = slot.tx.take() else {
+            return RunHandle {
+                id,
+                done: Outcome::Own(own_rx),
+            };
+        };
+        let (wake_tx, wake_rx) = mpsc::unbounded_channel();
+        if let Some(a) = self
+            .inner
+            .active
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(&id)
+        {
+            a.wake = Some(wake_tx);
+        }
+        let engine = self.clone();
+        let run_id = id.clone();
+        tokio::spawn(async move {
+            let workflow = run.workflow.clone();
+            let mirror = Mirror {
+                engine: engine.clone(),
+                run_id: Arc::from(run.run_id.as_str()),
+                workflow: Arc::from(run.workflow.as_str()),
+                next,
+            };
+            let result = mirror.run(run, fresh, wake_rx).await;
+            engine
+                .inner
+                .metrics
+                .run_finished(&workflow, result.status.as_str());
+            engine.forget(&run_id);
+            if tx.receiver_count() > 0 {
+                tx.send_replace(Some(Arc::new(result.clone())));
+            }
+            own_tx.send(result).ok();
+            drop(slot);
+        });
+        RunHandle {
+            id,
+            done: Outcome::Own(own_rx),
+        }
+    }
+
+    /// The hand-off of a recorded run.
+    pub(super) fn worker_run(
+        &self,
+        run_id: &str,
+        plan: &crate::plan::Plan,
+        trigger: &str,
+        input: Value,
+        created_at_us: i64,
+    ) -> WorkerRun {
+        WorkerRun {
+            protocol: WORKER_PROTOCOL,
+            engine_version: env!("CARGO_PKG_VERSION").to_string(),
+            run_id: run_id.to_string(),
+            workflow: plan.workflow.id.clone(),
+            definition: plan.definition.shared_text().to_string(),
+            trigger: trigger.to_string(),
+            input,
+            created_at_us,
+            draft: plan.draft,
+        }
+    }
+}
+
+struct Mirror {
+    engine: Engine,
+    run_id: Arc<str>,
+    workflow: Arc<str>,
+    /// The index of the next entry to read (also its journal seq).
+    next: u64,
+}
+
+impl Mirror {
+    async fn run(
+        mut self,
+        run: WorkerRun,
+        fresh: bool,
+        mut wake: mpsc::UnboundedReceiver<Wake>,
+    ) -> RunResult {
+        let engine = self.engine.clone();
+        let Some(worker) = engine.inner.worker.as_ref() else {
+            return self.fail(NO_WORKER.to_string()).await;
+        };
+        if fresh {
+            self.emit(
+                What::RunStarted {
+                    trigger: run.trigger.clone(),
+                    draft: run.draft,
+                },
+                nodes::now_us(),
+            );
+        }
+        let mut backoff = Duration::from_millis(200);
+        let invocation = loop {
+            match worker.send(&run).await {
+                Ok(id) => break id,
+                Err(Fault::Fatal(m)) => return self.fail(m).await,
+                Err(Fault::Transient(m)) if fresh => return self.fail(m).await,
+                Err(Fault::Transient(m)) => {
+                    tracing_log(&format!("run {}: {m}; trying again", self.run_id));
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(10));
+                }
+            }
+        };
+        let attach_to = |engine: Engine, run_id: Arc<str>| -> Attach {
+            Box::pin(async move {
+                match engine.inner.worker.as_ref() {
+                    Some(w) => w.attach(&run_id).await,
+                    None => Err(Fault::Fatal(NO_WORKER.into())),
+                }
+            })
+        };
+        let mut attach: Attach = attach_to(self.engine.clone(), self.run_id.clone());
+        let mut ended: Option<String> = None;
+        let mut poll = Duration::from_millis(50);
+        loop {
+            let mut woke_by_attach = false;
+            tokio::select! {
+                r = &mut attach => {
+                    attach = Box::pin(std::future::pending());
+                    woke_by_attach = true;
+                    match r {
+                        Ok(()) => ended = Some(String::new()),
+                        Err(Fault::Fatal(m)) => ended = Some(m),
+                        Err(Fault::Transient(m)) => {
+                            tracing_log(&format!("run {}: {m}; attaching again", self.run_id));
+                            tokio::time::sleep(Duration::from_millis(500)).await;
+                            attach = attach_to(self.engine.clone(), self.run_id.clone());
+                        }
+                    }
+                }
+                _ = tokio::time::sleep(poll) => {}
+                w = wake.recv(), if !wake.is_closed() => {
+                    if let Some(Wake::Cancel) = w
+                        && let Err(m) = worker.cancel(&invocation).await
+                    {
+                        tracing_log(&format!("run {}: {m}", self.run_id));
+                    }
+                }
+            }
+            match worker.progress(&self.run_id, self.next).await {
+                Ok(page) => {
+                    let got = !page.entries.is_empty();
+                    for entry in page.entries {
+                        match self.apply(entry).await {
+                            Ok(Some(result)) => return result,
+                            Ok(None) => {}
+                            Err(e) => return self.fail(format!("engine error: {e}")).await,
+                        }
+                    }
+                    poll = if got {
+                        Duration::from_millis(50)
+                    } else {
+                        (poll * 2).min(Duration::from_secs(1))
+                    };
+                    if got && woke_by_attach {
+                        // More may follow in the next page.
+                        continue;
+                    }
+                    if let Some(m) = &ended
+                        && !got
+                    {
+                        // The invocation is over and left no finish: the worker
+                        // failed it before it could record one.
+                        let m = if m.is_empty() {
+                            "the worker ended the run without recording how it finished".into()
+                        } else {
+                            format!("the worker failed the run: {m}")
+                        };
+                        return self.fail(m).await;
+                    }
+                }
+                Err(Fault::Fatal(m)) if ended.is_some() => return self.fail(m).await,
+                Err(Fault::Fatal(m)) | Err(Fault::Transient(m)) => {
+                    tracing_log(&format!("run {}: {m}", self.run_id));
+                }
+            }
+        }
+    }
+
+    fn emit(&self, what: What, at_us: i64) {
+        let event = LiveEvent {
+            run: self.run_id.clone(),
+            workflow: self.workflow.clone(),
+            at_us,
+            what,
+        };
+        self.engine.inner.events.send(event).ok();
+    }
+
+    /// Journals one entry; the run's result when it is the finish.
+    async fn apply(&mut self, entry: WorkerEntry) -> super::Result<Option<RunResult>> {
+        let seq = self.next;
+        self.next += 1;
+        let blobs = self.engine.store().blobs().clone();
+        let now = nodes::now_us();
+        let record = |kind, node: &str, lineage: &str, activation: &str, attempt, at_us| Record {
+            run_id: self.run_id.clone(),
+            seq,
+            kind,
+            node: Arc::from(node),
+            lineage: lineage.to_string(),
+            activation: activation.to_string(),
+            attempt,
+            at_us,
+            data: None,
+            input: None,
+            error: None,
+            duration_us: None,
+        };
+        let listening = self.engine.inner.events.receiver_count() > 0;
+        match entry {
+            WorkerEntry::Started {
+                node,
+                lineage,
+                activation,
+                attempt,
+                input,
+            } => {
+                let mut rec = record(
+                    RecordKind::Started,
+                    &node,
+                    &lineage,
+                    &activation,
+                    attempt,
+                    now,
+                );
+                rec.data = Some(blobs.store_value(&input)?);
+                self.engine.store().journal().append(rec).await?;
+                if listening {
+                    self.emit(
+                        What::StepStarted {
+                            node: Arc::from(node.as_str()),
+                            lineage,
+                            activation,
+                            attempt,
+                        },
+                        now,
+                    );
+                }
+            }
+            WorkerEntry::Succeeded {
+                node,
+                lineage,
+                activation,
+                attempt,
+                input,
+                outputs,
+                at_us,
+                duration_us,
+            } => {
+                let at_us = at_us.unwrap_or(now);
+                let mut rec = record(
+                    RecordKind::Succeeded,
+                    &node,
+                    &lineage,
+                    &activation,
+                    attempt,
+                    at_us,
+                );
+                rec.data = Some(blobs.store_value(&outputs)?);
+                rec.input = input.map(|v| blobs.store_value(&v)).transpose()?;
+                rec.duration_us = Some(duration_us);
+                self.engine.store().journal().append(rec).await?;
+                if listening {
+                    self.emit(
+                        What::StepFinished {
+                            node: Arc::from(node.as_str()),
+                            lineage,
+                            activation,
+                            attempt,
+                            status: StepStatus::Succeeded,
+                            duration_us,
+                            error: None,
+                        },
+                        at_us,
+                    );
+                }
+            }
+            WorkerEntry::Failed {
+                node,
+                lineage,
+                activation,
+                attempt,
+                input,
+                message,
+                retryable,
+                at_us,
+                duration_us,
+            } => {
+                let at_us = at_us.unwrap_or(now);
+                let mut rec = record(
+                    RecordKind::Failed,
+                    &node,
+                    &lineage,
+                    &activation,
+                    attempt,
+                    at_us,
+                );
+                rec.input = input.map(|v| blobs.store_value(&v)).transpose()?;
+                rec.duration_us = Some(duration_us);
+                rec.error = Some(RunError {
+                    node: None,
+                    message: message.clone(),
+                    retryable: Some(retryable),
+                    attempts: None,
+                });
+                self.engine.store().journal().append(rec).await?;
+                if listening {
+                    self.emit(
+                        What::StepFinished {
+                            node: Arc::from(node.as_str()),
+                            lineage,
+                            activation,
+                            attempt,
+                            status: StepStatus::Failed,
+                            duration_us,
+                            error: Some(message),
+                        },
+                        at_us,
+                    );
+                }
+            }
+            WorkerEntry::Skipped { node, lineage } => {
+                let rec = record(RecordKind::Skipped, &node, &lineage, "", 0, now);
+                self.engine.store().journal().append(rec).await?;
+                if listening {
+                    self.emit(
+                        What::StepSkipped {
+                            node: Arc::from(node.as_str()),
+                            lineage,
+                        },
+                        now,
+                    );
+                }
+            }
+            WorkerEntry::Log {
+                node,
+                lineage,
+                level,
+                message,
+                at_us,
+            } => {
+                let at_us = at_us.unwrap_or(now);
+                if listening {
+                    self.emit(
+                        What::Log {
+                            node: Arc::from(node.as_str()),
+                            lineage: lineage.clone(),
+                            level: level.clone(),
+                            message: message.clone(),
+                        },
+                        at_us,
+                    );
+                }
+                let line = LogLine {
+                    run_id: self.run_id.clone(),
+                    node,
+                    lineage,
+                    level,
+                    message,
+                    at_us,
+                };
+                self.engine.store().journal().log(line).await?;
+            }
+            WorkerEntry::Finished {
+                status,
+                output,
+                error,
+                respond,
+            } => {
+                let stored = blobs.store_value(&output)?;
+                self.engine
+                    .store()
+                    .journal()
+                    .finish_run(&self.run_id, status, Some(stored), error.clone(), now)
+                    .await?;
+                self.emit(
+                    What::RunFinished {
+                        status,
+                        error: error.clone(),
+                    },
+                    nodes::now_us(),
+                );
+                return Ok(Some(RunResult {
+                    id: self.run_id.to_string(),
+                    status,
+                    output,
+                    error,
+                    respond,
+                }));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Ends the run here as failed with `message` (the worker never ran it,
+    /// or failed it without a finish).
+    async fn fail(&self, message: String) -> RunResult {
+        let error = RunError::of_run(format!("worker: {message}"));
+        if let Err(e) = self
+            .engine
+            .store()
+            .journal()
+            .finish_run(
+                &self.run_id,
+                Status::Failed,
+                None,
+                Some(error.clone()),
+                nodes::now_us(),
+            )
+            .await
+        {
+            tracing_log(&format!(
+                "run {}: could not record the failure: {e}",
+                self.run_id
+            ));
+        }
+        self.emit(
+            What::RunFinished {
+                status: Status::Failed,
+                error: Some(error.clone()),
+            },
+            nodes::now_us(),
+        );
+        RunResult {
+            id: self.run_id.to_string(),
+            status: Status::Failed,
+            output: Value::Null,
+            error: Some(error),
+            respond: None,
+        }
+    }
+}

@@ -1,0 +1,389 @@
+//! `SluiceRun`, the Restate workflow that drives one handed-off run (keyed
+//! by its run id, so a hand-off sent twice is one run): the core's state
+//! machine, fed in the order Restate journaled what happened. Steps with
+//! I/O are calls to the private `SluiceStep` service (durable, concurrent:
+//! parallel branches run at once); pure steps run in line (deterministic, so
+//! a replay computes them again identically); retry backoffs and
+//! `flow.wait` are durable sleeps. What happened is kept in the workflow's
+//! state as numbered entries, which the engine that handed the run off reads
+//! back with the shared `progress` handler.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+
+use restate_sdk::prelude::*;
+use serde_json::{Value, json};
+use sluice_api::{ProgressFrom, RunError, WORKER_PROTOCOL, WorkerEntry, WorkerProgress, WorkerRun};
+use sluice_core::machine::{Action, Event, Hist, Run, StepKey};
+use sluice_core::{Plan, StepError};
+use sluice_model::Workflow;
+use sluice_runtime::{Engine, RemoteStep, RemoteStepReport};
+
+use crate::step::{NodeCall, SluiceStepClient, StepCall, StepFailure, StepOutcome};
+
+/// The most entries one `progress` page carries.
+const PAGE: u64 = 256;
+
+pub struct SluiceRun {
+    pub(crate) engine: Engine,
+}
+
+/// The run's entries in the workflow's state: `e<N>`, and `n` the count.
+struct Book {
+    n: u64,
+}
+
+impl Book {
+    fn push(&mut self, ctx: &WorkflowContext<'_>, entry: WorkerEntry) {
+        ctx.set(&format!("e{}", self.n), Json(entry));
+        self.n += 1;
+        ctx.set("n", self.n);
+    }
+
+    /// A finished step attempt: its log lines, then how it went.
+    #[allow(clippy::too_many_arguments)]
+    fn finished(
+        &mut self,
+        ctx: &WorkflowContext<'_>,
+        plan: &Plan,
+        key: &StepKey,
+        attempt: u32,
+        input: Option<Value>,
+        outcome: &StepOutcome,
+    ) {
+        let node = plan.nodes[key.node].id.to_string();
+        let lineage = key.lineage.to_string();
+        for (level, message) in &outcome.logs {
+            self.push(
+                ctx,
+                WorkerEntry::Log {
+                    node: node.clone(),
+                    lineage: lineage.clone(),
+                    level: level.clone(),
+                    message: message.clone(),
+                    at_us: outcome.at_us,
+                },
+            );
+        }
+        let activation = key.activation.to_string();
+        let entry = match &outcome.error {
+            None => WorkerEntry::Succeeded {
+                node,
+                lineage,
+                activation,
+                attempt,
+                input,
+                outputs: Value::Array(outcome.outputs.iter().map(|(p, m)| json!([p, m])).collect()),
+                at_us: outcome.at_us,
+                duration_us: outcome.duration_us,
+            },
+            Some(e) => WorkerEntry::Failed {
+                node,
+                lineage,
+                activation,
+                attempt,
+                input,
+                message: e.message.clone(),
+                retryable: e.retryable,
+                at_us: outcome.at_us,
+                duration_us: outcome.duration_us,
+            },
+        };
+        self.push(ctx, entry);
+    }
+}
+
+/// What a pending durable future stands for.
+enum Pending {
+    Step { key: StepKey, attempt: u32 },
+    Retry { key: StepKey },
+}
+
+fn event_of(key: StepKey, outcome: StepOutcome) -> Event {
+    match outcome.error {
+        None => Event::Succeeded {
+            key,
+            outputs: outcome
+                .outputs
+                .into_iter()
+                .map(|(p, m)| (p, Arc::new(m)))
+                .collect(),
+        },
+        Some(e) => Event::Failed {
+            key,
+            error: StepError {
+                message: e.message,
+                retryable: e.retryable,
+            },
+        },
+    }
+}
+
+pub(crate) fn outcome_of(report: RemoteStepReport, at_us: Option<i64>) -> StepOutcome {
+    let (outputs, error) = match report.result {
+        Ok(outputs) => (
+            outputs
+                .into_iter()
+                .map(|(p, m)| (p, Arc::unwrap_or_clone(m)))
+                .collect(),
+            None,
+        ),
+        Err(e) => (
+            Vec::new(),
+            Some(StepFailure {
+                message: e.message,
+                retryable: e.retryable,
+            }),
+        ),
+    };
+    StepOutcome {
+        outputs,
+        error,
+        logs: report.logs,
+        at_us,
+        duration_us: report.duration_us,
+    }
+}
+
+/// Why a run could not even start, as its finish.
+fn unstartable(message: String) -> WorkerEntry {
+    WorkerEntry::Finished {
+        status: sluice_api::RunStatus::Failed,
+        output: Value::Null,
+        error: Some(RunError::of_run(message)),
+        respond: None,
+    }
+}
+
+#[restate_sdk::workflow]
+impl SluiceRun {
+    /// Drives the run to its end; answers its status.
+    #[handler]
+    async fn run(&self, ctx: WorkflowContext<'_>, req: Json<WorkerRun>) -> HandlerResult<String> {
+        let req = req.into_inner();
+        if req.protocol != WORKER_PROTOCOL {
+            return Err(TerminalError::new(format!(
+                "version skew: the engine that sent run {} speaks worker protocol {} (Sluice {}), \
+                 this worker speaks {} (Sluice {}): run the same Sluice version on both",
+                req.run_id,
+                req.protocol,
+                req.engine_version,
+                WORKER_PROTOCOL,
+                env!("CARGO_PKG_VERSION")
+            ))
+            .into());
+        }
+        ctx.set("definition", req.definition.clone());
+        let mut book = Book { n: 0 };
+        let plan = match Workflow::from_json(&req.definition)
+            .map_err(|e| e.to_string())
+            .and_then(|wf| Plan::new(wf).map_err(|e| e.to_string()))
+        {
+            Ok(plan) => plan,
+            Err(e) => {
+                book.push(
+                    &ctx,
+                    unstartable(format!(
+                        "the worker cannot read workflow `{}`: {e}",
+                        req.workflow
+                    )),
+                );
+                return Ok("failed".into());
+            }
+        };
+        let entry = match plan.entry(Some(&req.trigger)) {
+            Ok(entry) => entry,
+            Err(e) => {
+                book.push(&ctx, unstartable(e.to_string()));
+                return Ok("failed".into());
+            }
+        };
+        let run_info = Arc::new(sluice_model::preview::run_info(
+            &req.run_id,
+            &plan.workflow.id,
+            &req.trigger,
+            req.created_at_us,
+        ));
+        let hash = plan.definition.shared_hash().to_string();
+        let (mut run, mut actions) = Run::start(plan.clone(), entry, Arc::new(req.input));
+        let mut futures = DurableFuturesUnordered::new();
+        let mut pending: HashMap<usize, Pending> = HashMap::new();
+        let mut ready: VecDeque<Event> = VecDeque::new();
+        loop {
+            for action in std::mem::take(&mut actions) {
+                match action {
+                    Action::Start {
+                        key,
+                        attempt,
+                        input,
+                        hist,
+                    } => {
+                        let path: Vec<(String, Value)> = Hist::path_outputs(hist.as_ref())
+                            .into_iter()
+                            .map(|(n, m)| (plan.nodes[n].id.to_string(), (*m).clone()))
+                            .collect();
+                        let node_id = plan.nodes[key.node].id.to_string();
+                        let idempotency_key = format!(
+                            "{}/{}/{}/{}",
+                            req.run_id, node_id, key.lineage, key.activation
+                        );
+                        if Engine::step_is_pure(&plan, key.node) {
+                            // Pure: in line, and computed again identically on replay.
+                            let report = self
+                                .engine
+                                .execute_step(RemoteStep {
+                                    plan: plan.clone(),
+                                    node: key.node,
+                                    attempt,
+                                    input: input.clone(),
+                                    path: path.into_iter().map(|(n, v)| (n, Arc::new(v))).collect(),
+                                    run_info: run_info.clone(),
+                                    idempotency_key,
+                                    first_started_at_us: req.created_at_us,
+                                })
+                                .await;
+                            let outcome = outcome_of(report, None);
+                            book.finished(
+                                &ctx,
+                                &plan,
+                                &key,
+                                attempt,
+                                Some((*input).clone()),
+                                &outcome,
+                            );
+                            ready.push_back(event_of(key, outcome));
+                        } else {
+                            book.push(
+                                &ctx,
+                                WorkerEntry::Started {
+                                    node: node_id.clone(),
+                                    lineage: key.lineage.to_string(),
+                                    activation: key.activation.to_string(),
+                                    attempt,
+                                    input: (*input).clone(),
+                                },
+                            );
+                            let call = StepCall::Node(Box::new(NodeCall {
+                                run_id: req.run_id.clone(),
+                                hash: hash.clone(),
+                                node: node_id,
+                                attempt,
+                                input: (*input).clone(),
+                                path,
+                                run_info: (*run_info).clone(),
+                                idempotency_key,
+                            }));
+                            let i = futures.push(
+                                ctx.service_client::<SluiceStepClient>()
+                                    .execute(Json(call))
+                                    .call(),
+                            );
+                            pending.insert(i, Pending::Step { key, attempt });
+                        }
+                    }
+                    Action::Retry { key, delay_ms, .. } => {
+                        let i = futures.push(
+                            ctx.service_client::<SluiceStepClient>()
+                                .execute(Json(StepCall::Sleep { ms: delay_ms }))
+                                .call(),
+                        );
+                        pending.insert(i, Pending::Retry { key });
+                    }
+                    Action::Skipped { node, lineage } => book.push(
+                        &ctx,
+                        WorkerEntry::Skipped {
+                            node: plan.nodes[node].id.to_string(),
+                            lineage: lineage.to_string(),
+                        },
+                    ),
+                    Action::Abort { keys } => {
+                        // Their results, should they come, are not the run's any more.
+                        let keys: HashSet<StepKey> = keys.into_iter().collect();
+                        pending.retain(|_, p| match p {
+                            Pending::Step { key, .. } | Pending::Retry { key } => {
+                                !keys.contains(key)
+                            }
+                        });
+                    }
+                    Action::Finish {
+                        status,
+                        output,
+                        error,
+                        respond,
+                    } => {
+                        book.push(
+                            &ctx,
+                            WorkerEntry::Finished {
+                                status,
+                                output,
+                                error,
+                                respond,
+                            },
+                        );
+                        return Ok(status.as_str().to_string());
+                    }
+                }
+            }
+            let event = match ready.pop_front() {
+                Some(e) => e,
+                None => match futures.next().await {
+                    Ok(Some((i, result))) => match pending.remove(&i) {
+                        None => continue,
+                        Some(Pending::Retry { key }) => Event::RetryDue { key },
+                        Some(Pending::Step { key, attempt }) => {
+                            let outcome = match result {
+                                Ok(Json(outcome)) => outcome,
+                                // The step service itself gave up (it never
+                                // does for a node's own errors): a terminal failure.
+                                Err(e) => StepOutcome::failed(StepError::terminal(format!(
+                                    "the worker could not run this step: {}",
+                                    e.message()
+                                ))),
+                            };
+                            book.finished(&ctx, &plan, &key, attempt, None, &outcome);
+                            event_of(key, outcome)
+                        }
+                    },
+                    Ok(None) => {
+                        book.push(
+                            &ctx,
+                            unstartable("the worker's run has nothing left to wait for but has not ended (a bug: please report it)".into()),
+                        );
+                        return Ok("failed".into());
+                    }
+                    // The invocation was cancelled (the engine's Cancel).
+                    Err(_) => Event::Cancel,
+                },
+            };
+            actions = run.apply(event);
+        }
+    }
+
+    /// The run's entries from `from` on (a page at most).
+    #[handler]
+    async fn progress(
+        &self,
+        ctx: SharedWorkflowContext<'_>,
+        from: Json<ProgressFrom>,
+    ) -> HandlerResult<Json<WorkerProgress>> {
+        let from = from.into_inner().from;
+        let total: u64 = ctx.get("n").await?.unwrap_or(0);
+        let mut entries = Vec::new();
+        for i in from..total.min(from.saturating_add(PAGE)) {
+            if let Some(Json(e)) = ctx.get::<Json<WorkerEntry>>(&format!("e{i}")).await? {
+                entries.push(e);
+            }
+        }
+        Ok(Json(WorkerProgress {
+            from,
+            entries,
+            total,
+        }))
+    }
+
+    /// The workflow JSON the run is pinned to (for the step service).
+    #[handler]
+    async fn definition(&self, ctx: SharedWorkflowContext<'_>) -> HandlerResult<String> {
+        Ok(ctx.get::<String>("definition").await?.unwrap_or_default())
+    }
+}
