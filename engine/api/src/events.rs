@@ -32,6 +32,9 @@ pub enum What {
         /// It runs the draft, not the published version.
         #[serde(default, skip_serializing_if = "crate::runs::is_false")]
         draft: bool,
+        /// `worker`: handed off to the shared worker and mirrored here.
+        #[serde(default, skip_serializing_if = "crate::runs::RunOn::is_local")]
+        executor: crate::runs::RunOn,
     },
     StepStarted {
         #[cfg_attr(feature = "openapi", schema(value_type = String))]

@@ -1064,18 +1064,26 @@ async fn worker(
     )
     .await
     .map_err(|e| Exit(2, format!("sluice worker: {e}")))?;
-    println!("worker listening on {}", worker.addr);
-    println!("deployment {}", worker.uri);
+    // Whoever reads stdout may be gone (a supervisor, a test): never fail on it.
+    let say = |line: String| {
+        use std::io::Write;
+        writeln!(std::io::stdout(), "{line}").ok();
+    };
+    say(format!("worker listening on {}", worker.addr));
+    say(format!("deployment {}", worker.uri));
     match &restate_admin {
-        Some(admin) => println!("registered with {admin}"),
-        None => println!(
+        Some(admin) => say(format!("registered with {admin}")),
+        None => say(format!(
             "not registered: pass --restate-admin http://HOST:9070, or register {} yourself",
             worker.uri
-        ),
+        )),
     }
-    println!("data dir {} (credentials, blobs, config)", dir.display());
+    say(format!(
+        "data dir {} (credentials, blobs, config)",
+        dir.display()
+    ));
     wait_for_shutdown().await;
-    println!("worker stopping");
+    say("worker stopping".into());
     worker.stop().await;
     Ok(0)
 }

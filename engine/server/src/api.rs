@@ -78,6 +78,13 @@ pub(crate) fn routes() -> axum::Router<AppState> {
         .route("/peers", get(crate::peers::info))
         .route("/peers/join", post(crate::peers::join))
         .route("/peers/tickets", post(crate::peers::describe_ticket))
+        .route("/worker", get(worker_health))
+}
+
+#[utoipa::path(get, path = "/api/v1/worker", tag = "engine",
+    responses((status = 200, description = "The shared worker runs are handed to: configured, reachable, registered, its version, runs in flight, what is wrong (docs/worker.md)", body = sluice_api::WorkerHealth)))]
+pub(crate) async fn worker_health(State(s): State<AppState>) -> Json<sluice_api::WorkerHealth> {
+    Json(s.engine.worker_health().await)
 }
 
 #[utoipa::path(get, path = "/api/v1/health", tag = "engine",

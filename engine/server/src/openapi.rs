@@ -44,6 +44,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
         crate::peers::join,
         crate::peers::describe_ticket,
         crate::peers::info,
+        crate::api::worker_health,
         crate::api::test_node,
         crate::api::listen_for_test_call,
         crate::hook::test_hook,

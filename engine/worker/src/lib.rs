@@ -139,6 +139,7 @@ pub async fn register(admin: &str, uri: &str) -> Result<(), Error> {
         admin: admin.to_string(),
         message,
     };
+    sluice_nodes::http::install_crypto_provider();
     let resp = reqwest::Client::new()
         .post(format!("{admin}/deployments"))
         .json(&serde_json::json!({ "uri": uri }))

@@ -13,7 +13,9 @@ use std::sync::Arc;
 
 use restate_sdk::prelude::*;
 use serde_json::{Value, json};
-use sluice_api::{ProgressFrom, RunError, WORKER_PROTOCOL, WorkerEntry, WorkerProgress, WorkerRun};
+use sluice_api::{
+    ProgressFrom, RunError, WORKER_PROTOCOL, WorkerAbout, WorkerEntry, WorkerProgress, WorkerRun,
+};
 use sluice_core::machine::{Action, Event, Hist, Run, StepKey};
 use sluice_core::{Plan, StepError};
 use sluice_model::Workflow;
@@ -242,7 +244,10 @@ impl SluiceRun {
                                     first_started_at_us: req.created_at_us,
                                 })
                                 .await;
-                            let outcome = outcome_of(report, None);
+                            let mut outcome = outcome_of(report, None);
+                            // What goes into the journal must be the same on
+                            // replay: no clock (a pure step takes microseconds).
+                            outcome.duration_us = 0;
                             book.finished(
                                 &ctx,
                                 &plan,
@@ -378,6 +383,16 @@ impl SluiceRun {
             from,
             entries,
             total,
+        }))
+    }
+
+    /// This worker's Sluice version and protocol (any key answers; the
+    /// engine's health view asks `SluiceRun/-/about`).
+    #[handler]
+    async fn about(&self, _ctx: SharedWorkflowContext<'_>) -> HandlerResult<Json<WorkerAbout>> {
+        Ok(Json(WorkerAbout {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            protocol: WORKER_PROTOCOL,
         }))
     }
 

@@ -11,7 +11,6 @@ use std::time::Duration;
 use restate_sdk::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sluice_api::WorkerAbout;
 use sluice_core::Plan;
 use sluice_model::Workflow;
 use sluice_model::kinds::Kind;
@@ -197,14 +196,5 @@ impl SluiceStep {
         }
         let report = self.engine.execute_step(step).await;
         Ok(Json(outcome_of(report, Some(sluice_nodes::now_us()))))
-    }
-
-    /// This worker's version and protocol (the engine's health view).
-    #[handler]
-    async fn about(&self, _ctx: Context<'_>) -> HandlerResult<Json<WorkerAbout>> {
-        Ok(Json(WorkerAbout {
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            protocol: sluice_api::WORKER_PROTOCOL,
-        }))
     }
 }

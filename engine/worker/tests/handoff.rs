@@ -51,11 +51,18 @@ async fn setup(register: bool) -> Setup {
 }
 
 async fn engine_for(ingress: Option<String>) -> (tempfile::TempDir, Engine) {
+    engine_with(ingress, None).await
+}
+
+async fn engine_with(
+    ingress: Option<String>,
+    admin: Option<String>,
+) -> (tempfile::TempDir, Engine) {
     let dir = tempfile::tempdir().unwrap();
     let options = Options {
         worker: ingress.map(|ingress| WorkerTarget {
             ingress,
-            admin: None,
+            admin,
             headers: Vec::new(),
         }),
         ..Options::default()
@@ -196,6 +203,59 @@ async fn a_handed_off_run_is_mirrored_with_its_steps_and_uses_the_workers_vault(
             .any(|l| l.node == "note" && l.message == "calling for Ada"),
         "{logs:?}"
     );
+    // The health view sees the worker, and nothing in flight any more.
+    let health = engine.worker_health().await;
+    assert!(health.reachable && health.registered, "{health:?}");
+    assert_eq!(health.protocol, Some(WORKER_PROTOCOL));
+    assert_eq!(health.version.as_deref(), Some(env!("CARGO_PKG_VERSION")));
+    assert_eq!(health.in_flight, 0);
+    assert_eq!(health.problem, None);
+    s.worker.stop().await;
+}
+
+#[tokio::test]
+async fn a_worker_run_is_cancelled_through_the_restate_admin_api() {
+    let s = setup(true).await;
+    let (_dir, engine) = engine_with(
+        Some(s.restate.ingress.clone()),
+        Some(s.restate.admin.clone()),
+    )
+    .await;
+    let p = plan(json!({
+        "format": "sluice.workflow/v1", "id": "slow",
+        "nodes": [
+            {"id": "t", "kind": "trigger.manual"},
+            {"id": "w", "kind": "flow.wait", "config": {"duration_ms": 60000}},
+            {"id": "end", "kind": "output.end"}
+        ],
+        "edges": [{"from": "t", "to": "w"}, {"from": "w", "to": "end"}]
+    }));
+    let handle = engine
+        .start_on(p, None, Arc::new(json!(1)), Some(RunOn::Worker), false)
+        .await
+        .unwrap();
+    let id = handle.id.clone();
+    // Cancel once the wait is in flight on the worker.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let records = engine.store().run_records(&id).await.unwrap();
+        if records.iter().any(|r| &*r.node == "w") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the wait never started"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(engine.worker_health().await.in_flight, 1);
+    assert!(engine.cancel(&id));
+    let r = tokio::time::timeout(Duration::from_secs(30), handle.wait())
+        .await
+        .expect("cancelled in time");
+    assert_eq!(r.status, RunStatus::Cancelled, "{:?}", r.error);
+    let row = engine.store().get_run(&id).await.unwrap().unwrap();
+    assert_eq!(row.status, RunStatus::Cancelled);
     s.worker.stop().await;
 }
 
@@ -258,6 +318,9 @@ async fn every_failed_hand_off_fails_the_run_at_once_saying_what_to_do() {
     let m = r.error.unwrap().message;
     assert!(m.contains("no worker is configured"), "{m}");
     assert!(m.contains("[worker] ingress"), "{m}");
+    let health = engine.worker_health().await;
+    assert_eq!(health.ingress, None);
+    assert!(health.problem.unwrap().contains("no worker is configured"));
 
     // An ingress nobody listens on.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -271,6 +334,9 @@ async fn every_failed_hand_off_fails_the_run_at_once_saying_what_to_do() {
     let m = r.error.unwrap().message;
     assert!(m.contains("did not answer"), "{m}");
     assert!(m.contains("start restate-server there"), "{m}");
+    let health = engine.worker_health().await;
+    assert!(!health.reachable && !health.registered, "{health:?}");
+    assert!(health.problem.unwrap().contains("did not answer"));
 
     // A Restate server with no Sluice worker registered.
     let s = setup(false).await;
@@ -280,6 +346,14 @@ async fn every_failed_hand_off_fails_the_run_at_once_saying_what_to_do() {
     let m = r.error.unwrap().message;
     assert!(m.contains("no Sluice worker is registered"), "{m}");
     assert!(m.contains("sluice worker --restate-admin"), "{m}");
+    let health = engine.worker_health().await;
+    assert!(health.reachable && !health.registered, "{health:?}");
+    assert!(
+        health
+            .problem
+            .unwrap()
+            .contains("no Sluice worker is registered")
+    );
 
     // Version skew: a worker refuses a run in a protocol it does not speak.
     sluice_worker::register(&s.restate.admin, &s.worker.uri)

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 use sluice_api::{
-    LiveEvent, LogLine, Retry, RetryFrom, RunDetail, RunError, RunStarted, RunStatus, RunSummary,
-    StartRun, StepStatus, What,
+    LiveEvent, LogLine, Retry, RetryFrom, RunDetail, RunError, RunOn, RunStarted, RunStatus,
+    RunSummary, StartRun, StepStatus, What,
 };
 use yew::prelude::*;
 
@@ -194,6 +194,8 @@ struct RunRow {
     created_at_us: i64,
     /// It ran the draft.
     draft: bool,
+    /// It ran on the shared worker (mirrored here).
+    worker: bool,
 }
 
 impl Canvas {
@@ -389,7 +391,11 @@ impl Canvas {
         let run = &*e.run;
         let runs = &mut self.runs;
         match &e.what {
-            What::RunStarted { trigger, draft } if !runs.rows.iter().any(|r| r.id == run) => {
+            What::RunStarted {
+                trigger,
+                draft,
+                executor,
+            } if !runs.rows.iter().any(|r| r.id == run) => {
                 runs.rows.insert(
                     0,
                     RunRow {
@@ -398,6 +404,7 @@ impl Canvas {
                         trigger: trigger.clone(),
                         created_at_us: e.at_us,
                         draft: *draft,
+                        worker: *executor == RunOn::Worker,
                     },
                 );
                 if runs.rows.len() > runs.shown {
@@ -572,6 +579,9 @@ impl Canvas {
                     if r.draft {
                         <span class="draft-mark" title="It ran the draft, not the published version">{ "draft" }</span>
                     }
+                    if r.worker {
+                        <span class="worker-mark" title="It ran on the shared worker; its steps and logs are mirrored here">{ "worker" }</span>
+                    }
                 </button></li>
             }
         });
@@ -664,6 +674,7 @@ fn run_rows(list: Vec<RunSummary>) -> Vec<RunRow> {
             trigger: r.trigger,
             created_at_us: r.created_at_us,
             draft: r.draft,
+            worker: r.executor == RunOn::Worker,
         })
         .collect()
 }

@@ -170,7 +170,14 @@ impl Driver {
             workflow,
         };
         let draft = driver.plan.draft;
-        driver.emit(What::RunStarted { trigger, draft }, nodes::now_us());
+        driver.emit(
+            What::RunStarted {
+                trigger,
+                draft,
+                executor: sluice_api::RunOn::Local,
+            },
+            nodes::now_us(),
+        );
         driver
     }
 

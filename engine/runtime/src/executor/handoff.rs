@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 use sluice_api::{
-    ProgressFrom, RUN_SERVICE, RunError, StepStatus, WORKER_PROTOCOL, WorkerEntry, WorkerProgress,
-    WorkerRun,
+    ProgressFrom, RUN_SERVICE, RunError, StepStatus, WORKER_PROTOCOL, WorkerAbout, WorkerEntry,
+    WorkerHealth, WorkerProgress, WorkerRun,
 };
 use sluice_nodes as nodes;
 use sluice_store::{LogLine, Record, RecordKind};
@@ -48,6 +48,8 @@ pub const NO_WORKER: &str = "this run is set to run on the shared worker (`run_o
 pub(super) struct Worker {
     target: WorkerTarget,
     client: reqwest::Client,
+    /// Runs handed off from this engine and not yet finished here.
+    in_flight: std::sync::atomic::AtomicU64,
 }
 
 /// Why a request to the worker failed.
@@ -64,11 +66,17 @@ impl Worker {
         if let Some(a) = &mut target.admin {
             *a = a.trim_end_matches('/').to_string();
         }
+        // The engine's TLS provider, before any client is built.
+        nodes::http::install_crypto_provider();
         let client = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(5))
             .build()
             .unwrap_or_default();
-        Worker { target, client }
+        Worker {
+            target,
+            client,
+            in_flight: Default::default(),
+        }
     }
 
     fn request(&self, method: reqwest::Method, url: String) -> reqwest::RequestBuilder {
@@ -107,6 +115,10 @@ impl Worker {
         if status.is_success() {
             let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
             return Ok(v["invocationId"].as_str().unwrap_or_default().to_string());
+        }
+        if status == reqwest::StatusCode::CONFLICT {
+            // The run was handed off before and has ended there: read it back.
+            return Ok(String::new());
         }
         Err(self.refused(status, &body))
     }
@@ -174,6 +186,23 @@ impl Worker {
         }
         let body = resp.text().await.unwrap_or_default();
         Err(self.refused(status, &body))
+    }
+
+    /// The worker's version, or why it cannot say.
+    async fn about(&self) -> Result<WorkerAbout, Fault> {
+        let url = format!("{}/{RUN_SERVICE}/-/about", self.target.ingress);
+        let resp = self
+            .request(reqwest::Method::POST, url)
+            .send()
+            .await
+            .map_err(|e| self.unreachable(&e))?;
+        let status = resp.status();
+        let body = resp.text().await.unwrap_or_default();
+        if !status.is_success() {
+            return Err(self.refused(status, &body));
+        }
+        serde_json::from_str(&body)
+            .map_err(|e| Fault::Fatal(format!("the worker's `about` does not read: {e}")))
     }
 
     /// Asks Restate to cancel the invocation (needs `[worker] admin`).
@@ -258,7 +287,14 @@ impl Engine {
                 workflow: Arc::from(run.workflow.as_str()),
                 next,
             };
+            let counter = engine.inner.worker.as_ref().map(|w| &w.in_flight);
+            if let Some(c) = counter {
+                c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
             let result = mirror.run(run, fresh, wake_rx).await;
+            if let Some(c) = counter {
+                c.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            }
             engine
                 .inner
                 .metrics
@@ -274,6 +310,55 @@ impl Engine {
             id,
             done: Outcome::Own(own_rx),
         }
+    }
+
+    /// Where hand-off stands (`GET /api/v1/worker`): configured, reachable,
+    /// registered, its version, runs in flight, and what is wrong.
+    pub async fn worker_health(&self) -> WorkerHealth {
+        let Some(worker) = self.inner.worker.as_ref() else {
+            return WorkerHealth {
+                ingress: None,
+                reachable: false,
+                registered: false,
+                version: None,
+                protocol: None,
+                in_flight: 0,
+                problem: Some(NO_WORKER.to_string()),
+            };
+        };
+        let in_flight = worker.in_flight.load(std::sync::atomic::Ordering::Relaxed);
+        let mut health = WorkerHealth {
+            ingress: Some(worker.target.ingress.clone()),
+            reachable: false,
+            registered: false,
+            version: None,
+            protocol: None,
+            in_flight,
+            problem: None,
+        };
+        match worker.about().await {
+            Ok(about) => {
+                health.reachable = true;
+                health.registered = true;
+                if about.protocol != WORKER_PROTOCOL {
+                    health.problem = Some(format!(
+                        "version skew: this engine speaks worker protocol {WORKER_PROTOCOL} \
+                         (Sluice {}), the worker {} (Sluice {}): run the same Sluice version on both",
+                        env!("CARGO_PKG_VERSION"),
+                        about.protocol,
+                        about.version
+                    ));
+                }
+                health.version = Some(about.version);
+                health.protocol = Some(about.protocol);
+            }
+            Err(Fault::Transient(m)) => health.problem = Some(m),
+            Err(Fault::Fatal(m)) => {
+                health.reachable = true;
+                health.problem = Some(m);
+            }
+        }
+        health
     }
 
     /// The hand-off of a recorded run.
@@ -323,6 +408,7 @@ impl Mirror {
                 What::RunStarted {
                     trigger: run.trigger.clone(),
                     draft: run.draft,
+                    executor: sluice_api::RunOn::Worker,
                 },
                 nodes::now_us(),
             );
