@@ -429,6 +429,76 @@ impl Engine {
         }
     }
 
+    /// Records how a run ended (its output stored, as a blob when large),
+    /// announces it and gives its result: how every driver ends a run.
+    async fn end_run(
+        &self,
+        run: &Arc<str>,
+        workflow: &Arc<str>,
+        result: RunResult,
+    ) -> Result<RunResult> {
+        let stored = self.store().blobs().store_value(&result.output)?;
+        self.store()
+            .journal()
+            .finish_run(
+                run,
+                result.status,
+                Some(stored),
+                result.error.clone(),
+                nodes::now_us(),
+            )
+            .await?;
+        self.announce_end(run, workflow, &result);
+        Ok(result)
+    }
+
+    /// Ends a run as failed when its driver cannot go on. Best effort: the
+    /// journal itself may be what failed.
+    async fn end_run_failed(
+        &self,
+        run: &Arc<str>,
+        workflow: &Arc<str>,
+        error: sluice_api::RunError,
+    ) -> RunResult {
+        if let Err(e) = self
+            .store()
+            .journal()
+            .finish_run(
+                run,
+                Status::Failed,
+                None,
+                Some(error.clone()),
+                nodes::now_us(),
+            )
+            .await
+        {
+            tracing_log(&format!("run {run}: could not record the failure: {e}"));
+        }
+        let result = RunResult {
+            id: run.to_string(),
+            status: Status::Failed,
+            output: serde_json::Value::Null,
+            error: Some(error),
+            respond: None,
+        };
+        self.announce_end(run, workflow, &result);
+        result
+    }
+
+    /// Publishes `run_finished` (never waits; nobody listening is fine).
+    fn announce_end(&self, run: &Arc<str>, workflow: &Arc<str>, result: &RunResult) {
+        let event = crate::events::LiveEvent {
+            run: run.clone(),
+            workflow: workflow.clone(),
+            at_us: nodes::now_us(),
+            what: crate::events::What::RunFinished {
+                status: result.status,
+                error: result.error.clone(),
+            },
+        };
+        self.inner.events.send(event).ok();
+    }
+
     fn forget(&self, id: &str) {
         self.inner
             .active

@@ -16,7 +16,7 @@ use tokio::task::JoinSet;
 
 use super::replay::Replay;
 use super::step::Prepared;
-use super::{Engine, Error, Outcome, Result, RunHandle, RunResult, Slot, tracing_log};
+use super::{Engine, Error, Outcome, Result, RunHandle, RunResult, Slot};
 use crate::events::{LiveEvent, What};
 use crate::machine::{Action, Activation, Event, Hist, Msg, Run, Status, StepError, StepKey};
 use crate::plan::Plan;
@@ -468,33 +468,19 @@ impl Driver {
                     error,
                     respond,
                 } => {
-                    let stored = self.engine.store().blobs().store_value(&output)?;
-                    self.engine
-                        .store()
-                        .journal()
-                        .finish_run(
-                            &self.run_id,
-                            status,
-                            Some(stored),
-                            error.clone(),
-                            nodes::now_us(),
-                        )
-                        .await?;
-                    self.tasks.abort_all();
-                    self.emit(
-                        What::RunFinished {
-                            status,
-                            error: error.clone(),
-                        },
-                        nodes::now_us(),
-                    );
-                    return Ok(Some(RunResult {
+                    let result = RunResult {
                         id: self.run_id.to_string(),
                         status,
                         output,
                         error,
                         respond,
-                    }));
+                    };
+                    let result = self
+                        .engine
+                        .end_run(&self.run_id, &self.workflow, result)
+                        .await?;
+                    self.tasks.abort_all();
+                    return Ok(Some(result));
                 }
             }
         }
@@ -571,31 +557,8 @@ impl Driver {
     async fn internal_failure(&mut self, e: Error) -> RunResult {
         self.tasks.abort_all();
         let error = RunError::of_run(format!("engine error: {e}"));
-        // Best effort: the journal itself may be what failed.
-        if let Err(e2) = self
-            .engine
-            .store()
-            .journal()
-            .finish_run(
-                &self.run_id,
-                Status::Failed,
-                None,
-                Some(error.clone()),
-                nodes::now_us(),
-            )
+        self.engine
+            .end_run_failed(&self.run_id, &self.workflow, error)
             .await
-        {
-            tracing_log(&format!(
-                "run {}: could not record the failure: {e2}",
-                self.run_id
-            ));
-        }
-        RunResult {
-            id: self.run_id.to_string(),
-            status: Status::Failed,
-            output: Value::Null,
-            error: Some(error),
-            respond: None,
-        }
     }
 }

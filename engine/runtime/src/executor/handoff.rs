@@ -25,7 +25,6 @@ use tokio::sync::{mpsc, oneshot};
 use super::driver::Wake;
 use super::{Engine, Outcome, RunHandle, RunResult, Slot, tracing_log};
 use crate::events::{LiveEvent, What};
-use crate::machine::Status;
 
 /// Where runs are handed off (`[worker]` in config.toml).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -693,26 +692,18 @@ impl Mirror {
                 error,
                 respond,
             } => {
-                let stored = blobs.store_value(&output)?;
-                self.engine
-                    .store()
-                    .journal()
-                    .finish_run(&self.run_id, status, Some(stored), error.clone(), now)
-                    .await?;
-                self.emit(
-                    What::RunFinished {
-                        status,
-                        error: error.clone(),
-                    },
-                    nodes::now_us(),
-                );
-                return Ok(Some(RunResult {
+                let result = RunResult {
                     id: self.run_id.to_string(),
                     status,
                     output,
                     error,
                     respond,
-                }));
+                };
+                let result = self
+                    .engine
+                    .end_run(&self.run_id, &self.workflow, result)
+                    .await?;
+                return Ok(Some(result));
             }
         }
         Ok(None)
@@ -722,37 +713,8 @@ impl Mirror {
     /// or failed it without a finish).
     async fn fail(&self, message: String) -> RunResult {
         let error = RunError::of_run(format!("worker: {message}"));
-        if let Err(e) = self
-            .engine
-            .store()
-            .journal()
-            .finish_run(
-                &self.run_id,
-                Status::Failed,
-                None,
-                Some(error.clone()),
-                nodes::now_us(),
-            )
+        self.engine
+            .end_run_failed(&self.run_id, &self.workflow, error)
             .await
-        {
-            tracing_log(&format!(
-                "run {}: could not record the failure: {e}",
-                self.run_id
-            ));
-        }
-        self.emit(
-            What::RunFinished {
-                status: Status::Failed,
-                error: Some(error.clone()),
-            },
-            nodes::now_us(),
-        );
-        RunResult {
-            id: self.run_id.to_string(),
-            status: Status::Failed,
-            output: Value::Null,
-            error: Some(error),
-            respond: None,
-        }
     }
 }
