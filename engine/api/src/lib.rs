@@ -24,8 +24,9 @@ pub use runs::{
     RunStatus, RunSummary, StartRun, Step, StepStatus, TestCall, TestNode,
 };
 pub use worker::{
-    ProgressFrom, RUN_SERVICE, WORKER_PROTOCOL, WorkerAbout, WorkerEntry, WorkerHealth,
-    WorkerProgress, WorkerRun,
+    DEPLOY_SERVICE, DeployState, Deployed, DeployedRun, DeployedRuns, Deployment, ProgressFrom,
+    RUN_SERVICE, WORKER_PROTOCOL, WorkerAbout, WorkerEntry, WorkerHealth, WorkerProgress,
+    WorkerRun, deployed_run,
 };
 pub use workflows::{
     Changes, CredentialEntry, CredentialStored, FromPeer, Health, Me, ModuleAdded, NewSignInLink,

@@ -16,6 +16,19 @@ pub const WORKER_PROTOCOL: u32 = 1;
 /// The Restate workflow that runs handed-off runs (keyed by run id).
 pub const RUN_SERVICE: &str = "SluiceRun";
 
+/// The Restate virtual object that owns a deployed workflow (keyed by
+/// workflow id): its version, its schedules' durable timers, and the log
+/// of the runs it started.
+pub const DEPLOY_SERVICE: &str = "SluiceDeploy";
+
+/// Whether a run id was made by the worker for a deployed workflow (a
+/// schedule fire or a webhook call on the worker's port). Such runs are
+/// never sent by an engine: it adopts them from the deployment's log and
+/// only reads them back.
+pub fn deployed_run(id: &str) -> bool {
+    id.starts_with('d')
+}
+
 /// A run handed to the worker: the pinned workflow version and the input.
 /// Never credentials: the worker resolves them by name from its own vault.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -116,6 +129,9 @@ pub struct WorkerProgress {
     pub entries: Vec<WorkerEntry>,
     /// How many entries the run has recorded so far.
     pub total: u64,
+    /// The run's Restate invocation (cancelling it needs it), once known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invocation: Option<String>,
 }
 
 /// `GET /api/v1/worker`: where hand-off stands.
@@ -145,4 +161,72 @@ pub struct WorkerHealth {
 pub struct WorkerAbout {
     pub version: String,
     pub protocol: u32,
+}
+
+/// A workflow version given to the worker to own (`SluiceDeploy/{id}/deploy`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Deployment {
+    /// [`WORKER_PROTOCOL`] of the engine that deploys it.
+    pub protocol: u32,
+    pub engine_version: String,
+    pub workflow: String,
+    /// The published document version deployed.
+    pub version: String,
+    /// The workflow JSON of that version.
+    pub definition: String,
+}
+
+/// What the worker owns of a workflow now.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Deployed {
+    pub workflow: String,
+    pub version: String,
+    pub deployed_at_us: i64,
+    /// Its schedules' next fires: `[trigger, RFC 3339 time]`.
+    #[serde(default)]
+    pub next_fires: Vec<(String, String)>,
+    /// Its webhooks, as `METHOD /hook/{workflow}/{path}` on the worker's hook port.
+    #[serde(default)]
+    pub webhooks: Vec<String>,
+}
+
+/// One run a deployment started, in the deployment's log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeployedRun {
+    pub run_id: String,
+    /// The document version it runs.
+    pub version: String,
+    pub trigger: String,
+    pub input: Value,
+    pub created_at_us: i64,
+}
+
+/// A page of a deployment's run log from `after` on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeployedRuns {
+    /// The log index of the first run in `runs`.
+    pub from: u64,
+    pub runs: Vec<DeployedRun>,
+    /// How many runs the deployment has logged so far.
+    pub total: u64,
+}
+
+/// `GET|POST|DELETE /api/v1/workflows/{id}/deploy`: what this engine knows of
+/// a workflow's deployment on the shared worker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct DeployState {
+    pub workflow: String,
+    /// The version the worker owns (null: not deployed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployed_at_us: Option<i64>,
+    /// Its schedules' next fires on the worker: `[trigger, RFC 3339 time]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub next_fires: Vec<(String, String)>,
+    /// Its webhooks on the worker's hook port.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub webhooks: Vec<String>,
 }

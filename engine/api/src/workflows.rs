@@ -111,6 +111,15 @@ pub struct PublishState {
     /// machine's user reviews it and publishes).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub from_peers: Vec<FromPeer>,
+    /// Whether a shared worker is configured (`[worker] ingress`): the
+    /// workflow can be deployed to it.
+    #[serde(default)]
+    pub worker: bool,
+    /// The version deployed to the shared worker (null: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployed_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployed_at_us: Option<i64>,
 }
 
 /// Edits from one peer waiting for this machine's user to publish them.

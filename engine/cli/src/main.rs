@@ -59,6 +59,27 @@ enum Command {
         /// The URL restate-server reaches this endpoint at (default: http://<listen>).
         #[arg(long)]
         advertise: Option<String>,
+        /// Where deployed workflows' webhooks are served
+        /// (`/hook/{workflow}/{path}`, as on the trigger port).
+        #[arg(long, env = "SLUICE_WORKER_HOOKS", default_value = "127.0.0.1:9081")]
+        hooks: std::net::SocketAddr,
+        /// The Restate ingress the hook port starts runs through.
+        #[arg(
+            long,
+            env = "SLUICE_RESTATE_INGRESS",
+            default_value = "http://127.0.0.1:8080"
+        )]
+        restate_ingress: String,
+    },
+    /// Give the shared worker a workflow's published version to own: its
+    /// schedules fire there (from Restate's durable timers) and its webhooks
+    /// answer on the worker's hook port, while this machine is off. The runs
+    /// appear in this engine's history when it runs.
+    Deploy {
+        id: String,
+        /// Stop the deployment instead (its schedules stop, its webhooks answer 404).
+        #[arg(long)]
+        stop: bool,
     },
     /// Check a workflow file and list every problem.
     Validate { file: PathBuf },
@@ -668,7 +689,54 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
             listen,
             restate_admin,
             advertise,
-        } => worker(cli.data_dir, listen, restate_admin, advertise).await,
+            hooks,
+            restate_ingress,
+        } => {
+            let options = sluice_worker::WorkerOptions {
+                listen,
+                advertise,
+                restate_admin,
+                hooks: Some(hooks),
+                restate_ingress,
+            };
+            worker(cli.data_dir, options).await
+        }
+        Command::Deploy { id, stop } => {
+            let dir = data_dir(cli.data_dir.clone())?;
+            let state: sluice_api::DeployState = if let Some(running) = running_engine(&dir).await {
+                // The running engine records it and re-arms its own
+                // schedules (the worker's fire instead) at once.
+                let path = format!("/workflows/{id}/deploy");
+                if stop {
+                    running.delete(&id, &path).await?
+                } else {
+                    running.post(&id, &path, &serde_json::json!({})).await?
+                }
+            } else {
+                let engine = open(cli.data_dir).await?;
+                let done = if stop {
+                    engine.undeploy(&id).await
+                } else {
+                    engine.deploy(&id).await
+                };
+                done.map_err(usage)?
+            };
+            match &state.version {
+                None => println!(
+                    "`{id}` is not deployed: its schedules and webhooks are this engine's again"
+                ),
+                Some(v) => {
+                    println!("deployed `{id}` at {v} to the shared worker");
+                    for (trigger, at) in &state.next_fires {
+                        println!("  schedule `{trigger}` fires next at {at}");
+                    }
+                    for hook in &state.webhooks {
+                        println!("  webhook {hook} on the worker's hook port");
+                    }
+                }
+            }
+            Ok(0)
+        }
         Command::Run {
             workflow,
             input,
@@ -882,6 +950,15 @@ impl Running {
         self.answer(id, req).await
     }
 
+    async fn delete<T: serde::de::DeserializeOwned>(
+        &self,
+        id: &str,
+        path: &str,
+    ) -> Result<T, Exit> {
+        let req = self.client.delete(format!("{}/api/v1{path}", self.url));
+        self.answer(id, req).await
+    }
+
     /// The answer as `T`, or the exit an error answer means: the problems
     /// of an invalid workflow (exit 2, each named), a missing one, or the
     /// engine's message.
@@ -1048,22 +1125,14 @@ async fn wait_for_shutdown() {
 /// `sluice worker`: the shared worker's endpoint until SIGINT/SIGTERM.
 async fn worker(
     data_dir_flag: Option<PathBuf>,
-    listen: std::net::SocketAddr,
-    restate_admin: Option<String>,
-    advertise: Option<String>,
+    options: sluice_worker::WorkerOptions,
 ) -> Result<u8, Exit> {
     let engine = open(data_dir_flag.clone()).await?;
     let dir = data_dir(data_dir_flag)?;
-    let worker = sluice_worker::start(
-        engine,
-        sluice_worker::WorkerOptions {
-            listen,
-            advertise,
-            restate_admin: restate_admin.clone(),
-        },
-    )
-    .await
-    .map_err(|e| Exit(2, format!("sluice worker: {e}")))?;
+    let restate_admin = options.restate_admin.clone();
+    let worker = sluice_worker::start(engine, options)
+        .await
+        .map_err(|e| Exit(2, format!("sluice worker: {e}")))?;
     // Whoever reads stdout may be gone (a supervisor, a test): never fail on it.
     let say = |line: String| {
         use std::io::Write;
@@ -1071,6 +1140,9 @@ async fn worker(
     };
     say(format!("worker listening on {}", worker.addr));
     say(format!("deployment {}", worker.uri));
+    if let Some(hooks) = worker.hooks {
+        say(format!("deployed webhooks on http://{hooks}/hook/"));
+    }
     match &restate_admin {
         Some(admin) => say(format!("registered with {admin}")),
         None => say(format!(

@@ -326,6 +326,8 @@ impl Host {
                 }
             }));
         }
+        // Runs the shared worker started for deployed workflows, into history.
+        tasks.push(tokio::spawn(engine.clone().follow_deployments()));
         // Schedules and file watches, re-armed as workflows change.
         tasks.push(tokio::spawn(
             sluice_triggers::Triggers::new(engine.clone()).run(),

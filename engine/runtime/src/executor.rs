@@ -26,6 +26,7 @@ use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 
 mod admission;
 mod code;
+mod deploy;
 mod documents;
 mod driver;
 mod error_triggers;
@@ -64,6 +65,13 @@ pub enum Error {
     Entry(#[from] sluice_core::EntryError),
     #[error("run `{0}` not found")]
     RunNotFound(String),
+    /// Deploying (or handing off) needs a shared worker and none is configured.
+    #[error("{}", handoff::NO_WORKER)]
+    NoWorker,
+    /// The shared worker refused or could not be reached (the message says
+    /// which and what to do).
+    #[error("worker: {0}")]
+    Worker(String),
     #[error("workflow `{0}` not found")]
     WorkflowNotFound(String),
     #[error("workflow `{workflow}` has no node `{node}`")]

@@ -11,9 +11,10 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::Value;
 use sluice_api::{
-    CredentialEntry, CredentialStored, Health, LogLine, ModuleAdded, Publish, PublishState,
-    Restored, Retry, RetryFrom, RunDetail, RunOutcome, RunStarted, RunStatus, RunSummary,
-    SetCredential, StartRun, Stored, TestCall, TestNode, Validation, VersionEntry, WorkflowEntry,
+    CredentialEntry, CredentialStored, DeployState, Health, LogLine, ModuleAdded, Publish,
+    PublishState, Restored, Retry, RetryFrom, RunDetail, RunOutcome, RunStarted, RunStatus,
+    RunSummary, SetCredential, StartRun, Stored, TestCall, TestNode, Validation, VersionEntry,
+    WorkflowEntry,
 };
 use sluice_model::Workflow;
 use sluice_runtime::{Plan, report};
@@ -37,6 +38,12 @@ pub(crate) fn routes() -> axum::Router<AppState> {
             get(publish_state).post(publish_workflow),
         )
         .route("/workflows/{id}/unpublish", post(unpublish_workflow))
+        .route(
+            "/workflows/{id}/deploy",
+            get(deploy_state)
+                .post(deploy_workflow)
+                .delete(undeploy_workflow),
+        )
         .route("/workflows/{id}/versions", get(list_versions))
         .route("/workflows/{id}/versions/{version}", get(get_version))
         .route(
@@ -286,7 +293,50 @@ pub(crate) async fn unpublish_workflow(
     Path(id): Path<String>,
 ) -> Result<Json<PublishState>, ApiError> {
     s.engine.unpublish(&id).await?;
+    // Off means off everywhere: the worker's schedules and webhooks too.
+    if s.engine.deployed(&id).await {
+        s.engine.undeploy(&id).await.map_err(|e| {
+            ApiError::from(e).with_prefix("unpublished here, but the worker still runs it: ")
+        })?;
+    }
     Ok(Json(s.engine.publish_state(&id).await?))
+}
+
+#[utoipa::path(get, path = "/api/v1/workflows/{id}/deploy", tag = "workflows",
+    params(("id" = String, Path, description = "Workflow id")),
+    responses((status = 200, description = "The version deployed to the shared worker, as this engine last set it", body = DeployState)))]
+pub(crate) async fn deploy_state(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<DeployState>, ApiError> {
+    Ok(Json(s.engine.deploy_state(&id).await?))
+}
+
+#[utoipa::path(post, path = "/api/v1/workflows/{id}/deploy", tag = "workflows",
+    params(("id" = String, Path, description = "Workflow id")),
+    responses((status = 200, description = "Deployed: the worker owns the published version (its schedules fire there, \
+        its webhooks answer on the worker's hook port); their runs come into this engine's history", body = DeployState),
+        (status = 404, description = "No such workflow"),
+        (status = 409, description = "Not published, or no worker configured (`[worker] ingress`)"),
+        (status = 502, description = "The worker refused it (a schedule that never fires, a version skew) or cannot be reached")))]
+pub(crate) async fn deploy_workflow(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<DeployState>, ApiError> {
+    Ok(Json(s.engine.deploy(&id).await?))
+}
+
+#[utoipa::path(delete, path = "/api/v1/workflows/{id}/deploy", tag = "workflows",
+    params(("id" = String, Path, description = "Workflow id")),
+    responses((status = 200, description = "Undeployed: the worker's schedules stop and its webhooks answer 404; \
+        this engine's schedules fire again", body = DeployState),
+        (status = 409, description = "No worker configured"),
+        (status = 502, description = "The worker cannot be reached")))]
+pub(crate) async fn undeploy_workflow(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<DeployState>, ApiError> {
+    Ok(Json(s.engine.undeploy(&id).await?))
 }
 
 #[utoipa::path(get, path = "/api/v1/workflows/{id}/versions", tag = "workflows",

@@ -32,6 +32,12 @@ impl ApiError {
     pub fn internal(message: impl std::fmt::Display) -> ApiError {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, message.to_string())
     }
+    /// The same error, its message after `prefix`.
+    pub fn with_prefix(mut self, prefix: &str) -> ApiError {
+        self.message = format!("{prefix}{}", self.message);
+        self
+    }
+
     pub fn with_detail(mut self, detail: Value) -> ApiError {
         self.detail = Some(detail);
         self
@@ -87,6 +93,8 @@ impl From<sluice_runtime::executor::Error> for ApiError {
             e @ E::NodeNotFound { .. } => ApiError::not_found(e.to_string()),
             e @ E::NotPublished(_) => ApiError::new(StatusCode::CONFLICT, e.to_string()),
             e @ E::Busy(_) => ApiError::new(StatusCode::TOO_MANY_REQUESTS, e.to_string()),
+            e @ E::NoWorker => ApiError::new(StatusCode::CONFLICT, e.to_string()),
+            e @ E::Worker(_) => ApiError::new(StatusCode::BAD_GATEWAY, e.to_string()),
             e @ E::InputTooDeep => ApiError::bad_request(e.to_string()),
             // Engine faults (a task that ended without an answer, a lost
             // channel, the store): nothing the caller did; 500.

@@ -110,6 +110,20 @@ fn check_signature(
     headers: &HeaderMap,
     body: &Bytes,
 ) -> Result<(), ApiError> {
+    verify(config, method, uri, headers, body, &s.replays)
+}
+
+/// Checks the signature a trigger with a secret demands, refusing a
+/// signature seen before in `replays` (the trigger port's, or the shared
+/// worker's hook port's).
+pub fn verify(
+    config: &WebhookTrigger,
+    method: &Method,
+    uri: &axum::http::Uri,
+    headers: &HeaderMap,
+    body: &Bytes,
+    replays: &Replays,
+) -> Result<(), ApiError> {
     let Some(secret) = &config.secret else {
         return Ok(());
     };
@@ -126,12 +140,12 @@ fn check_signature(
             .unwrap_or_default(),
         body,
     };
-    check_signature_v1(secret, headers, &signed, &s.replays, now_secs())
+    check_signature_v1(secret, headers, &signed, replays, now_secs())
 }
 
 /// The trigger's message for a request: method, path, query, the headers
 /// it keeps, and the body parsed by its type.
-fn message(
+pub fn message(
     config: &WebhookTrigger,
     method: &Method,
     path: &str,
@@ -222,28 +236,43 @@ pub(crate) async fn hook(
         s.engine.store().journal().flush().await?;
         return Ok(accepted(&run_id));
     };
-    if result.status != Status::Succeeded {
-        // The caller learns that the run failed and its id, not the error:
-        // a step's error can tell what exists on this machine (a file's
-        // path, a host's name). The run holds it for the owner.
-        let mut resp = ApiError::internal(format!("run {} {}", result.id, result.status.as_str()))
-            .with_detail(json!({"run_id": result.id}))
+    Ok(answer(
+        &run_id,
+        result.status,
+        result.output,
+        result.respond,
+    ))
+}
+
+/// A `when_finished` webhook's answer for a run that ended: its first
+/// `output.respond`, else its output; a failed run is a 500 naming only the
+/// run (a step's error can tell what exists on this machine: a file's path,
+/// a host's name; the run holds it for the owner).
+pub fn answer(
+    run_id: &str,
+    status: Status,
+    output: Value,
+    respond_with: Option<Value>,
+) -> Response {
+    if status != Status::Succeeded {
+        let mut resp = ApiError::internal(format!("run {run_id} {}", status.as_str()))
+            .with_detail(json!({"run_id": run_id}))
             .into_response();
-        set_run_id(&mut resp, &run_id);
-        return Ok(resp);
+        set_run_id(&mut resp, run_id);
+        return resp;
     }
-    Ok(match result.respond {
-        Some(r) => respond(&r, &run_id),
+    match respond_with {
+        Some(r) => respond(&r, run_id),
         None => {
-            let mut resp = Json(result.output).into_response();
-            set_run_id(&mut resp, &run_id);
+            let mut resp = Json(output).into_response();
+            set_run_id(&mut resp, run_id);
             resp
         }
-    })
+    }
 }
 
 /// The webhook trigger of `plan` for this method and path: its id and config.
-fn find_trigger<'a>(
+pub fn find_trigger<'a>(
     plan: &'a Plan,
     method: &Method,
     path: &str,
@@ -299,7 +328,7 @@ type Seen = (
 /// again. Bounded: past the bound, the oldest are forgotten (they are the
 /// nearest to leaving the window anyway).
 #[derive(Default)]
-pub(crate) struct Replays {
+pub struct Replays {
     seen: std::sync::Mutex<Seen>,
 }
 
@@ -468,7 +497,7 @@ fn parse_body(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
 }
 
 /// An `output.respond` value as the HTTP response.
-fn respond(r: &Value, run_id: &str) -> Response {
+pub fn respond(r: &Value, run_id: &str) -> Response {
     let status = r["status"]
         .as_u64()
         .and_then(|s| StatusCode::from_u16(s as u16).ok())
@@ -495,13 +524,15 @@ fn respond(r: &Value, run_id: &str) -> Response {
     resp
 }
 
-fn accepted(run_id: &str) -> Response {
+/// `202 {"run_id"}`: the run started (or still runs).
+pub fn accepted(run_id: &str) -> Response {
     let mut resp = (StatusCode::ACCEPTED, Json(json!({"run_id": run_id}))).into_response();
     set_run_id(&mut resp, run_id);
     resp
 }
 
-fn set_run_id(resp: &mut Response, run_id: &str) {
+/// Names the run in `X-Sluice-Run`.
+pub fn set_run_id(resp: &mut Response, run_id: &str) {
     if let Ok(v) = HeaderValue::try_from(run_id) {
         resp.headers_mut().insert("x-sluice-run", v);
     }

@@ -19,6 +19,6 @@ pub use journal::{Journal, LogLine, MAX_LOG_MESSAGE, Record, RecordKind};
 /// Run statuses: one type, shared with the engine, the API and the editor.
 pub use sluice_api::{RunError, RunStatus};
 pub use store::{
-    CredentialRow, Definition, GrantRow, LinkRow, NewRun, NewShare, Redeem, Refusal, RunFilter,
-    RunRow, ShareRow, Store, StoredDoc, VersionMark, VersionRow, WorkflowRow,
+    CredentialRow, Definition, DeploymentRow, GrantRow, LinkRow, NewRun, NewShare, Redeem, Refusal,
+    RunFilter, RunRow, ShareRow, Store, StoredDoc, VersionMark, VersionRow, WorkflowRow,
 };

@@ -21,7 +21,9 @@ use crate::journal::{
 };
 use crate::{Error, Result};
 
+mod deployments;
 mod peers;
+pub use deployments::DeploymentRow;
 pub use peers::{GrantRow, LinkRow, NewShare, Redeem, Refusal, ShareRow};
 
 static MIGRATOR: Migrator = sqlx::migrate!("./migrations");

@@ -34,12 +34,19 @@ pub enum Error {
     File(#[from] files::Error),
 }
 
+struct Armed {
+    plan: Arc<Plan>,
+    deployed: bool,
+    handles: Vec<AbortHandle>,
+}
+
 /// Arms and re-arms triggers for an engine.
 pub struct Triggers {
     engine: Engine,
-    /// Per workflow: the published plan armed, and the tasks running its
-    /// triggers.
-    armed: HashMap<String, (Arc<Plan>, Vec<AbortHandle>)>,
+    /// Per workflow: the published plan armed, whether it is deployed to
+    /// the shared worker (whose timers fire its schedules instead), and the
+    /// tasks running its triggers.
+    armed: HashMap<String, Armed>,
 }
 
 impl std::fmt::Debug for Triggers {
@@ -52,8 +59,8 @@ impl std::fmt::Debug for Triggers {
 
 impl Drop for Triggers {
     fn drop(&mut self) {
-        for (_, handles) in self.armed.values() {
-            for h in handles {
+        for armed in self.armed.values() {
+            for h in &armed.handles {
                 h.abort();
             }
         }
@@ -103,27 +110,39 @@ impl Triggers {
     async fn arm_workflow(&mut self, id: &str, catch_up: bool) {
         // Deleted, unpublished (or invalid): nothing to arm.
         let plan = self.engine.workflow(id).await.ok();
-        if let (Some(plan), Some((armed, _))) = (&plan, self.armed.get(id))
-            && (Arc::ptr_eq(plan, armed)
-                || (plan.definition == armed.definition && plan.version == armed.version))
+        let deployed = self.engine.deployed(id).await;
+        if let (Some(plan), Some(armed)) = (&plan, self.armed.get(id))
+            && armed.deployed == deployed
+            && (Arc::ptr_eq(plan, &armed.plan)
+                || (plan.definition == armed.plan.definition && plan.version == armed.plan.version))
         {
             // The draft changed, not what runs: the schedules keep their pace.
             return;
         }
-        if let Some((_, handles)) = self.armed.remove(id) {
-            for h in handles {
+        if let Some(armed) = self.armed.remove(id) {
+            for h in armed.handles {
                 h.abort();
             }
         }
         let Some(plan) = plan else { return };
-        let handles = self.arm(&plan, catch_up);
-        self.armed.insert(id.to_string(), (plan, handles));
+        let handles = self.arm(&plan, catch_up, deployed);
+        self.armed.insert(
+            id.to_string(),
+            Armed {
+                plan,
+                deployed,
+                handles,
+            },
+        );
     }
 
-    fn arm(&self, plan: &Arc<Plan>, catch_up: bool) -> Vec<AbortHandle> {
+    /// `deployed`: the shared worker fires the schedules (from Restate's
+    /// timers); file triggers watch this machine's folders, so they stay.
+    fn arm(&self, plan: &Arc<Plan>, catch_up: bool, deployed: bool) -> Vec<AbortHandle> {
         let mut handles = Vec::new();
         for node in plan.nodes.iter().filter(|n| !n.disabled) {
             let armed: Result<AbortHandle, Error> = match &node.trigger {
+                Some(Trigger::Schedule(_)) if deployed => continue,
                 Some(Trigger::Schedule(cfg)) => schedule::arm(
                     self.engine.clone(),
                     plan.clone(),

@@ -61,6 +61,43 @@ fn next_after(cron: &Cron, tz: &TimeZone, after: Timestamp) -> Result<Timestamp>
         .map_err(Error::Next)
 }
 
+/// The first occurrence of `cfg` strictly after `after_us` (Unix
+/// microseconds), as Unix microseconds: the shared worker's deployed
+/// schedules fire from Restate timers at these instants.
+pub fn next_fire(cfg: &ScheduleTrigger, after_us: i64) -> Result<i64> {
+    let cron = parse_cron(&cfg.cron)?;
+    let tz = zone(cfg.timezone.as_deref())?;
+    let after = Timestamp::from_microsecond(after_us).unwrap_or(Timestamp::UNIX_EPOCH);
+    Ok(next_after(&cron, &tz, after)?.as_microsecond())
+}
+
+/// Unix microseconds as an RFC 3339 time (what `scheduled_at` reads).
+pub fn rfc3339(us: i64) -> String {
+    Timestamp::from_microsecond(us)
+        .unwrap_or(Timestamp::UNIX_EPOCH)
+        .to_string()
+}
+
+/// How many occurrences of `cfg` fall in `(from_us, to_us]` (at most
+/// [`MAX_MISSED_COUNT`]): what a late fire reports as `missed`.
+pub fn count_between(cfg: &ScheduleTrigger, from_us: i64, to_us: i64) -> u64 {
+    let (Ok(cron), Ok(tz)) = (parse_cron(&cfg.cron), zone(cfg.timezone.as_deref())) else {
+        return 0;
+    };
+    let mut t = Timestamp::from_microsecond(from_us).unwrap_or(Timestamp::UNIX_EPOCH);
+    let mut n = 0;
+    while n < MAX_MISSED_COUNT {
+        match next_after(&cron, &tz, t) {
+            Ok(next) if next.as_microsecond() <= to_us => {
+                n += 1;
+                t = next;
+            }
+            _ => break,
+        }
+    }
+    n
+}
+
 /// `catch_up`: fire once for occurrences missed since the last fire (at
 /// start); not when re-arming after an edit, where the old expression's
 /// history says nothing about the new one.

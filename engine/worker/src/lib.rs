@@ -2,16 +2,21 @@
 //! (restate-sdk) with two services, [`run::SluiceRun`] (a Restate workflow
 //! per handed-off run, driving the same pure state machine as the local
 //! executor, Restate keeping the journal) and [`step::SluiceStep`] (one
-//! durable invocation per step attempt with I/O). Nodes run on an engine
+//! durable invocation per step attempt with I/O), and [`deploy::SluiceDeploy`]
+//! (a virtual object per deployed workflow: its schedules as durable
+//! timers, the runs of its webhooks, which [`hooks`] serves on a port of
+//! its own, and the log of the runs it started). Nodes run on an engine
 //! over the worker's own data dir (vault, blobs, settings); the worker keeps
 //! no run state of its own, so killing it at any point loses nothing.
 
+pub mod deploy;
+pub mod hooks;
 pub mod run;
 pub mod step;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use restate_sdk::prelude::*;
@@ -28,12 +33,21 @@ pub struct WorkerOptions {
     pub advertise: Option<String>,
     /// The Restate admin API to register with (`http://HOST:9070`).
     pub restate_admin: Option<String>,
+    /// Where deployed workflows' webhooks are served (None: not served).
+    pub hooks: Option<SocketAddr>,
+    /// The Restate ingress the hook port starts runs through.
+    pub restate_ingress: String,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("cannot listen on {addr}: {source}")]
     Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("cannot serve deployed webhooks on {addr}: {source}")]
+    Hooks {
         addr: SocketAddr,
         source: std::io::Error,
     },
@@ -46,8 +60,11 @@ pub struct Worker {
     pub addr: SocketAddr,
     /// The deployment URI Restate invokes (one per build: `<base>/sluice/<build>`).
     pub uri: String,
+    /// Where deployed webhooks are served, when they are.
+    pub hooks: Option<SocketAddr>,
     stop: Option<oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<()>,
+    hooks_task: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Worker {
@@ -55,6 +72,9 @@ impl Worker {
     pub async fn stop(mut self) {
         if let Some(s) = self.stop.take() {
             s.send(()).ok();
+        }
+        if let Some(t) = self.hooks_task.take() {
+            t.abort();
         }
         // A task that panicked has stopped serving all the same.
         (&mut self.task).await.ok();
@@ -111,7 +131,28 @@ pub async fn start(engine: Engine, options: WorkerOptions) -> Result<Worker, Err
             .abort_timeout(Duration::from_secs(3600))
             .ingress_private(true),
     );
-    let endpoint = Endpoint::builder().bind(runs).bind(steps).build();
+    let deploys = deploy::SluiceDeploy.into_service_definition();
+    let endpoint = Endpoint::builder()
+        .bind(runs)
+        .bind(steps)
+        .bind(deploys)
+        .build();
+    let (hooks, hooks_task) = match options.hooks {
+        None => (None, None),
+        Some(at) => {
+            let listener = tokio::net::TcpListener::bind(at)
+                .await
+                .map_err(|source| Error::Hooks { addr: at, source })?;
+            let addr = listener
+                .local_addr()
+                .map_err(|source| Error::Hooks { addr: at, source })?;
+            let router = Arc::new(hooks::Hooks::new(&options.restate_ingress)).router();
+            let task = tokio::spawn(async move {
+                axum::serve(listener, router).await.ok();
+            });
+            (Some(addr), Some(task))
+        }
+    };
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {
         HttpServer::new(endpoint)
@@ -123,8 +164,10 @@ pub async fn start(engine: Engine, options: WorkerOptions) -> Result<Worker, Err
     let worker = Worker {
         addr,
         uri,
+        hooks,
         stop: Some(stop),
         task,
+        hooks_task,
     };
     if let Some(admin) = &options.restate_admin {
         register(admin, &worker.uri).await?;

@@ -37,6 +37,9 @@ struct Book {
 
 impl Book {
     fn push(&mut self, ctx: &WorkflowContext<'_>, entry: WorkerEntry) {
+        if matches!(entry, WorkerEntry::Finished { .. }) {
+            ctx.set("finish", Json(entry.clone()));
+        }
         ctx.set(&format!("e{}", self.n), Json(entry));
         self.n += 1;
         ctx.set("n", self.n);
@@ -176,6 +179,8 @@ impl SluiceRun {
             .into());
         }
         ctx.set("definition", req.definition.clone());
+        // An engine that adopts a run it did not send cancels it by this.
+        ctx.set("invocation", ctx.invocation_id().to_string());
         let mut book = Book { n: 0 };
         let plan = match Workflow::from_json(&req.definition)
             .map_err(|e| e.to_string())
@@ -383,7 +388,21 @@ impl SluiceRun {
             from,
             entries,
             total,
+            invocation: ctx.get::<String>("invocation").await?,
         }))
+    }
+
+    /// How the run finished (null: not yet).
+    #[handler]
+    async fn finish(
+        &self,
+        ctx: SharedWorkflowContext<'_>,
+    ) -> HandlerResult<Json<Option<WorkerEntry>>> {
+        Ok(Json(
+            ctx.get::<Json<WorkerEntry>>("finish")
+                .await?
+                .map(Json::into_inner),
+        ))
     }
 
     /// This worker's Sluice version and protocol (any key answers; the

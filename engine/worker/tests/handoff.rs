@@ -38,6 +38,8 @@ async fn setup(register: bool) -> Setup {
             listen: "127.0.0.1:0".parse().unwrap(),
             advertise: None,
             restate_admin: register.then(|| restate.admin.clone()),
+            hooks: None,
+            restate_ingress: restate.ingress.clone(),
         },
     )
     .await

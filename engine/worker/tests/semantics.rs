@@ -37,6 +37,8 @@ fn shared() -> &'static Shared {
                         listen: "127.0.0.1:0".parse().expect("addr"),
                         advertise: None,
                         restate_admin: Some(restate.admin.clone()),
+                        hooks: None,
+                        restate_ingress: restate.ingress.clone(),
                     },
                 )
                 .await

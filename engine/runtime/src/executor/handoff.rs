@@ -52,7 +52,7 @@ pub(super) struct Worker {
 }
 
 /// Why a request to the worker failed.
-enum Fault {
+pub(super) enum Fault {
     /// It will not work by trying again (no worker registered, refused).
     Fatal(String),
     /// The ingress did not answer; it may later.
@@ -84,6 +84,31 @@ impl Worker {
             rb = rb.header(k, v);
         }
         rb
+    }
+
+    /// Calls `path` (`Service/key/handler`) on the ingress with `body`; the
+    /// answer as `T`. `what` names what was refused, in the error.
+    pub(super) async fn call<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &impl serde::Serialize,
+        what: &str,
+    ) -> Result<T, Fault> {
+        let url = format!("{}/{path}", self.target.ingress);
+        let mut req = self.request(reqwest::Method::POST, url);
+        // A handler without input takes no body at all.
+        let body = serde_json::to_value(body).unwrap_or(Value::Null);
+        if !body.is_null() {
+            req = req.json(&body);
+        }
+        let resp = req.send().await.map_err(|e| self.unreachable(&e))?;
+        let status = resp.status();
+        let text = resp.text().await.unwrap_or_default();
+        if !status.is_success() {
+            return Err(self.refused(status, &text, what));
+        }
+        serde_json::from_str(&text)
+            .map_err(|e| Fault::Fatal(format!("the worker's answer to {path} does not read: {e}")))
     }
 
     fn unreachable(&self, e: &reqwest::Error) -> Fault {
@@ -119,10 +144,10 @@ impl Worker {
             // The run was handed off before and has ended there: read it back.
             return Ok(String::new());
         }
-        Err(self.refused(status, &body))
+        Err(self.refused(status, &body, "the run"))
     }
 
-    fn refused(&self, status: reqwest::StatusCode, body: &str) -> Fault {
+    fn refused(&self, status: reqwest::StatusCode, body: &str, what: &str) -> Fault {
         let message = serde_json::from_str::<Value>(body)
             .ok()
             .and_then(|v| v["message"].as_str().map(str::to_string))
@@ -140,7 +165,7 @@ impl Worker {
             ))
         } else {
             Fault::Fatal(format!(
-                "the Restate ingress at {} refused the run (HTTP {status}): {message}",
+                "the Restate ingress at {} refused {what} (HTTP {status}): {message}",
                 self.target.ingress
             ))
         }
@@ -158,7 +183,7 @@ impl Worker {
         let status = resp.status();
         let body = resp.text().await.unwrap_or_default();
         if !status.is_success() {
-            return Err(self.refused(status, &body));
+            return Err(self.refused(status, &body, "the run"));
         }
         serde_json::from_str(&body).map_err(|e| {
             Fault::Fatal(format!(
@@ -184,7 +209,7 @@ impl Worker {
             return Ok(());
         }
         let body = resp.text().await.unwrap_or_default();
-        Err(self.refused(status, &body))
+        Err(self.refused(status, &body, "the run"))
     }
 
     /// The worker's version, or why it cannot say.
@@ -198,7 +223,7 @@ impl Worker {
         let status = resp.status();
         let body = resp.text().await.unwrap_or_default();
         if !status.is_success() {
-            return Err(self.refused(status, &body));
+            return Err(self.refused(status, &body, "the run"));
         }
         serde_json::from_str(&body)
             .map_err(|e| Fault::Fatal(format!("the worker's `about` does not read: {e}")))
@@ -413,9 +438,16 @@ impl Mirror {
             );
         }
         let mut backoff = Duration::from_millis(200);
-        let invocation = loop {
+        // A run the worker started for a deployment is only read back:
+        // sending it would start it again once Restate has forgotten it.
+        let adopted = sluice_api::deployed_run(&run.run_id);
+        let mut invocation = String::new();
+        while !adopted {
             match worker.send(&run).await {
-                Ok(id) => break id,
+                Ok(id) => {
+                    invocation = id;
+                    break;
+                }
                 Err(Fault::Fatal(m)) => return self.fail(m).await,
                 Err(Fault::Transient(m)) if fresh => return self.fail(m).await,
                 Err(Fault::Transient(m)) => {
@@ -424,7 +456,7 @@ impl Mirror {
                     backoff = (backoff * 2).min(Duration::from_secs(10));
                 }
             }
-        };
+        }
         let attach_to = |engine: Engine, run_id: Arc<str>| -> Attach {
             Box::pin(async move {
                 match engine.inner.worker.as_ref() {
@@ -454,15 +486,23 @@ impl Mirror {
                 }
                 _ = tokio::time::sleep(poll) => {}
                 w = wake.recv(), if !wake.is_closed() => {
-                    if let Some(Wake::Cancel) = w
-                        && let Err(m) = worker.cancel(&invocation).await
-                    {
-                        tracing_log(&format!("run {}: {m}", self.run_id));
+                    if let Some(Wake::Cancel) = w {
+                        let cancelled = if invocation.is_empty() {
+                            Err("its Restate invocation is not known yet: cancel it again in a moment".to_string())
+                        } else {
+                            worker.cancel(&invocation).await
+                        };
+                        if let Err(m) = cancelled {
+                            tracing_log(&format!("run {}: {m}", self.run_id));
+                        }
                     }
                 }
             }
             match worker.progress(&self.run_id, self.next).await {
                 Ok(page) => {
+                    if let Some(i) = page.invocation.filter(|_| invocation.is_empty()) {
+                        invocation = i;
+                    }
                     let got = !page.entries.is_empty();
                     for entry in page.entries {
                         match self.apply(entry).await {
@@ -485,7 +525,11 @@ impl Mirror {
                     {
                         // The invocation is over and left no finish: the worker
                         // failed it before it could record one.
-                        let m = if m.is_empty() {
+                        let m = if adopted && self.next == 0 && page.total == 0 {
+                            "the worker no longer holds this run (Restate kept it for less \
+                             time than this engine was away)"
+                                .into()
+                        } else if m.is_empty() {
                             "the worker ended the run without recording how it finished".into()
                         } else {
                             format!("the worker failed the run: {m}")

@@ -121,6 +121,7 @@ impl Engine {
             (Some(p), true) => self.summarize(id, p, &draft_version).await?,
             _ => self.summarize(id, "", &draft_version).await?,
         };
+        let deployed = self.store().deployment(id).await?;
         Ok(PublishState {
             id: id.to_string(),
             summary: changes.to_string(),
@@ -132,6 +133,12 @@ impl Engine {
             problems,
             mode,
             from_peers: self.unpublished_from_peers(id).await?,
+            worker: self.inner.worker.is_some(),
+            deployed_version: deployed.as_ref().and_then(|d| d.version.clone()),
+            deployed_at_us: deployed
+                .as_ref()
+                .filter(|d| d.version.is_some())
+                .and_then(|d| d.deployed_at_us),
         })
     }
 
