@@ -210,3 +210,25 @@ async fn get<T: serde::de::DeserializeOwned>(s: &Server, path: &str) -> T {
     assert_eq!(r.status(), StatusCode::OK, "GET {path}");
     r.json().await.unwrap()
 }
+
+/// Deploying needs a shared worker: without one the API says so and what
+/// to set, and records nothing.
+#[tokio::test]
+async fn deploying_without_a_worker_says_what_to_set() {
+    let s = server().await;
+    assert_eq!(put(&s, &flow("a"), true).await, StatusCode::CREATED);
+    let r = s
+        .api(Method::POST, "/workflows/orders/deploy")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CONFLICT);
+    let body: Value = r.json().await.unwrap();
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("[worker] ingress"), "{message}");
+    let got: sluice_api::DeployState = get(&s, "/workflows/orders/deploy").await;
+    assert_eq!(got.version, None);
+    let st = state(&s).await;
+    assert!(!st.worker);
+    assert_eq!(st.deployed_version, None);
+}

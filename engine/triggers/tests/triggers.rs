@@ -82,6 +82,40 @@ async fn a_schedule_fires_every_second_and_catches_up_once_after_a_restart() {
     triggers.abort();
 }
 
+/// A workflow deployed to the shared worker has its schedules fired there
+/// (from Restate's timers): here they stay off until it is undeployed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_deployed_workflows_schedule_fires_on_the_worker_not_here() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(dir.path(), Options::default()).await.unwrap();
+    put(&engine, every_second()).await;
+    // As `Engine::deploy` records it once the worker took it.
+    engine
+        .store()
+        .set_deployment("tick", Some("v1"), 1)
+        .await
+        .unwrap();
+    let triggers = tokio::spawn(Triggers::new(engine.clone()).run());
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(
+        finished_runs(&engine, "tick").await.is_empty(),
+        "fired here while deployed"
+    );
+    // Undeployed: the schedule is this engine's again.
+    engine
+        .store()
+        .set_deployment("tick", None, 2)
+        .await
+        .unwrap();
+    engine.workflow_changed("tick");
+    wait_for(
+        async || !finished_runs(&engine, "tick").await.is_empty(),
+        "a fire after undeploying",
+    )
+    .await;
+    triggers.abort();
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_file_trigger_fires_on_real_files() {
     let dir = tempfile::tempdir().unwrap();

@@ -28,6 +28,10 @@ pub enum Msg {
     Review,
     /// The published version's workflow (what the review compares with).
     ReviewBase(String, Result<serde_json::Value, String>),
+    /// Give the shared worker the published version / take it back.
+    Deploy,
+    Undeploy,
+    Deployed(Result<sluice_api::DeployState, String>),
 }
 
 impl From<Msg> for super::Msg {
@@ -121,6 +125,34 @@ impl Canvas {
             }
             Msg::ReviewBase(version, result) => {
                 self.publishing.base = Some((version, result));
+                true
+            }
+            Msg::Deploy | Msg::Undeploy => {
+                let method = if matches!(msg, Msg::Deploy) {
+                    "POST"
+                } else {
+                    "DELETE"
+                };
+                let path = format!("/api/v1/workflows/{}/deploy", ctx.props().workflow);
+                self.publishing.busy = true;
+                self.publishing.error = None;
+                ctx.link().send_future(async move {
+                    Msg::Deployed(net::call_as(method, &path, None).await)
+                });
+                true
+            }
+            Msg::Deployed(result) => {
+                self.publishing.busy = false;
+                match result {
+                    Ok(d) => {
+                        self.status = match &d.version {
+                            Some(_) => "deployed to the shared worker".into(),
+                            None => "undeployed".into(),
+                        };
+                    }
+                    Err(e) => self.publishing.error = Some(e),
+                }
+                Canvas::fetch_publish_state(ctx);
                 true
             }
             Msg::Done(result) => {
@@ -328,8 +360,62 @@ impl Canvas {
                             onclick={link.callback(|_| Msg::Unpublish)}>{ "Unpublish" }</button>
                     }
                 </p>
+                { self.deploy_view(ctx, state) }
                 { for review }
             </section>
+        }
+    }
+
+    /// Where the workflow's schedules and webhooks run: here, or on the
+    /// shared worker (deployed), and the buttons that move them.
+    fn deploy_view(&self, ctx: &Context<Self>, state: &PublishState) -> Html {
+        if !state.worker {
+            return Html::default();
+        }
+        let link = ctx.link();
+        let busy = self.publishing.busy;
+        let short = |v: &str| v.chars().take(8).collect::<String>();
+        let (key, line) = match (&state.deployed_version, &state.published_version) {
+            (Some(d), Some(p)) if d == p => (
+                "deployed",
+                format!(
+                    "Deployed to the shared worker ({}, {}): its schedules and webhooks run there, \
+                     also while this machine is off.",
+                    short(d),
+                    state
+                        .deployed_at_us
+                        .map(super::runs::when)
+                        .unwrap_or_default()
+                ),
+            ),
+            (Some(d), _) => (
+                "behind",
+                format!(
+                    "The shared worker runs an older version ({}): deploy again to give it what is published.",
+                    short(d)
+                ),
+            ),
+            (None, _) => (
+                "local",
+                "Not deployed: its schedules and webhooks run on this machine.".to_string(),
+            ),
+        };
+        let current =
+            state.deployed_version.is_some() && state.deployed_version == state.published_version;
+        html! {
+            <div class="deploy" data-state={key}>
+                <p class="deploy-status">{ line }</p>
+                <p class="publish-actions">
+                    <button class="deploy-button" disabled={!state.published || current || busy}
+                        title={if state.published { "Give the shared worker the published version: its schedules and webhooks run there" } else { "Publish first: the worker runs the published version" }}
+                        onclick={link.callback(|_| Msg::Deploy)}>{ "Deploy" }</button>
+                    if state.deployed_version.is_some() {
+                        <button class="undeploy-button" disabled={busy}
+                            title="Stop it on the worker: its schedules fire on this machine again"
+                            onclick={link.callback(|_| Msg::Undeploy)}>{ "Undeploy" }</button>
+                    }
+                </p>
+            </div>
         }
     }
 
