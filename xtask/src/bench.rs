@@ -87,9 +87,21 @@ pub(crate) fn run(which: &str) -> Result<()> {
             ]))
         }
         "desktop" => desktop::run(),
+        "worker" => {
+            let restate = crate::toolchain::ensure_restate_server()?;
+            step(
+                "shared worker benchmark (release build): a 3-step run here vs handed off to restate-server + sluice worker, beside a raw Restate no-op",
+            );
+            check(
+                cargo()
+                    .args(["run", "--release", "--locked", "-p", "sluice-bench"])
+                    .args(["--bin", "sluice-bench-worker"])
+                    .env("SLUICE_RESTATE_SERVER", &restate),
+            )
+        }
         other => {
             bail!(
-                "unknown benchmark `{other}` (available: engine, webhook, http, docs, sandbox, js-engines, editor, desktop)"
+                "unknown benchmark `{other}` (available: engine, webhook, http, docs, peers, sandbox, js-engines, editor, desktop, worker)"
             )
         }
     }

@@ -102,7 +102,7 @@ fn worker(data: &Path, port: u16, admin: &str) -> WorkerProcess {
         .unwrap();
     let mut child = Command::new(SLUICE)
         .args(["worker", "--listen", &format!("127.0.0.1:{port}")])
-        .args(["--restate-admin", admin])
+        .args(["--restate-admin", admin, "--hooks", "127.0.0.1:0"])
         .env("SLUICE_DATA_DIR", data)
         .stdout(Stdio::piped())
         .stderr(log)
@@ -111,10 +111,12 @@ fn worker(data: &Path, port: u16, admin: &str) -> WorkerProcess {
     use std::io::BufRead;
     let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
     // Registered once it printed so.
-    for line in lines.by_ref() {
-        if line.unwrap().starts_with("registered with") {
-            break;
-        }
+    let registered = lines
+        .by_ref()
+        .any(|line| line.is_ok_and(|l| l.starts_with("registered with")));
+    if !registered {
+        let log = std::fs::read_to_string(data.join("worker.log")).unwrap_or_default();
+        panic!("sluice worker ended before registering; it said: {log}");
     }
     std::thread::spawn(move || for _ in lines {});
     WorkerProcess(child)

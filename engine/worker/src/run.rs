@@ -31,8 +31,12 @@ pub struct SluiceRun {
 }
 
 /// The run's entries in the workflow's state: `e<N>`, and `n` the count.
+/// The first page is also kept in memory: a run that fits in it answers
+/// with all its entries, so the engine reads a short run back in one go.
 struct Book {
     n: u64,
+    first: Vec<WorkerEntry>,
+    invocation: String,
 }
 
 impl Book {
@@ -40,9 +44,28 @@ impl Book {
         if matches!(entry, WorkerEntry::Finished { .. }) {
             ctx.set("finish", Json(entry.clone()));
         }
+        if self.n < PAGE {
+            self.first.push(entry.clone());
+        }
         ctx.set(&format!("e{}", self.n), Json(entry));
         self.n += 1;
         ctx.set("n", self.n);
+    }
+
+    /// What the run answers: every entry when they fit in a page, else
+    /// none (the engine pages them with `progress`).
+    fn answer(self) -> HandlerResult<Json<WorkerProgress>> {
+        let entries = if self.n <= PAGE {
+            self.first
+        } else {
+            Vec::new()
+        };
+        Ok(Json(WorkerProgress {
+            from: 0,
+            entries,
+            total: self.n,
+            invocation: Some(self.invocation),
+        }))
     }
 
     /// A finished step attempt: its log lines, then how it went.
@@ -162,9 +185,14 @@ fn unstartable(message: String) -> WorkerEntry {
 
 #[restate_sdk::workflow]
 impl SluiceRun {
-    /// Drives the run to its end; answers its status.
+    /// Drives the run to its end; answers its entries (all of them when
+    /// they fit in a page).
     #[handler]
-    async fn run(&self, ctx: WorkflowContext<'_>, req: Json<WorkerRun>) -> HandlerResult<String> {
+    async fn run(
+        &self,
+        ctx: WorkflowContext<'_>,
+        req: Json<WorkerRun>,
+    ) -> HandlerResult<Json<WorkerProgress>> {
         let req = req.into_inner();
         if req.protocol != WORKER_PROTOCOL {
             return Err(TerminalError::new(format!(
@@ -181,7 +209,11 @@ impl SluiceRun {
         ctx.set("definition", req.definition.clone());
         // An engine that adopts a run it did not send cancels it by this.
         ctx.set("invocation", ctx.invocation_id().to_string());
-        let mut book = Book { n: 0 };
+        let mut book = Book {
+            n: 0,
+            first: Vec::new(),
+            invocation: ctx.invocation_id().to_string(),
+        };
         let plan = match Workflow::from_json(&req.definition)
             .map_err(|e| e.to_string())
             .and_then(|wf| Plan::new(wf).map_err(|e| e.to_string()))
@@ -195,14 +227,14 @@ impl SluiceRun {
                         req.workflow
                     )),
                 );
-                return Ok("failed".into());
+                return book.answer();
             }
         };
         let entry = match plan.entry(Some(&req.trigger)) {
             Ok(entry) => entry,
             Err(e) => {
                 book.push(&ctx, unstartable(e.to_string()));
-                return Ok("failed".into());
+                return book.answer();
             }
         };
         let run_info = Arc::new(sluice_model::preview::run_info(
@@ -330,7 +362,7 @@ impl SluiceRun {
                                 respond,
                             },
                         );
-                        return Ok(status.as_str().to_string());
+                        return book.answer();
                     }
                 }
             }
@@ -359,7 +391,7 @@ impl SluiceRun {
                             &ctx,
                             unstartable("the worker's run has nothing left to wait for but has not ended (a bug: please report it)".into()),
                         );
-                        return Ok("failed".into());
+                        return book.answer();
                     }
                     // The invocation was cancelled (the engine's Cancel).
                     Err(_) => Event::Cancel,

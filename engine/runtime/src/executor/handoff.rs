@@ -38,6 +38,10 @@ pub struct WorkerTarget {
     pub headers: Vec<(String, String)>,
 }
 
+/// How soon a running worker run's entries are first read (then, while
+/// nothing new comes, less and less often, down to once a second).
+const FIRST_POLL: Duration = Duration::from_millis(250);
+
 /// What a run that asks for the worker says when none is configured.
 pub const NO_WORKER: &str = "this run is set to run on the shared worker (`run_on: worker`), \
      but no worker is configured: set `[worker] ingress = \"http://HOST:8080\"` in config.toml \
@@ -193,8 +197,9 @@ impl Worker {
     }
 
     /// Resolves when the run's invocation has ended (with its error, if the
-    /// worker failed it before recording a finish).
-    async fn attach(&self, run_id: &str) -> Result<(), Fault> {
+    /// worker failed it before recording a finish): its answer, every entry
+    /// when they fit in one page (None: an answer that does not read).
+    async fn attach(&self, run_id: &str) -> Result<Option<WorkerProgress>, Fault> {
         let url = format!(
             "{}/restate/workflow/{RUN_SERVICE}/{run_id}/attach",
             self.target.ingress
@@ -205,10 +210,10 @@ impl Worker {
             .await
             .map_err(|e| self.unreachable(&e))?;
         let status = resp.status();
-        if status.is_success() {
-            return Ok(());
-        }
         let body = resp.text().await.unwrap_or_default();
+        if status.is_success() {
+            return Ok(serde_json::from_str(&body).ok());
+        }
         Err(self.refused(status, &body, "the run"))
     }
 
@@ -269,7 +274,7 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     s
 }
 
-type Attach = Pin<Box<dyn Future<Output = Result<(), Fault>> + Send>>;
+type Attach = Pin<Box<dyn Future<Output = Result<Option<WorkerProgress>, Fault>> + Send>>;
 
 impl Engine {
     /// Mirrors a run handed to the worker: sends it (again: idempotent) and
@@ -467,15 +472,21 @@ impl Mirror {
         };
         let mut attach: Attach = attach_to(self.engine.clone(), self.run_id.clone());
         let mut ended: Option<String> = None;
-        let mut poll = Duration::from_millis(50);
+        // A run shorter than the first poll is read back from its answer
+        // alone: no request per poll to the worker while it runs.
+        let mut poll = FIRST_POLL;
         loop {
             let mut woke_by_attach = false;
+            let mut answer = None;
             tokio::select! {
                 r = &mut attach => {
                     attach = Box::pin(std::future::pending());
                     woke_by_attach = true;
                     match r {
-                        Ok(()) => ended = Some(String::new()),
+                        Ok(page) => {
+                            ended = Some(String::new());
+                            answer = page;
+                        }
                         Err(Fault::Fatal(m)) => ended = Some(m),
                         Err(Fault::Transient(m)) => {
                             tracing_log(&format!("run {}: {m}; attaching again", self.run_id));
@@ -498,6 +509,19 @@ impl Mirror {
                     }
                 }
             }
+            if let Some(page) = answer
+                && page.from <= self.next
+                && page.from + page.entries.len() as u64 == page.total
+            {
+                let seen = usize::try_from(self.next - page.from).unwrap_or(usize::MAX);
+                for entry in page.entries.into_iter().skip(seen) {
+                    match self.apply(entry).await {
+                        Ok(Some(result)) => return result,
+                        Ok(None) => {}
+                        Err(e) => return self.fail(format!("engine error: {e}")).await,
+                    }
+                }
+            }
             match worker.progress(&self.run_id, self.next).await {
                 Ok(page) => {
                     if let Some(i) = page.invocation.filter(|_| invocation.is_empty()) {
@@ -512,7 +536,7 @@ impl Mirror {
                         }
                     }
                     poll = if got {
-                        Duration::from_millis(50)
+                        FIRST_POLL
                     } else {
                         (poll * 2).min(Duration::from_secs(1))
                     };
