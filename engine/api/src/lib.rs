@@ -25,8 +25,8 @@ pub use runs::{
 };
 pub use worker::{
     DEPLOY_SERVICE, DeployState, Deployed, DeployedRun, DeployedRuns, Deployment, ProgressFrom,
-    RUN_SERVICE, WORKER_PROTOCOL, WorkerAbout, WorkerEntry, WorkerHealth, WorkerProgress,
-    WorkerRun, deployed_run,
+    RUN_SERVICE, ReusedStep, WORKER_PROTOCOL, WorkerAbout, WorkerEntry, WorkerHealth,
+    WorkerProgress, WorkerRun, deployed_run,
 };
 pub use workflows::{
     Changes, CredentialEntry, CredentialStored, FromPeer, Health, Me, ModuleAdded, NewSignInLink,

@@ -48,6 +48,21 @@ pub struct WorkerRun {
     pub created_at_us: i64,
     #[serde(default)]
     pub draft: bool,
+    /// Steps a retry from the failed step reuses (they finished in the run
+    /// it retries): recorded as succeeded with these outputs, never run again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reuse: Vec<ReusedStep>,
+}
+
+/// A finished step a retried run takes over instead of running it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ReusedStep {
+    pub node: String,
+    pub lineage: String,
+    pub activation: String,
+    /// `[[port, message], ...]`, as it produced them.
+    pub outputs: Value,
 }
 
 /// One thing the worker recorded about a run, in order.

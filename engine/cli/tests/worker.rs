@@ -4,6 +4,8 @@
 //! worker is SIGKILLed mid-step (or restate-server is, and restarted on its
 //! base dir): the run finishes, the step that finished before the kill ran
 //! once, and the step in flight ran again with the same idempotency key.
+//! And `sluice deploy` through the CLI: the worker's hook port answers the
+//! deployed webhook, and `--stop` takes it down.
 
 #[path = "../../worker/tests/support/mod.rs"]
 mod restate;
@@ -83,7 +85,8 @@ fn free_port() -> u16 {
 }
 
 /// A `sluice worker` process, killed when dropped (a failed test leaves none).
-struct WorkerProcess(Child);
+/// Its hook port is the second field.
+struct WorkerProcess(Child, u16);
 
 impl Drop for WorkerProcess {
     fn drop(&mut self) {
@@ -93,16 +96,19 @@ impl Drop for WorkerProcess {
 }
 
 /// `sluice worker` on `port`, registered with `admin`.
-fn worker(data: &Path, port: u16, admin: &str) -> WorkerProcess {
+fn worker(data: &Path, port: u16, server: &restate::Restate) -> WorkerProcess {
     std::fs::create_dir_all(data).unwrap();
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(data.join("worker.log"))
         .unwrap();
+    let hooks = free_port();
     let mut child = Command::new(SLUICE)
         .args(["worker", "--listen", &format!("127.0.0.1:{port}")])
-        .args(["--restate-admin", admin, "--hooks", "127.0.0.1:0"])
+        .args(["--restate-admin", &server.admin])
+        .args(["--restate-ingress", &server.ingress])
+        .args(["--hooks", &format!("127.0.0.1:{hooks}")])
         .env("SLUICE_DATA_DIR", data)
         .stdout(Stdio::piped())
         .stderr(log)
@@ -119,7 +125,7 @@ fn worker(data: &Path, port: u16, admin: &str) -> WorkerProcess {
         panic!("sluice worker ended before registering; it said: {log}");
     }
     std::thread::spawn(move || for _ in lines {});
-    WorkerProcess(child)
+    WorkerProcess(child, hooks)
 }
 
 fn workflow(url: &str) -> String {
@@ -143,7 +149,7 @@ fn survives(kill: impl FnOnce(&mut restate::Restate, &mut WorkerProcess, &Path, 
     let mut server = restate::Restate::start(&dir.path().join("restate"));
     let worker_dir = dir.path().join("worker");
     let port = free_port();
-    let mut w = worker(&worker_dir, port, &server.admin);
+    let mut w = worker(&worker_dir, port, &server);
     let engine_dir = dir.path().join("engine");
     std::fs::create_dir_all(&engine_dir).unwrap();
     std::fs::write(
@@ -215,11 +221,94 @@ fn a_worker_killed_mid_step_loses_nothing() {
     survives(|server, w, worker_dir, port| {
         w.0.kill().unwrap();
         w.0.wait().unwrap();
-        *w = worker(worker_dir, port, &server.admin);
+        *w = worker(worker_dir, port, server);
     });
 }
 
 #[test]
 fn a_restate_server_killed_mid_step_and_restarted_loses_nothing() {
     survives(|server, _w, _dir, _port| server.restart());
+}
+
+#[test]
+fn sluice_deploy_puts_a_webhook_on_the_workers_port_and_stop_takes_it_down() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = restate::Restate::start(&dir.path().join("restate"));
+    let w = worker(&dir.path().join("worker"), free_port(), &server);
+    let engine_dir = dir.path().join("engine");
+    std::fs::create_dir_all(&engine_dir).unwrap();
+    let sluice = |args: &[&str]| {
+        Command::new(SLUICE)
+            .args(args)
+            .env("SLUICE_DATA_DIR", &engine_dir)
+            .output()
+            .unwrap()
+    };
+    let flow = dir.path().join("greet.flow.json");
+    std::fs::write(
+        &flow,
+        serde_json::json!({
+            "format": "sluice.workflow/v1", "id": "greet",
+            "nodes": [
+                {"id": "hook", "kind": "trigger.webhook", "config": {"method": "POST", "path": "hi", "respond": "when_finished"}},
+                {"id": "end", "kind": "output.end", "config": {"value": {"hello": "{{ input.body.name }}"}}}
+            ],
+            "edges": [{"from": "hook", "to": "end"}]
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let o = sluice(&["import", flow.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+
+    // No worker configured yet: said, with what to set.
+    let o = sluice(&["deploy", "greet"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("[worker] ingress"), "{err}");
+
+    std::fs::write(
+        engine_dir.join("config.toml"),
+        format!(
+            "[worker]\ningress = \"{}\"\nadmin = \"{}\"\n",
+            server.ingress, server.admin
+        ),
+    )
+    .unwrap();
+    let o = sluice(&["deploy", "greet"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        out.contains("deployed `greet`") && out.contains("POST /hook/greet/hi"),
+        "{out}"
+    );
+
+    let call = || {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", w.1)).unwrap();
+        use std::io::{Read, Write};
+        let body = r#"{"name":"Ada"}"#;
+        write!(
+            s,
+            "POST /hook/greet/hi HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut answer = String::new();
+        s.read_to_string(&mut answer).unwrap();
+        answer
+    };
+    let answer = call();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains(r#"{"end":{"hello":"Ada"}}"#), "{answer}");
+
+    let o = sluice(&["deploy", "greet", "--stop"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("is not deployed"));
+    std::thread::sleep(Duration::from_millis(1100));
+    let answer = call();
+    assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
 }

@@ -188,23 +188,8 @@ pub async fn request(call: &Call<'_>) -> Result<Outputs> {
             ))
         };
         match cred.kind.as_str() {
-            "bearer" => {
-                let v = HeaderValue::from_str(&format!("Bearer {}", field("token")))
-                    .map_err(|_| bad())?;
-                secret_headers.insert(header::AUTHORIZATION, sensitive(v));
-            }
-            "basic" => {
-                let pair = format!("{}:{}", field("username"), field("password"));
-                let v = HeaderValue::from_str(&format!(
-                    "Basic {}",
-                    base64::engine::general_purpose::STANDARD.encode(pair)
-                ))
-                .map_err(|_| bad())?;
-                secret_headers.insert(header::AUTHORIZATION, sensitive(v));
-            }
-            "header" => {
-                let n = HeaderName::from_bytes(field("name").as_bytes()).map_err(|_| bad())?;
-                let v = HeaderValue::from_str(&field("value")).map_err(|_| bad())?;
+            "bearer" | "basic" | "header" => {
+                let (n, v) = credential_header(&cred.kind, &cred.value).ok_or_else(bad)?;
                 secret_headers.insert(n, sensitive(v));
             }
             "query" => {
@@ -343,6 +328,31 @@ pub async fn request(call: &Call<'_>) -> Result<Outputs> {
         Err(_) => Err(Error::retryable(format!(
             "{KIND}: {shown_method} {shown_url} timed out after {timeout_ms} ms"
         ))),
+    }
+}
+
+/// The header a `bearer`, `basic` or `header` credential puts on a
+/// request (None: another kind, or characters a header cannot carry).
+pub fn credential_header(kind: &str, value: &Value) -> Option<(HeaderName, HeaderValue)> {
+    let field = |k: &str| value.get(k).and_then(Value::as_str).unwrap_or_default();
+    match kind {
+        "bearer" => Some((
+            header::AUTHORIZATION,
+            HeaderValue::from_str(&format!("Bearer {}", field("token"))).ok()?,
+        )),
+        "basic" => {
+            let pair = format!("{}:{}", field("username"), field("password"));
+            let encoded = base64::engine::general_purpose::STANDARD.encode(pair);
+            Some((
+                header::AUTHORIZATION,
+                HeaderValue::from_str(&format!("Basic {encoded}")).ok()?,
+            ))
+        }
+        "header" => Some((
+            HeaderName::from_bytes(field("name").as_bytes()).ok()?,
+            HeaderValue::from_str(field("value")).ok()?,
+        )),
+        _ => None,
     }
 }
 

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use io::Io;
-pub use settings::Settings;
+pub use settings::{Settings, WorkerSettings};
 
 use serde_json::{Map, Value, json};
 use sluice_model::kinds::{

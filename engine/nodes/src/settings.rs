@@ -36,6 +36,10 @@ pub struct WorkerSettings {
     /// The Restate admin API (`"http://worker.lan:9070"`): cancelling a
     /// worker run and the health view's registration check use it.
     pub admin: Option<String>,
+    /// A credential (bearer, basic or header) whose header every request to
+    /// the ingress and the admin API carries: for a Restate behind an
+    /// authenticating proxy. Read when the engine starts.
+    pub auth: Option<String>,
 }
 
 /// `[peers]`: sharing workflows with other installs over iroh (docs/peers.md).

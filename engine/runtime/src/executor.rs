@@ -349,18 +349,10 @@ impl Engine {
                 .ok()
                 .map(Mutex::new)
         });
-        let worker = options
-            .worker
-            .clone()
-            .or_else(|| {
-                let w = &options.settings.worker;
-                w.ingress.as_ref().map(|ingress| WorkerTarget {
-                    ingress: ingress.clone(),
-                    admin: w.admin.clone(),
-                    headers: Vec::new(),
-                })
-            })
-            .map(handoff::Worker::new);
+        let worker = match options.worker.clone() {
+            Some(target) => Some(handoff::Worker::new(target)),
+            None => handoff::Worker::from_settings(&store, &options.settings.worker).await,
+        };
         let engine = Engine {
             inner: Arc::new(Inner {
                 worker,

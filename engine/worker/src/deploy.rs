@@ -130,6 +130,7 @@ async fn start(
         input: input.clone(),
         created_at_us,
         draft: false,
+        reuse: Vec::new(),
     };
     ctx.workflow_client::<SluiceRunClient>(run_id.clone())
         .run(Json(run))

@@ -35,26 +35,34 @@ pub struct SluiceRun {
 /// with all its entries, so the engine reads a short run back in one go.
 struct Book {
     n: u64,
+    /// The `n` readers see.
+    published: u64,
     first: Vec<WorkerEntry>,
     invocation: String,
 }
 
 impl Book {
     fn push(&mut self, ctx: &WorkflowContext<'_>, entry: WorkerEntry) {
-        if matches!(entry, WorkerEntry::Finished { .. }) {
-            ctx.set("finish", Json(entry.clone()));
-        }
         if self.n < PAGE {
             self.first.push(entry.clone());
         }
         ctx.set(&format!("e{}", self.n), Json(entry));
         self.n += 1;
-        ctx.set("n", self.n);
+    }
+
+    /// Makes the entries pushed so far readable (`n`): once per wait, not
+    /// per entry, so a run writes fewer state commands to Restate's log.
+    fn publish(&mut self, ctx: &WorkflowContext<'_>) {
+        if self.published != self.n {
+            ctx.set("n", self.n);
+            self.published = self.n;
+        }
     }
 
     /// What the run answers: every entry when they fit in a page, else
     /// none (the engine pages them with `progress`).
-    fn answer(self) -> HandlerResult<Json<WorkerProgress>> {
+    fn answer(mut self, ctx: &WorkflowContext<'_>) -> HandlerResult<Json<WorkerProgress>> {
+        self.publish(ctx);
         let entries = if self.n <= PAGE {
             self.first
         } else {
@@ -208,9 +216,13 @@ impl SluiceRun {
         }
         ctx.set("definition", req.definition.clone());
         // An engine that adopts a run it did not send cancels it by this.
-        ctx.set("invocation", ctx.invocation_id().to_string());
+        // (The engine that sends a run learns it from the send.)
+        if sluice_api::deployed_run(&req.run_id) {
+            ctx.set("invocation", ctx.invocation_id().to_string());
+        }
         let mut book = Book {
             n: 0,
+            published: 0,
             first: Vec::new(),
             invocation: ctx.invocation_id().to_string(),
         };
@@ -227,14 +239,14 @@ impl SluiceRun {
                         req.workflow
                     )),
                 );
-                return book.answer();
+                return book.answer(&ctx);
             }
         };
         let entry = match plan.entry(Some(&req.trigger)) {
             Ok(entry) => entry,
             Err(e) => {
                 book.push(&ctx, unstartable(e.to_string()));
-                return book.answer();
+                return book.answer(&ctx);
             }
         };
         let run_info = Arc::new(sluice_model::preview::run_info(
@@ -244,6 +256,28 @@ impl SluiceRun {
             req.created_at_us,
         ));
         let hash = plan.definition.shared_hash().to_string();
+        let mut reuse: HashMap<(String, String, String), Vec<(String, Value)>> = req
+            .reuse
+            .iter()
+            .map(|r| {
+                let outputs = r
+                    .outputs
+                    .as_array()
+                    .map(|pairs| {
+                        pairs
+                            .iter()
+                            .filter_map(|p| {
+                                Some((p.get(0)?.as_str()?.to_string(), p.get(1)?.clone()))
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                (
+                    (r.node.clone(), r.lineage.clone(), r.activation.clone()),
+                    outputs,
+                )
+            })
+            .collect();
         let (mut run, mut actions) = Run::start(plan.clone(), entry, Arc::new(req.input));
         let mut futures = DurableFuturesUnordered::new();
         let mut pending: HashMap<usize, Pending> = HashMap::new();
@@ -257,6 +291,28 @@ impl SluiceRun {
                         input,
                         hist,
                     } => {
+                        let done = (
+                            plan.nodes[key.node].id.to_string(),
+                            key.lineage.to_string(),
+                            key.activation.to_string(),
+                        );
+                        if let Some(outputs) = reuse.remove(&done) {
+                            // Finished in the run this retries: taken over, not run.
+                            let outcome = StepOutcome {
+                                outputs,
+                                ..StepOutcome::default()
+                            };
+                            book.finished(
+                                &ctx,
+                                &plan,
+                                &key,
+                                attempt,
+                                Some((*input).clone()),
+                                &outcome,
+                            );
+                            ready.push_back(event_of(key, outcome));
+                            continue;
+                        }
                         let path: Vec<(String, Value)> = Hist::path_outputs(hist.as_ref())
                             .into_iter()
                             .map(|(n, m)| (plan.nodes[n].id.to_string(), (*m).clone()))
@@ -362,13 +418,16 @@ impl SluiceRun {
                                 respond,
                             },
                         );
-                        return book.answer();
+                        return book.answer(&ctx);
                     }
                 }
             }
             let event = match ready.pop_front() {
                 Some(e) => e,
-                None => match futures.next().await {
+                None => match {
+                    book.publish(&ctx);
+                    futures.next().await
+                } {
                     Ok(Some((i, result))) => match pending.remove(&i) {
                         None => continue,
                         Some(Pending::Retry { key }) => Event::RetryDue { key },
@@ -391,7 +450,7 @@ impl SluiceRun {
                             &ctx,
                             unstartable("the worker's run has nothing left to wait for but has not ended (a bug: please report it)".into()),
                         );
-                        return book.answer();
+                        return book.answer(&ctx);
                     }
                     // The invocation was cancelled (the engine's Cancel).
                     Err(_) => Event::Cancel,
@@ -430,10 +489,15 @@ impl SluiceRun {
         &self,
         ctx: SharedWorkflowContext<'_>,
     ) -> HandlerResult<Json<Option<WorkerEntry>>> {
+        let total: u64 = ctx.get("n").await?.unwrap_or(0);
+        let Some(last) = total.checked_sub(1) else {
+            return Ok(Json(None));
+        };
         Ok(Json(
-            ctx.get::<Json<WorkerEntry>>("finish")
+            ctx.get::<Json<WorkerEntry>>(&format!("e{last}"))
                 .await?
-                .map(Json::into_inner),
+                .map(Json::into_inner)
+                .filter(|e| matches!(e, WorkerEntry::Finished { .. })),
         ))
     }
 

@@ -281,6 +281,7 @@ async fn a_hand_off_sent_twice_is_one_run() {
         input: json!({"who": "Bob"}),
         created_at_us: 1,
         draft: false,
+        reuse: Vec::new(),
     };
     let client = reqwest::Client::new();
     let url = format!("{}/SluiceRun/r-twice/run/send", s.restate.ingress);
@@ -372,6 +373,7 @@ async fn every_failed_hand_off_fails_the_run_at_once_saying_what_to_do() {
         input: json!(1),
         created_at_us: 1,
         draft: false,
+        reuse: Vec::new(),
     };
     let client = reqwest::Client::new();
     let resp = client
@@ -385,4 +387,156 @@ async fn every_failed_hand_off_fails_the_run_at_once_saying_what_to_do() {
     assert!(body.contains("version skew"), "{body}");
     assert!(body.contains("Sluice 9.9.9"), "{body}");
     s.worker.stop().await;
+}
+
+/// `[worker] auth` names a credential whose header every request to the
+/// ingress carries (for a Restate behind an authenticating proxy); a
+/// missing one fails the run naming it and how to set it.
+#[tokio::test]
+async fn the_ingress_auth_header_comes_from_a_named_credential() {
+    // A stand-in proxy on loopback that records what it is sent and knows
+    // no service.
+    let seen = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let record = seen.clone();
+    let app = axum::Router::new().fallback(move |headers: axum::http::HeaderMap| {
+        let record = record.clone();
+        async move {
+            let auth = headers
+                .get("authorization")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("none")
+                .to_string();
+            record.lock().unwrap().push(auth);
+            (
+                axum::http::StatusCode::NOT_FOUND,
+                "{\"message\":\"no such service\"}",
+            )
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(listener, app).await.ok();
+    });
+    let wf = json!({
+        "format": "sluice.workflow/v1", "id": "w",
+        "nodes": [{"id": "t", "kind": "trigger.manual"}, {"id": "end", "kind": "output.end"}],
+        "edges": [{"from": "t", "to": "end"}]
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = Options::default();
+    options.settings.worker = sluice_nodes::WorkerSettings {
+        ingress: Some(format!("http://{addr}")),
+        admin: None,
+        auth: Some("gate".into()),
+    };
+
+    // Not set yet: the run fails naming it.
+    let engine = Engine::open(dir.path(), options.clone()).await.unwrap();
+    let r = run_on_worker(&engine, plan(wf.clone()), json!(1)).await;
+    let m = r.error.unwrap().message;
+    assert!(
+        m.contains("credential `gate`") && m.contains("sluice credentials set gate"),
+        "{m}"
+    );
+    assert!(seen.lock().unwrap().is_empty(), "nothing sent without it");
+    engine
+        .store()
+        .put_credential("gate", "bearer", &json!({"token": "proxy-secret"}))
+        .await
+        .unwrap();
+    drop(engine);
+
+    // Set: every request carries it.
+    let engine = Engine::open(dir.path(), options).await.unwrap();
+    let r = run_on_worker(&engine, plan(wf), json!(1)).await;
+    assert_eq!(r.status, RunStatus::Failed);
+    assert!(
+        r.error
+            .unwrap()
+            .message
+            .contains("no Sluice worker is registered")
+    );
+    let seen = seen.lock().unwrap().clone();
+    assert!(!seen.is_empty());
+    assert!(seen.iter().all(|a| a == "Bearer proxy-secret"), "{seen:?}");
+}
+
+/// Retrying a worker run works where it ran: from the start it is handed
+/// off again; from the failed step it is handed off with the steps that
+/// finished, which the worker takes over without running them again.
+#[tokio::test]
+async fn a_worker_run_retried_from_its_failed_step_runs_only_the_rest_on_the_worker() {
+    let s = setup(true).await;
+    let hits = Arc::new(AtomicUsize::new(0));
+    let flaky = Arc::new(AtomicUsize::new(0));
+    let (h, f) = (hits.clone(), flaky.clone());
+    let app = axum::Router::new()
+        .route(
+            "/count",
+            axum::routing::post(move || {
+                let h = h.clone();
+                async move { axum::Json(json!({"n": h.fetch_add(1, Ordering::SeqCst) + 1})) }
+            }),
+        )
+        .route(
+            "/flaky",
+            axum::routing::post(move || {
+                let f = f.clone();
+                async move {
+                    if f.fetch_add(1, Ordering::SeqCst) == 0 {
+                        (axum::http::StatusCode::BAD_REQUEST, "not yet").into_response()
+                    } else {
+                        axum::Json(json!({"ok": true})).into_response()
+                    }
+                }
+            }),
+        );
+    use axum::response::IntoResponse;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(listener, app).await.ok();
+    });
+    let (_d, engine) = engine_for(Some(s.restate.ingress.clone())).await;
+    let wf = json!({
+        "format": "sluice.workflow/v1", "id": "twice",
+        "nodes": [
+            {"id": "t", "kind": "trigger.manual"},
+            {"id": "first", "kind": "http.request", "config": {"method": "POST", "url": format!("http://{addr}/count")}},
+            {"id": "second", "kind": "http.request", "config": {"method": "POST", "url": format!("http://{addr}/flaky")}},
+            {"id": "end", "kind": "output.end", "config": {"value": {"n": "{{ nodes.first.body.n }}", "ok": "{{ input.body.ok }}"}}}
+        ],
+        "edges": [{"from": "t", "to": "first"}, {"from": "first", "to": "second"}, {"from": "second", "to": "end"}]
+    });
+    let failed = run_on_worker(&engine, plan(wf), json!({})).await;
+    assert_eq!(failed.status, RunStatus::Failed, "{failed:?}");
+    assert_eq!(hits.load(Ordering::SeqCst), 1);
+
+    let handle = engine.retry_from_failed(&failed.id).await.unwrap();
+    let retried = tokio::time::timeout(Duration::from_secs(60), handle.wait())
+        .await
+        .unwrap();
+    assert_eq!(retried.status, RunStatus::Succeeded, "{retried:?}");
+    assert_eq!(retried.output, json!({"end": {"n": 1, "ok": true}}));
+    assert_eq!(
+        hits.load(Ordering::SeqCst),
+        1,
+        "the finished step was taken over"
+    );
+    assert_eq!(flaky.load(Ordering::SeqCst), 2, "the failed step ran again");
+    let row = engine.store().get_run(&retried.id).await.unwrap().unwrap();
+    assert_eq!(row.executor, RunOn::Worker);
+    let records = engine.store().run_records(&retried.id).await.unwrap();
+    assert!(records.iter().any(|r| &*r.node == "first"), "{records:?}");
+
+    // From the start: handed off again, every step runs.
+    let handle = engine.retry_from_start(&failed.id).await.unwrap();
+    let again = tokio::time::timeout(Duration::from_secs(60), handle.wait())
+        .await
+        .unwrap();
+    assert_eq!(again.status, RunStatus::Succeeded, "{again:?}");
+    assert_eq!(hits.load(Ordering::SeqCst), 2);
+    let row = engine.store().get_run(&again.id).await.unwrap().unwrap();
+    assert_eq!(row.executor, RunOn::Worker);
 }

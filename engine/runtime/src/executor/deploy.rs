@@ -222,6 +222,7 @@ impl Engine {
             input: r.input.clone(),
             created_at_us: r.created_at_us,
             draft: false,
+            reuse: Vec::new(),
         };
         // Announced as started here; the mirror never sends a deployed run.
         drop(self.spawn_mirror(slot, run, 0, true));

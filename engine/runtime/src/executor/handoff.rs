@@ -50,6 +50,9 @@ pub const NO_WORKER: &str = "this run is set to run on the shared worker (`run_o
 /// The client side of the worker.
 pub(super) struct Worker {
     target: WorkerTarget,
+    /// Why no request can be made (the `[worker] auth` credential is
+    /// missing or unusable): every hand-off fails with it.
+    problem: Option<String>,
     client: reqwest::Client,
     /// Runs handed off from this engine and not yet finished here.
     in_flight: std::sync::atomic::AtomicU64,
@@ -77,9 +80,58 @@ impl Worker {
             .unwrap_or_default();
         Worker {
             target,
+            problem: None,
             client,
             in_flight: Default::default(),
         }
+    }
+
+    /// The worker of `[worker]` in config.toml (None: no ingress set), its
+    /// `auth` credential resolved from this engine's vault.
+    pub(super) async fn from_settings(
+        store: &sluice_store::Store,
+        settings: &nodes::WorkerSettings,
+    ) -> Option<Worker> {
+        let ingress = settings.ingress.clone()?;
+        let mut target = WorkerTarget {
+            ingress,
+            admin: settings.admin.clone(),
+            headers: Vec::new(),
+        };
+        let mut problem = None;
+        if let Some(name) = &settings.auth {
+            let set_it = format!(
+                "set it with `sluice credentials set {name} --kind bearer` (or basic, header), \
+                 then restart the engine"
+            );
+            match store.get_credential(name).await {
+                Ok(Some((kind, value))) => match nodes::http::credential_header(&kind, &value) {
+                    Some((n, v)) => target.headers.push((
+                        n.as_str().to_string(),
+                        v.to_str().unwrap_or_default().to_string(),
+                    )),
+                    None => {
+                        problem = Some(format!(
+                            "`[worker] auth` credential `{name}` is a `{kind}` credential (or \
+                             holds characters a header cannot carry): it must be bearer, basic or header"
+                        ))
+                    }
+                },
+                Ok(None) => {
+                    problem = Some(format!(
+                        "`[worker] auth` names credential `{name}`, which does not exist: {set_it}"
+                    ))
+                }
+                Err(e) => {
+                    problem = Some(format!(
+                        "`[worker] auth` credential `{name}` cannot be read: {e}"
+                    ))
+                }
+            }
+        }
+        let mut worker = Worker::new(target);
+        worker.problem = problem;
+        Some(worker)
     }
 
     fn request(&self, method: reqwest::Method, url: String) -> reqwest::RequestBuilder {
@@ -98,6 +150,7 @@ impl Worker {
         body: &impl serde::Serialize,
         what: &str,
     ) -> Result<T, Fault> {
+        self.usable()?;
         let url = format!("{}/{path}", self.target.ingress);
         let mut req = self.request(reqwest::Method::POST, url);
         // A handler without input takes no body at all.
@@ -115,6 +168,13 @@ impl Worker {
             .map_err(|e| Fault::Fatal(format!("the worker's answer to {path} does not read: {e}")))
     }
 
+    fn usable(&self) -> Result<(), Fault> {
+        match &self.problem {
+            Some(p) => Err(Fault::Fatal(p.clone())),
+            None => Ok(()),
+        }
+    }
+
     fn unreachable(&self, e: &reqwest::Error) -> Fault {
         Fault::Transient(format!(
             "the Restate ingress at {} did not answer ({}): start restate-server there, \
@@ -128,6 +188,7 @@ impl Worker {
     /// Restate workflow's key, so a second send of it attaches to the first
     /// (Restate refuses an `Idempotency-Key` on workflow handlers for that reason).
     async fn send(&self, run: &WorkerRun) -> Result<String, Fault> {
+        self.usable()?;
         let url = format!(
             "{}/{RUN_SERVICE}/{}/run/send",
             self.target.ingress, run.run_id
@@ -219,6 +280,7 @@ impl Worker {
 
     /// The worker's version, or why it cannot say.
     async fn about(&self) -> Result<WorkerAbout, Fault> {
+        self.usable()?;
         let url = format!("{}/{RUN_SERVICE}/-/about", self.target.ingress);
         let resp = self
             .request(reqwest::Method::POST, url)
@@ -409,6 +471,7 @@ impl Engine {
             input,
             created_at_us,
             draft: plan.draft,
+            reuse: Vec::new(),
         }
     }
 }

@@ -106,7 +106,7 @@ impl Engine {
     }
 
     #[allow(clippy::too_many_arguments)]
-    async fn start_inner(
+    pub(super) async fn start_inner(
         &self,
         id: String,
         plan: Arc<Plan>,
