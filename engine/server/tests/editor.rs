@@ -8,7 +8,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use browser::{artifacts, browser, driver, editor_peer, editor_server};
+use browser::{artifacts, browser, driver, editor_peer, editor_server, editor_with_worker};
 use fantoccini::actions::{InputSource, MOUSE_BUTTON_LEFT, MouseActions, PointerAction};
 use fantoccini::{Client, Locator};
 use serde_json::{Value, json};
@@ -2150,4 +2150,55 @@ async fn a_viewers_editor_follows_the_sharer_and_refuses_edits() {
     )
     .await;
     v.close().await.ok();
+}
+
+/// With a shared worker configured, the publish panel says where the
+/// workflow's schedules and webhooks run and offers Deploy; a worker that
+/// does not answer is said in the panel, naming its address.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_publish_panel_offers_deploy_and_says_when_the_worker_does_not_answer() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let ingress = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let (s, codes) = editor_with_worker(ingress.clone()).await;
+    s.put_workflow(json!({
+        "format": "sluice.workflow/v1", "id": "nightly", "nodes": [
+            {"id": "clock", "kind": "trigger.schedule", "position": [0, 0], "config": {"cron": "0 0 2 * * *"}},
+            {"id": "end", "kind": "output.end", "position": [320, 0]}],
+        "edges": [{"from": "clock", "to": "end"}]
+    }))
+    .await;
+    let driver = driver().await;
+    let a = browser(&driver).await;
+    open(&a, &s, &codes, "nightly").await;
+    eventually(
+        Duration::from_secs(10),
+        "the deploy part of the panel",
+        || async { attr(&a, ".deploy", "data-state").await.as_deref() == Some("local") },
+    )
+    .await;
+    assert!(
+        text(&a, ".deploy-status")
+            .await
+            .contains("run on this machine"),
+        "{}",
+        text(&a, ".deploy-status").await
+    );
+    click(&a, ".deploy-button").await;
+    eventually(
+        Duration::from_secs(15),
+        "the worker's failure in the panel",
+        || async {
+            text_of(&a, ".publish-error")
+                .await
+                .is_some_and(|t| t.contains("did not answer") && t.contains(&ingress))
+        },
+    )
+    .await;
+    screenshot(&a, "deploy-unreachable").await;
+    assert_eq!(
+        attr(&a, ".deploy", "data-state").await.as_deref(),
+        Some("local")
+    );
+    a.close().await.ok();
 }

@@ -30,30 +30,51 @@ pub struct SluiceRun {
     pub(crate) engine: Engine,
 }
 
-/// The run's entries in the workflow's state: `e<N>`, and `n` the count.
-/// The first page is also kept in memory: a run that fits in it answers
-/// with all its entries, so the engine reads a short run back in one go.
+/// The run's entries in the workflow's state, in chunks of [`CHUNK`]:
+/// `c<K>` holds entries `K*CHUNK..`, and `n` is how many are readable. A
+/// chunk is written when it fills and at each wait (the one still filling,
+/// again), so a short run writes two state commands to Restate's log, not
+/// two per entry. The first page is also kept in memory: a run that fits
+/// in it answers with all its entries, so the engine reads a short run back
+/// in one go.
 struct Book {
     n: u64,
     /// The `n` readers see.
     published: u64,
+    /// The chunk still filling (entries from `n - chunk.len()`).
+    chunk: Vec<WorkerEntry>,
     first: Vec<WorkerEntry>,
     invocation: String,
 }
+
+/// Entries per state value.
+const CHUNK: u64 = 64;
 
 impl Book {
     fn push(&mut self, ctx: &WorkflowContext<'_>, entry: WorkerEntry) {
         if self.n < PAGE {
             self.first.push(entry.clone());
         }
-        ctx.set(&format!("e{}", self.n), Json(entry));
+        self.chunk.push(entry);
         self.n += 1;
+        if self.n.is_multiple_of(CHUNK) {
+            self.write_chunk(ctx);
+            self.chunk.clear();
+        }
     }
 
-    /// Makes the entries pushed so far readable (`n`): once per wait, not
-    /// per entry, so a run writes fewer state commands to Restate's log.
+    fn write_chunk(&self, ctx: &WorkflowContext<'_>) {
+        if !self.chunk.is_empty() {
+            let k = (self.n - self.chunk.len() as u64) / CHUNK;
+            ctx.set(&format!("c{k}"), Json(self.chunk.clone()));
+        }
+    }
+
+    /// Makes the entries pushed so far readable: once per wait, not per
+    /// entry.
     fn publish(&mut self, ctx: &WorkflowContext<'_>) {
         if self.published != self.n {
+            self.write_chunk(ctx);
             ctx.set("n", self.n);
             self.published = self.n;
         }
@@ -214,7 +235,7 @@ impl SluiceRun {
             ))
             .into());
         }
-        ctx.set("definition", req.definition.clone());
+
         // An engine that adopts a run it did not send cancels it by this.
         // (The engine that sends a run learns it from the send.)
         if sluice_api::deployed_run(&req.run_id) {
@@ -223,6 +244,7 @@ impl SluiceRun {
         let mut book = Book {
             n: 0,
             published: 0,
+            chunk: Vec::new(),
             first: Vec::new(),
             invocation: ctx.invocation_id().to_string(),
         };
@@ -242,6 +264,13 @@ impl SluiceRun {
                 return book.answer(&ctx);
             }
         };
+        // Read by the step service (steps with I/O) and by engines that
+        // adopt a deployment's run; a run of pure steps needs it nowhere.
+        if sluice_api::deployed_run(&req.run_id)
+            || (0..plan.nodes.len()).any(|i| !Engine::step_is_pure(&plan, i))
+        {
+            ctx.set("definition", req.definition.clone());
+        }
         let entry = match plan.entry(Some(&req.trigger)) {
             Ok(entry) => entry,
             Err(e) => {
@@ -469,10 +498,24 @@ impl SluiceRun {
     ) -> HandlerResult<Json<WorkerProgress>> {
         let from = from.into_inner().from;
         let total: u64 = ctx.get("n").await?.unwrap_or(0);
+        let end = total.min(from.saturating_add(PAGE));
         let mut entries = Vec::new();
-        for i in from..total.min(from.saturating_add(PAGE)) {
-            if let Some(Json(e)) = ctx.get::<Json<WorkerEntry>>(&format!("e{i}")).await? {
-                entries.push(e);
+        if from < end {
+            for k in from / CHUNK..=(end - 1) / CHUNK {
+                let chunk = ctx
+                    .get::<Json<Vec<WorkerEntry>>>(&format!("c{k}"))
+                    .await?
+                    .map(Json::into_inner)
+                    .unwrap_or_default();
+                let first = k * CHUNK;
+                entries.extend(
+                    chunk
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, e)| (first + i as u64, e))
+                        .filter(|(i, _)| (from..end).contains(i))
+                        .map(|(_, e)| e),
+                );
             }
         }
         Ok(Json(WorkerProgress {
@@ -493,10 +536,15 @@ impl SluiceRun {
         let Some(last) = total.checked_sub(1) else {
             return Ok(Json(None));
         };
+        let chunk = ctx
+            .get::<Json<Vec<WorkerEntry>>>(&format!("c{}", last / CHUNK))
+            .await?
+            .map(Json::into_inner)
+            .unwrap_or_default();
         Ok(Json(
-            ctx.get::<Json<WorkerEntry>>(&format!("e{last}"))
-                .await?
-                .map(Json::into_inner)
+            chunk
+                .into_iter()
+                .nth((last % CHUNK) as usize)
                 .filter(|e| matches!(e, WorkerEntry::Finished { .. })),
         ))
     }

@@ -49,6 +49,34 @@ pub async fn editor_peer(
     (s, codes)
 }
 
+/// An editor server whose engine hands runs and deployments to the
+/// Restate ingress at `ingress` (`[worker] ingress`).
+pub async fn editor_with_worker(
+    ingress: String,
+) -> (crate::common::Server, std::sync::Arc<sluice_server::Codes>) {
+    let codes = std::sync::Arc::new(sluice_server::Codes::default());
+    let ui = ui_dir();
+    let s = {
+        let codes = codes.clone();
+        crate::common::server_engine(
+            move |e| {
+                e.worker = Some(sluice_runtime::WorkerTarget {
+                    ingress,
+                    admin: None,
+                    headers: Vec::new(),
+                });
+            },
+            move |o| {
+                o.codes = codes;
+                o.ui_dir = Some(ui);
+            },
+            None,
+        )
+        .await
+    };
+    (s, codes)
+}
+
 pub fn artifacts() -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../artifacts");
     std::fs::create_dir_all(&dir).unwrap();

@@ -30,10 +30,19 @@ pub async fn server_full(
     configure: impl FnOnce(&mut sluice_server::Options),
     peer: Option<&str>,
 ) -> Server {
+    server_engine(|_| {}, configure, peer).await
+}
+
+/// A server whose engine's options `engine` adjusts.
+pub async fn server_engine(
+    engine: impl FnOnce(&mut Options),
+    configure: impl FnOnce(&mut sluice_server::Options),
+    peer: Option<&str>,
+) -> Server {
     let dir = tempfile::tempdir().unwrap();
     // One compile cache for every test server: the JavaScript runtime is
     // pre-initialized and compiled once, not in every new data dir.
-    let options = Options {
+    let mut options = Options {
         // (Examples that share this module have no CARGO_TARGET_TMPDIR.)
         wasm_cache: Some(
             option_env!("CARGO_TARGET_TMPDIR")
@@ -42,6 +51,7 @@ pub async fn server_full(
         ),
         ..Options::default()
     };
+    engine(&mut options);
     let engine = Engine::open(dir.path(), options).await.unwrap();
     let token = sluice_server::ensure_token(dir.path()).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
