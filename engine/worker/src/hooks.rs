@@ -27,8 +27,12 @@ use crate::deploy::{Current, Fire, plan_of};
 /// How long a deployment read from Restate is used before asking again.
 const FRESH: Duration = Duration::from_secs(1);
 
-/// The largest request body a hook takes (as on the trigport).
+/// The largest request body a hook takes (as on the trigger port).
 pub const BODY_LIMIT: usize = 16 * 1024 * 1024;
+
+/// Webhook calls handled at once; past it a caller gets 429 (and
+/// `Retry-After`), never an unbounded queue of runs behind the worker.
+pub const MAX_CALLS: usize = 1024;
 
 /// The hook port's state.
 pub struct Hooks {
@@ -37,6 +41,7 @@ pub struct Hooks {
     /// Per workflow: when it was read, and its plan (None: not deployed).
     deployed: Mutex<HashMap<String, (Instant, Option<Arc<Plan>>)>>,
     replays: Replays,
+    calls: tokio::sync::Semaphore,
     /// How long a `when_finished` call waits before answering 202.
     pub wait: Duration,
 }
@@ -52,6 +57,7 @@ impl Hooks {
                 .unwrap_or_default(),
             deployed: Mutex::default(),
             replays: Replays::default(),
+            calls: tokio::sync::Semaphore::new(MAX_CALLS),
             wait: Duration::from_secs(30),
         }
     }
@@ -176,6 +182,12 @@ async fn call(
     if !slug(&workflow) {
         return Err(no_hook());
     }
+    let Ok(_call) = h.calls.try_acquire() else {
+        return Err(ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!("the worker is handling {MAX_CALLS} webhook calls: try again later"),
+        ));
+    };
     let plan = h.plan(&workflow).await?.ok_or_else(no_hook)?;
     let (trigger, config) = hook::find_trigger(&plan, &method, &path).ok_or_else(no_hook)?;
     hook::verify(config, &method, &uri, &headers, &body, &h.replays)?;

@@ -50,6 +50,14 @@ struct Book {
 /// Entries per state value.
 const CHUNK: u64 = 64;
 
+/// `n` in the run's state: how many entries are readable, and the run's
+/// invocation.
+#[derive(serde::Serialize, serde::Deserialize, Default)]
+struct Count {
+    n: u64,
+    invocation: String,
+}
+
 impl Book {
     fn push(&mut self, ctx: &WorkflowContext<'_>, entry: WorkerEntry) {
         if self.n < PAGE {
@@ -75,7 +83,14 @@ impl Book {
     fn publish(&mut self, ctx: &WorkflowContext<'_>) {
         if self.published != self.n {
             self.write_chunk(ctx);
-            ctx.set("n", self.n);
+            // With the invocation id: an engine cancels the run by it.
+            ctx.set(
+                "n",
+                Json(Count {
+                    n: self.n,
+                    invocation: self.invocation.clone(),
+                }),
+            );
             self.published = self.n;
         }
     }
@@ -236,11 +251,6 @@ impl SluiceRun {
             .into());
         }
 
-        // An engine that adopts a run it did not send cancels it by this.
-        // (The engine that sends a run learns it from the send.)
-        if sluice_api::deployed_run(&req.run_id) {
-            ctx.set("invocation", ctx.invocation_id().to_string());
-        }
         let mut book = Book {
             n: 0,
             published: 0,
@@ -497,7 +507,12 @@ impl SluiceRun {
         from: Json<ProgressFrom>,
     ) -> HandlerResult<Json<WorkerProgress>> {
         let from = from.into_inner().from;
-        let total: u64 = ctx.get("n").await?.unwrap_or(0);
+        let count = ctx
+            .get::<Json<Count>>("n")
+            .await?
+            .map(Json::into_inner)
+            .unwrap_or_default();
+        let total = count.n;
         let end = total.min(from.saturating_add(PAGE));
         let mut entries = Vec::new();
         if from < end {
@@ -522,7 +537,7 @@ impl SluiceRun {
             from,
             entries,
             total,
-            invocation: ctx.get::<String>("invocation").await?,
+            invocation: Some(count.invocation).filter(|i| !i.is_empty()),
         }))
     }
 
@@ -532,7 +547,10 @@ impl SluiceRun {
         &self,
         ctx: SharedWorkflowContext<'_>,
     ) -> HandlerResult<Json<Option<WorkerEntry>>> {
-        let total: u64 = ctx.get("n").await?.unwrap_or(0);
+        let total = ctx
+            .get::<Json<Count>>("n")
+            .await?
+            .map_or(0, |c| c.into_inner().n);
         let Some(last) = total.checked_sub(1) else {
             return Ok(Json(None));
         };

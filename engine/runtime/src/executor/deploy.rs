@@ -25,7 +25,7 @@ const FOLLOW_EVERY: Duration = Duration::from_secs(2);
 
 fn worker_error(f: Fault) -> Error {
     match f {
-        Fault::Fatal(m) | Fault::Transient(m) => Error::Worker(m),
+        Fault::Fatal(m) | Fault::Transient(m) | Fault::Lost(m) => Error::Worker(m),
     }
 }
 

@@ -64,6 +64,9 @@ pub(super) enum Fault {
     Fatal(String),
     /// The ingress did not answer; it may later.
     Transient(String),
+    /// A request reached the ingress, and its answer was lost midway: the
+    /// run may be under way there (ask again: it attaches).
+    Lost(String),
 }
 
 impl Worker {
@@ -184,30 +187,38 @@ impl Worker {
         ))
     }
 
-    /// Sends the run; its invocation id. Idempotent: the run id is the
-    /// Restate workflow's key, so a second send of it attaches to the first
-    /// (Restate refuses an `Idempotency-Key` on workflow handlers for that reason).
-    async fn send(&self, run: &WorkerRun) -> Result<String, Fault> {
+    /// Starts the run and waits for its answer (every entry, when they fit
+    /// in a page). Idempotent: the run id is the Restate workflow's key, so
+    /// a second call for it finds it started (409) and attaches instead
+    /// (Restate refuses an `Idempotency-Key` on workflow handlers for that
+    /// reason).
+    async fn call_run(&self, run: &WorkerRun) -> Result<Option<WorkerProgress>, Fault> {
         self.usable()?;
-        let url = format!(
-            "{}/{RUN_SERVICE}/{}/run/send",
-            self.target.ingress, run.run_id
-        );
-        let resp = self
+        let url = format!("{}/{RUN_SERVICE}/{}/run", self.target.ingress, run.run_id);
+        let lost = |e: &reqwest::Error| {
+            Fault::Lost(format!(
+                "the Restate ingress at {} dropped the run's answer ({})",
+                self.target.ingress,
+                error_chain(e)
+            ))
+        };
+        let resp = match self
             .request(reqwest::Method::POST, url)
             .json(run)
             .send()
             .await
-            .map_err(|e| self.unreachable(&e))?;
+        {
+            Ok(r) => r,
+            Err(e) if e.is_connect() => return Err(self.unreachable(&e)),
+            Err(e) => return Err(lost(&e)),
+        };
         let status = resp.status();
-        let body = resp.text().await.unwrap_or_default();
+        let body = resp.text().await.map_err(|e| lost(&e))?;
         if status.is_success() {
-            let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-            return Ok(v["invocationId"].as_str().unwrap_or_default().to_string());
+            return Ok(serde_json::from_str(&body).ok());
         }
         if status == reqwest::StatusCode::CONFLICT {
-            // The run was handed off before and has ended there: read it back.
-            return Ok(String::new());
+            return self.attach(&run.run_id).await;
         }
         Err(self.refused(status, &body, "the run"))
     }
@@ -443,7 +454,7 @@ impl Engine {
                 health.version = Some(about.version);
                 health.protocol = Some(about.protocol);
             }
-            Err(Fault::Transient(m)) => health.problem = Some(m),
+            Err(Fault::Transient(m) | Fault::Lost(m)) => health.problem = Some(m),
             Err(Fault::Fatal(m)) => {
                 health.reachable = true;
                 health.problem = Some(m);
@@ -505,35 +516,26 @@ impl Mirror {
                 nodes::now_us(),
             );
         }
-        let mut backoff = Duration::from_millis(200);
         // A run the worker started for a deployment is only read back:
         // sending it would start it again once Restate has forgotten it.
         let adopted = sluice_api::deployed_run(&run.run_id);
+        let run = Arc::new(run);
         let mut invocation = String::new();
-        while !adopted {
-            match worker.send(&run).await {
-                Ok(id) => {
-                    invocation = id;
-                    break;
-                }
-                Err(Fault::Fatal(m)) => return self.fail(m).await,
-                Err(Fault::Transient(m)) if fresh => return self.fail(m).await,
-                Err(Fault::Transient(m)) => {
-                    tracing_log(&format!("run {}: {m}; trying again", self.run_id));
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(10));
-                }
-            }
-        }
-        let attach_to = |engine: Engine, run_id: Arc<str>| -> Attach {
+        // One request starts the run and waits for its answer; asked again
+        // (after an answer was lost, or an engine restart) it attaches.
+        let call = |engine: Engine, run: Arc<WorkerRun>| -> Attach {
             Box::pin(async move {
                 match engine.inner.worker.as_ref() {
-                    Some(w) => w.attach(&run_id).await,
+                    Some(w) if sluice_api::deployed_run(&run.run_id) => w.attach(&run.run_id).await,
+                    Some(w) => w.call_run(&run).await,
                     None => Err(Fault::Fatal(NO_WORKER.into())),
                 }
             })
         };
-        let mut attach: Attach = attach_to(self.engine.clone(), self.run_id.clone());
+        let mut attach: Attach = call(self.engine.clone(), run.clone());
+        // Until the ingress took it, a fresh run that cannot be handed off
+        // fails at once, saying why.
+        let mut taken = adopted || !fresh;
         let mut ended: Option<String> = None;
         // A run shorter than the first poll is read back from its answer
         // alone: no request per poll to the worker while it runs.
@@ -550,17 +552,26 @@ impl Mirror {
                             ended = Some(String::new());
                             answer = page;
                         }
+                        Err(Fault::Fatal(m) | Fault::Transient(m)) if !taken => {
+                            return self.fail(m).await;
+                        }
                         Err(Fault::Fatal(m)) => ended = Some(m),
-                        Err(Fault::Transient(m)) => {
-                            tracing_log(&format!("run {}: {m}; attaching again", self.run_id));
+                        Err(Fault::Transient(m) | Fault::Lost(m)) => {
+                            taken = true;
+                            tracing_log(&format!("run {}: {m}; asking again", self.run_id));
                             tokio::time::sleep(Duration::from_millis(500)).await;
-                            attach = attach_to(self.engine.clone(), self.run_id.clone());
+                            attach = call(self.engine.clone(), run.clone());
                         }
                     }
                 }
                 _ = tokio::time::sleep(poll) => {}
                 w = wake.recv(), if !wake.is_closed() => {
                     if let Some(Wake::Cancel) = w {
+                        if invocation.is_empty()
+                            && let Ok(page) = worker.progress(&self.run_id, self.next).await
+                        {
+                            invocation = page.invocation.unwrap_or_default();
+                        }
                         let cancelled = if invocation.is_empty() {
                             Err("its Restate invocation is not known yet: cancel it again in a moment".to_string())
                         } else {
@@ -625,7 +636,7 @@ impl Mirror {
                     }
                 }
                 Err(Fault::Fatal(m)) if ended.is_some() => return self.fail(m).await,
-                Err(Fault::Fatal(m)) | Err(Fault::Transient(m)) => {
+                Err(Fault::Fatal(m) | Fault::Transient(m) | Fault::Lost(m)) => {
                     tracing_log(&format!("run {}: {m}", self.run_id));
                 }
             }
