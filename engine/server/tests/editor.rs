@@ -2163,9 +2163,9 @@ async fn the_publish_panel_offers_deploy_and_says_when_the_worker_does_not_answe
     let (s, codes) = editor_with_worker(ingress.clone()).await;
     s.put_workflow(json!({
         "format": "sluice.workflow/v1", "id": "nightly", "nodes": [
-            {"id": "clock", "kind": "trigger.schedule", "position": [0, 0], "config": {"cron": "0 0 2 * * *"}},
+            {"id": "start", "kind": "trigger.schedule", "position": [0, 0], "config": {"cron": "0 0 2 * * *"}},
             {"id": "end", "kind": "output.end", "position": [320, 0]}],
-        "edges": [{"from": "clock", "to": "end"}]
+        "edges": [{"from": "start", "to": "end"}]
     }))
     .await;
     let driver = driver().await;

@@ -34,12 +34,15 @@ pub const BODY_LIMIT: usize = 16 * 1024 * 1024;
 /// `Retry-After`), never an unbounded queue of runs behind the worker.
 pub const MAX_CALLS: usize = 1024;
 
+/// A deployment as read: when, and its plan (None: not deployed).
+type Read = (Instant, Option<Arc<Plan>>);
+
 /// The hook port's state.
 pub struct Hooks {
     ingress: String,
     client: reqwest::Client,
     /// Per workflow: when it was read, and its plan (None: not deployed).
-    deployed: Mutex<HashMap<String, (Instant, Option<Arc<Plan>>)>>,
+    deployed: Mutex<HashMap<String, Read>>,
     replays: Replays,
     calls: tokio::sync::Semaphore,
     /// How long a `when_finished` call waits before answering 202.

@@ -95,6 +95,16 @@ impl Book {
         }
     }
 
+    /// Publishes, then waits for `next` (what Restate completes next).
+    async fn publish_then<F: std::future::Future>(
+        &mut self,
+        ctx: &WorkflowContext<'_>,
+        next: F,
+    ) -> F::Output {
+        self.publish(ctx);
+        next.await
+    }
+
     /// What the run answers: every entry when they fit in a page, else
     /// none (the engine pages them with `progress`).
     fn answer(mut self, ctx: &WorkflowContext<'_>) -> HandlerResult<Json<WorkerProgress>> {
@@ -463,10 +473,7 @@ impl SluiceRun {
             }
             let event = match ready.pop_front() {
                 Some(e) => e,
-                None => match {
-                    book.publish(&ctx);
-                    futures.next().await
-                } {
+                None => match book.publish_then(&ctx, futures.next()).await {
                     Ok(Some((i, result))) => match pending.remove(&i) {
                         None => continue,
                         Some(Pending::Retry { key }) => Event::RetryDue { key },
