@@ -125,10 +125,12 @@ impl Workspace {
 
 /// Crates only the named workspace crates may depend on directly.
 const CONFINED: &[(&[&str], &[&str])] = &[
-    // HTTP serving: the trigger port (and the benchmarks that load it).
+    // HTTP serving: the trigger port, the shared worker's hook port (which
+    // answers with the trigger port's own code, `sluice_server::hook`), and
+    // the benchmarks that load them.
     (
         &["axum", "hyper", "hyper-util", "tower", "tower-http"],
-        &["sluice-server", "sluice-bench"],
+        &["sluice-server", "sluice-worker", "sluice-bench"],
     ),
     // Restate: the shared worker (its HTTP endpoint is the SDK's).
     (&["restate-sdk"], &["sluice-worker", "sluice-bench"]),

@@ -1,5 +1,5 @@
 //! The shared worker under kills, with real processes: a restate-server, a
-//! `sluice worker` and a `sluice run --on worker` engine. A handed-off run
+//! `sluice worker` and a `sluice run --on worker` (or `sluice serve`) engine. A handed-off run
 //! whose second step blocks on a loopback server loses nothing when the
 //! worker is SIGKILLed mid-step (or restate-server is, and restarted on its
 //! base dir): the run finishes, the step that finished before the kill ran
@@ -311,4 +311,130 @@ fn sluice_deploy_puts_a_webhook_on_the_workers_port_and_stop_takes_it_down() {
     std::thread::sleep(Duration::from_millis(1100));
     let answer = call();
     assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
+}
+
+/// `METHOD path` with a bearer token and a JSON body on a loopback port:
+/// the status and the body.
+fn http(port: u16, method: &str, path: &str, token: &str, body: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\nauthorization: Bearer {token}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    let status = answer
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = answer
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_string();
+    (status, body)
+}
+
+/// The engine as `sluice serve`: the run is started through its API, the
+/// worker is SIGKILLed mid-step and started again; the run still finishes
+/// as if nothing happened.
+#[test]
+fn a_run_handed_off_by_sluice_serve_survives_a_worker_kill() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = restate::Restate::start(&dir.path().join("restate"));
+    let worker_dir = dir.path().join("worker");
+    let worker_port = free_port();
+    let mut w = worker(&worker_dir, worker_port, &server);
+    let engine_dir = dir.path().join("engine");
+    std::fs::create_dir_all(&engine_dir).unwrap();
+    std::fs::write(
+        engine_dir.join("config.toml"),
+        format!(
+            "[worker]\ningress = \"{}\"\nadmin = \"{}\"\n",
+            server.ingress, server.admin
+        ),
+    )
+    .unwrap();
+    let (url, seen) = blocking_server();
+    let api = free_port();
+    let log = std::fs::File::create(dir.path().join("serve.log")).unwrap();
+    let serve = Command::new(SLUICE)
+        .args(["serve", "--listen", &format!("127.0.0.1:{api}")])
+        .env("SLUICE_DATA_DIR", &engine_dir)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let serve = WorkerProcess(serve, 0);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let token = loop {
+        let token = std::fs::read_to_string(engine_dir.join("api-token")).unwrap_or_default();
+        if !token.is_empty()
+            && std::net::TcpStream::connect(("127.0.0.1", api)).is_ok()
+            && http(api, "GET", "/api/v1/health", token.trim(), "").0 == 200
+        {
+            break token.trim().to_string();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "sluice serve did not come up: {}",
+            std::fs::read_to_string(dir.path().join("serve.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let (status, body) = http(
+        api,
+        "PUT",
+        "/api/v1/workflows/killme?publish=true",
+        &token,
+        &workflow(&url),
+    );
+    assert!(status == 200 || status == 201, "{status} {body}");
+    let (status, body) = http(
+        api,
+        "POST",
+        "/api/v1/workflows/killme/runs",
+        &token,
+        r#"{"input": {}, "run_on": "worker"}"#,
+    );
+    assert!((200..300).contains(&status), "{status} {body}");
+    let run: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let run_id = run["id"].as_str().unwrap().to_string();
+
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !seen.lock().unwrap().iter().any(|(p, _)| p == "/b") {
+        assert!(Instant::now() < deadline, "step b was never called");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SIGKILL mid-step, then a new worker on the same address.
+    w.0.kill().unwrap();
+    w.0.wait().unwrap();
+    w = worker(&worker_dir, worker_port, &server);
+
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let detail = loop {
+        let (_, body) = http(api, "GET", &format!("/api/v1/runs/{run_id}"), &token, "");
+        let detail: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+        if detail["status"] != "running" && !detail["status"].is_null() {
+            break detail;
+        }
+        assert!(Instant::now() < deadline, "the run did not finish: {body}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(detail["status"], "succeeded", "{detail}");
+    assert_eq!(detail["executor"], "worker", "{detail}");
+    assert_eq!(
+        detail["output"],
+        serde_json::json!({"end": {"a": "/a", "b": "/b"}})
+    );
+    let seen = seen.lock().unwrap().clone();
+    let a = seen.iter().filter(|(p, _)| p == "/a").count();
+    let b: Vec<_> = seen.iter().filter(|(p, _)| p == "/b").collect();
+    assert_eq!(a, 1, "the finished step ran once: {seen:?}");
+    assert_eq!(b.len(), 2, "the step in flight ran again: {seen:?}");
+    assert_eq!(b[0].1, b[1].1, "one idempotency key: {seen:?}");
+    drop((w, serve));
 }

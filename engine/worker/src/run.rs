@@ -122,6 +122,21 @@ impl Book {
         }))
     }
 
+    /// A step finished in line (pure, or taken over from the run a retry
+    /// repeats), with its input: recorded, and the event it makes.
+    fn in_line(
+        &mut self,
+        ctx: &WorkflowContext<'_>,
+        plan: &Plan,
+        key: StepKey,
+        attempt: u32,
+        input: &Value,
+        outcome: StepOutcome,
+    ) -> Event {
+        self.finished(ctx, plan, &key, attempt, Some(input.clone()), &outcome);
+        event_of(key, outcome)
+    }
+
     /// A finished step attempt: its log lines, then how it went.
     #[allow(clippy::too_many_arguments)]
     fn finished(
@@ -351,15 +366,8 @@ impl SluiceRun {
                                 outputs,
                                 ..StepOutcome::default()
                             };
-                            book.finished(
-                                &ctx,
-                                &plan,
-                                &key,
-                                attempt,
-                                Some((*input).clone()),
-                                &outcome,
-                            );
-                            ready.push_back(event_of(key, outcome));
+                            let event = book.in_line(&ctx, &plan, key, attempt, &input, outcome);
+                            ready.push_back(event);
                             continue;
                         }
                         let path: Vec<(String, Value)> = Hist::path_outputs(hist.as_ref())
@@ -390,15 +398,8 @@ impl SluiceRun {
                             // What goes into the journal must be the same on
                             // replay: no clock (a pure step takes microseconds).
                             outcome.duration_us = 0;
-                            book.finished(
-                                &ctx,
-                                &plan,
-                                &key,
-                                attempt,
-                                Some((*input).clone()),
-                                &outcome,
-                            );
-                            ready.push_back(event_of(key, outcome));
+                            let event = book.in_line(&ctx, &plan, key, attempt, &input, outcome);
+                            ready.push_back(event);
                         } else {
                             book.push(
                                 &ctx,

@@ -49,18 +49,7 @@ impl Engine {
             .collect();
         let id = new_run_id();
         self.store()
-            .create_run(&NewRun {
-                id: id.clone(),
-                workflow_id: row.workflow_id.clone(),
-                definition: row.definition.clone().into(),
-                trigger: row.trigger.clone(),
-                input: row.input.clone(),
-                created_at_us: nodes::now_us(),
-                parent_run: None,
-                doc_version: row.doc_version.clone(),
-                draft: row.draft,
-                executor: Default::default(),
-            })
+            .create_run(&retried(&row, &id, nodes::now_us(), RunOn::Local))
             .await?;
         let run: Arc<str> = Arc::from(id.as_str());
         let mut seq = 0;
@@ -110,18 +99,7 @@ impl Engine {
         };
         let created_at_us = nodes::now_us();
         self.store()
-            .create_run(&NewRun {
-                id: id.clone(),
-                workflow_id: row.workflow_id.clone(),
-                definition: row.definition.clone().into(),
-                trigger: row.trigger.clone(),
-                input: row.input.clone(),
-                created_at_us,
-                parent_run: None,
-                doc_version: row.doc_version.clone(),
-                draft: row.draft,
-                executor: RunOn::Worker,
-            })
+            .create_run(&retried(row, &id, created_at_us, RunOn::Worker))
             .await?;
         let mut run = self.worker_run(&id, plan, &row.trigger, (*row.input).clone(), created_at_us);
         run.reuse = reuse;
@@ -144,5 +122,22 @@ impl Engine {
         })?;
         let plan = Plan::build(wf, row.doc_version.clone(), row.draft)?;
         Ok((row, plan))
+    }
+}
+
+/// The record of run `id` retrying `row`: its pinned workflow, trigger and
+/// input, executing on `executor`.
+fn retried(row: &sluice_store::RunRow, id: &str, created_at_us: i64, executor: RunOn) -> NewRun {
+    NewRun {
+        id: id.to_string(),
+        workflow_id: row.workflow_id.clone(),
+        definition: row.definition.clone().into(),
+        trigger: row.trigger.clone(),
+        input: row.input.clone(),
+        created_at_us,
+        parent_run: None,
+        doc_version: row.doc_version.clone(),
+        draft: row.draft,
+        executor,
     }
 }
