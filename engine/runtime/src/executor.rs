@@ -437,6 +437,19 @@ impl Engine {
         workflow: &Arc<str>,
         result: RunResult,
     ) -> Result<RunResult> {
+        self.end_run_at(run, workflow, result, nodes::now_us())
+            .await
+    }
+
+    /// [`Engine::end_run`] of a run that ended at `at_us` (a worker run
+    /// read back after the fact).
+    async fn end_run_at(
+        &self,
+        run: &Arc<str>,
+        workflow: &Arc<str>,
+        result: RunResult,
+        at_us: i64,
+    ) -> Result<RunResult> {
         let stored = self.store().blobs().store_value(&result.output)?;
         self.store()
             .journal()
@@ -445,7 +458,7 @@ impl Engine {
                 result.status,
                 Some(stored),
                 result.error.clone(),
-                nodes::now_us(),
+                at_us,
             )
             .await?;
         self.announce_end(run, workflow, &result);

@@ -197,7 +197,8 @@ async fn a_deployed_schedule_and_webhook_run_on_the_worker_while_the_desktop_is_
     assert_eq!(nothing.status(), 404);
     assert_eq!(hits.load(Ordering::SeqCst), 2, "each ran once");
 
-    // The desktop runs again: both runs come into its history.
+    // The desktop runs again (a while later): both runs come into its history.
+    tokio::time::sleep(Duration::from_secs(2)).await;
     let engine = desktop(&desk_dir, &restate).await;
     assert_eq!(engine.sync_deployments().await.unwrap(), 2);
     assert_eq!(engine.sync_deployments().await.unwrap(), 0, "adopted once");
@@ -214,6 +215,13 @@ async fn a_deployed_schedule_and_webhook_run_on_the_worker_while_the_desktop_is_
     let runs = store.list_runs(10).await.unwrap();
     for r in &runs {
         assert_eq!(r.executor, RunOn::Worker);
+        // When it ended on the worker, not when it was read back here.
+        let took = r.finished_at_us.unwrap() - r.created_at_us;
+        assert!(
+            (0..2_000_000).contains(&took),
+            "run {} took {took} µs",
+            r.id
+        );
         assert_eq!(r.doc_version.as_deref(), Some(version.as_str()));
         let records = store.run_records(&r.id).await.unwrap();
         assert!(

@@ -388,6 +388,7 @@ impl Engine {
                 run_id: Arc::from(run.run_id.as_str()),
                 workflow: Arc::from(run.workflow.as_str()),
                 next,
+                last_at_us: run.created_at_us,
             };
             let counter = engine.inner.worker.as_ref().map(|w| &w.in_flight);
             if let Some(c) = counter {
@@ -493,6 +494,9 @@ struct Mirror {
     workflow: Arc<str>,
     /// The index of the next entry to read (also its journal seq).
     next: u64,
+    /// The latest time the worker stamped on what it recorded (from the
+    /// run's creation on): when a run read back after the fact ended.
+    last_at_us: i64,
 }
 
 impl Mirror {
@@ -714,6 +718,7 @@ impl Mirror {
                 at_us,
                 duration_us,
             } => {
+                self.last_at_us = self.last_at_us.max(at_us.unwrap_or(0));
                 let at_us = at_us.unwrap_or(now);
                 let mut rec = record(
                     RecordKind::Succeeded,
@@ -753,6 +758,7 @@ impl Mirror {
                 at_us,
                 duration_us,
             } => {
+                self.last_at_us = self.last_at_us.max(at_us.unwrap_or(0));
                 let at_us = at_us.unwrap_or(now);
                 let mut rec = record(
                     RecordKind::Failed,
@@ -841,9 +847,16 @@ impl Mirror {
                     error,
                     respond,
                 };
+                // Read back live, it ends now; adopted after the fact (a
+                // deployment's run), at the latest time the worker stamped.
+                let at_us = if sluice_api::deployed_run(&self.run_id) {
+                    self.last_at_us
+                } else {
+                    now
+                };
                 let result = self
                     .engine
-                    .end_run(&self.run_id, &self.workflow, result)
+                    .end_run_at(&self.run_id, &self.workflow, result, at_us)
                     .await?;
                 return Ok(Some(result));
             }
