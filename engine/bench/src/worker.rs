@@ -5,12 +5,10 @@
 //! and runs/s with 64 in flight; Sluice's overhead is the handed-off run
 //! over the raw call.
 
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 use futures::StreamExt;
 use restate_sdk::prelude::*;
 use restate_sdk::service::IntoServiceDefinition;
@@ -18,6 +16,11 @@ use serde_json::json;
 use sluice_api::RunOn;
 use sluice_model::Workflow;
 use sluice_runtime::{Engine, Options, Plan, Status, WorkerTarget};
+
+/// restate-server as the worker's tests run it (a watchdog kills it when
+/// this process ends).
+#[path = "../../worker/tests/support/mod.rs"]
+mod restate;
 
 const SEQUENTIAL: usize = 200;
 const CONCURRENT_RUNS: usize = 1000;
@@ -43,67 +46,6 @@ impl NoopFlow {
     #[handler]
     async fn run(&self, _ctx: WorkflowContext<'_>, input: String) -> HandlerResult<String> {
         Ok(input)
-    }
-}
-
-struct RestateServer {
-    child: Child,
-    ingress: String,
-    admin: String,
-}
-
-impl Drop for RestateServer {
-    fn drop(&mut self) {
-        self.child.kill().ok();
-        self.child.wait().ok();
-    }
-}
-
-fn free_port() -> Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
-fn restate_server(base: &std::path::Path) -> Result<RestateServer> {
-    let bin = std::env::var_os("SLUICE_RESTATE_SERVER")
-        .context("SLUICE_RESTATE_SERVER is not set (`cargo xtask bench worker` sets it)")?;
-    let (ingress, admin, node) = (free_port()?, free_port()?, free_port()?);
-    let log = std::fs::File::create(base.join("restate.log"))?;
-    let child = Command::new(bin)
-        .arg("--no-logo")
-        .arg("--base-dir")
-        .arg(base)
-        .arg("--node-name")
-        .arg("sluice-bench")
-        .arg("--bind-address")
-        .arg(format!("127.0.0.1:{node}"))
-        .arg("--advertised-address")
-        .arg(format!("http://127.0.0.1:{node}"))
-        .env("RESTATE_DISABLE_TELEMETRY", "true")
-        .env("RESTATE_LISTEN_MODE", "tcp")
-        .env(
-            "RESTATE_INGRESS__BIND_ADDRESS",
-            format!("127.0.0.1:{ingress}"),
-        )
-        .env("RESTATE_ADMIN__BIND_ADDRESS", format!("127.0.0.1:{admin}"))
-        .env("RESTATE_DEFAULT_NUM_PARTITIONS", "4")
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .context("starting restate-server")?;
-    let server = RestateServer {
-        child,
-        ingress: format!("http://127.0.0.1:{ingress}"),
-        admin: format!("http://127.0.0.1:{admin}"),
-    };
-    let deadline = Instant::now() + Duration::from_secs(90);
-    loop {
-        let up = |p: u16| std::net::TcpStream::connect(("127.0.0.1", p)).is_ok();
-        if up(ingress) && up(admin) {
-            std::thread::sleep(Duration::from_millis(500));
-            return Ok(server);
-        }
-        anyhow::ensure!(Instant::now() < deadline, "restate-server did not come up");
-        std::thread::sleep(Duration::from_millis(100));
     }
 }
 
@@ -192,8 +134,7 @@ fn ms(d: Duration) -> String {
 async fn main() -> Result<()> {
     let dir = tempfile::tempdir()?;
     let base = dir.path().join("restate");
-    std::fs::create_dir_all(&base)?;
-    let restate = restate_server(&base)?;
+    let restate = tokio::task::spawn_blocking(move || restate::Restate::start(&base)).await?;
 
     // The worker, on its own data dir, registered with the admin API.
     let worker_engine = Engine::open(&dir.path().join("worker"), Options::default()).await?;

@@ -36,8 +36,10 @@ impl Engine {
 
     /// Gives the shared worker workflow `id`'s published version to own.
     pub async fn deploy(&self, id: &str) -> Result<DeployState> {
-        let worker = self.worker()?;
+        // What is wrong with the workflow first (missing, not published),
+        // then with where it would go.
         let plan = self.workflow(id).await?;
+        let worker = self.worker()?;
         let version = match &plan.version {
             Some(v) => v.clone(),
             None => self.doc_head(id).await?,
