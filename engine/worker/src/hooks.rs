@@ -16,7 +16,7 @@ use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::Response;
 use axum::routing::any;
 use serde_json::Value;
-use sluice_api::{DEPLOY_SERVICE, RUN_SERVICE, WorkerEntry};
+use sluice_api::{DEPLOY_SERVICE, RUN_SERVICE, WorkerEntry, WorkerProgress};
 use sluice_core::Plan;
 use sluice_model::kinds::Respond;
 use sluice_server::ApiError;
@@ -140,8 +140,15 @@ impl Hooks {
             .timeout(self.wait)
             .send()
             .await;
-        if attach.is_err() {
-            return None;
+        let answer: Option<WorkerProgress> = match attach {
+            Ok(resp) if resp.status().is_success() => resp.json().await.ok(),
+            _ => return None,
+        };
+        // A short run's answer holds every entry, its finish last.
+        if let Some(last) = answer.and_then(|a| a.entries.into_iter().last())
+            && matches!(last, WorkerEntry::Finished { .. })
+        {
+            return Some(last);
         }
         let (status, body) = self
             .post(&format!("{RUN_SERVICE}/{run_id}/finish"), &Value::Null)

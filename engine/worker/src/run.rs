@@ -108,7 +108,11 @@ impl Book {
     /// What the run answers: every entry when they fit in a page, else
     /// none (the engine pages them with `progress`).
     fn answer(mut self, ctx: &WorkflowContext<'_>) -> HandlerResult<Json<WorkerProgress>> {
-        self.publish(ctx);
+        // A run that never waited and fits in its answer is read from the
+        // answer alone (by whoever attaches): nothing to write to state.
+        if self.published > 0 || self.n > PAGE {
+            self.publish(ctx);
+        }
         let entries = if self.n <= PAGE {
             self.first
         } else {
