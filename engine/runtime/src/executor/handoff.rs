@@ -249,23 +249,12 @@ impl Worker {
 
     /// The run's entries from `from` on.
     async fn progress(&self, run_id: &str, from: u64) -> Result<WorkerProgress, Fault> {
-        let url = format!("{}/{RUN_SERVICE}/{run_id}/progress", self.target.ingress);
-        let resp = self
-            .request(reqwest::Method::POST, url)
-            .json(&ProgressFrom { from })
-            .send()
-            .await
-            .map_err(|e| self.unreachable(&e))?;
-        let status = resp.status();
-        let body = resp.text().await.unwrap_or_default();
-        if !status.is_success() {
-            return Err(self.refused(status, &body, "the run"));
-        }
-        serde_json::from_str(&body).map_err(|e| {
-            Fault::Fatal(format!(
-                "the worker's progress of run {run_id} does not read: {e}"
-            ))
-        })
+        self.call(
+            &format!("{RUN_SERVICE}/{run_id}/progress"),
+            &ProgressFrom { from },
+            "the run",
+        )
+        .await
     }
 
     /// Resolves when the run's invocation has ended (with its error, if the
@@ -291,20 +280,8 @@ impl Worker {
 
     /// The worker's version, or why it cannot say.
     async fn about(&self) -> Result<WorkerAbout, Fault> {
-        self.usable()?;
-        let url = format!("{}/{RUN_SERVICE}/-/about", self.target.ingress);
-        let resp = self
-            .request(reqwest::Method::POST, url)
-            .send()
+        self.call(&format!("{RUN_SERVICE}/-/about"), &Value::Null, "the run")
             .await
-            .map_err(|e| self.unreachable(&e))?;
-        let status = resp.status();
-        let body = resp.text().await.unwrap_or_default();
-        if !status.is_success() {
-            return Err(self.refused(status, &body, "the run"));
-        }
-        serde_json::from_str(&body)
-            .map_err(|e| Fault::Fatal(format!("the worker's `about` does not read: {e}")))
     }
 
     /// Asks Restate to cancel the invocation (needs `[worker] admin`).
