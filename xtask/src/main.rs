@@ -21,8 +21,9 @@ usage: cargo xtask <command>
                     app when there is a display, else `sluice serve` (the editor in a browser)
   test              fmt check, clippy -D warnings, the whole test suite, wasm32 build of the model and the core
   dist              build the desktop app's .deb into target/dist
-  bench [engine|webhook|http|docs|peers|sandbox|js-engines|editor|desktop]
-                    print the engine figures, or load the trigger port with wrk (docs/benchmarks.md)
+  bench [engine|webhook|http|docs|peers|sandbox|js-engines|editor|desktop|worker]
+                    print the engine figures, or load the trigger port with wrk (docs/benchmarks.md);
+                    webhook takes --secs N (per measurement) and --flame FILE.svg
   docs              regenerate docs/nodes.md from the node schemas
   frontend          build the editor into target/frontend/dist
 ";
@@ -34,7 +35,10 @@ fn main() -> Result<()> {
     match args.first().map(String::as_str) {
         Some("run") => run::run(&args[1..]),
         Some("test") => test::run(),
-        Some("bench") => bench::run(args.get(1).map(String::as_str).unwrap_or("engine")),
+        Some("bench") => bench::run(
+            args.get(1).map(String::as_str).unwrap_or("engine"),
+            args.get(2..).unwrap_or_default(),
+        ),
         Some("docs") => docs(),
         Some("frontend") => frontend::build().map(|_| ()),
         Some("dist") => dist::build().map(|_| ()),

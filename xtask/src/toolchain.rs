@@ -71,6 +71,61 @@ pub(crate) fn ensure_restate_server() -> Result<std::path::PathBuf> {
     Ok(bin)
 }
 
+/// The Node-RED version the webhook benchmark compares against.
+pub(crate) const NODE_RED: &str = "5.0.7";
+
+/// Node-RED for the webhook benchmark, installed from npm under the target
+/// dir on first use, with Node 24 from npm (the `node` package) when the
+/// system's Node is older than Node-RED needs (22.9). Returns the node
+/// binary to run it with and its `red.js`.
+pub(crate) fn ensure_node_red() -> Result<(std::path::PathBuf, std::path::PathBuf)> {
+    let dir = crate::cmd::target_dir()?.join("node-red");
+    let red = dir.join("node_modules/node-red/red.js");
+    let own_node = dir.join("node_modules/node/bin/node");
+    let system =
+        output(Command::new("sh").args(["-c", "node --version 2>/dev/null"])).unwrap_or_default();
+    let recent = system
+        .trim()
+        .trim_start_matches('v')
+        .split('.')
+        .map(|p| p.parse::<u32>().unwrap_or(0))
+        .take(2)
+        .collect::<Vec<_>>();
+    let system_ok = matches!(recent.as_slice(), [major, minor] if (*major, *minor) >= (22, 9));
+    let node = if system_ok {
+        std::path::PathBuf::from("node")
+    } else {
+        own_node.clone()
+    };
+    let stamp = dir.join(format!("installed-{NODE_RED}"));
+    if red.exists() && stamp.exists() && (system_ok || own_node.exists()) {
+        return Ok((node, red));
+    }
+    ensure_apt("npm", "npm")?;
+    step(&format!(
+        "installing Node-RED {NODE_RED}{} (npm) into {}",
+        if system_ok { "" } else { " and Node 24" },
+        dir.display()
+    ));
+    std::fs::create_dir_all(&dir)?;
+    let mut npm = std::process::Command::new("npm");
+    npm.args(["install", "--no-audit", "--no-fund", "--prefix"])
+        .arg(&dir)
+        .arg(format!("node-red@{NODE_RED}"));
+    if !system_ok {
+        npm.arg("node@24");
+    }
+    check(&mut npm)?;
+    anyhow::ensure!(
+        red.exists() && (system_ok || own_node.exists()),
+        "npm installed Node-RED but {} or {} is missing",
+        red.display(),
+        own_node.display()
+    );
+    std::fs::write(&stamp, b"")?;
+    Ok((node, red))
+}
+
 /// What the desktop app (`src-tauri`, Tauri 2 on WebKitGTK) needs to build,
 /// and to be driven end to end: Xvfb, WebKitWebDriver and tauri-driver.
 pub(crate) fn ensure_desktop_toolchain() -> Result<()> {

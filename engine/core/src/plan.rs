@@ -75,6 +75,11 @@ pub struct Plan {
     /// node's output as given instead of running it. Empty in a plan of a
     /// published version: published runs never use test data.
     pub pinned: HashMap<usize, Vec<(String, Arc<Value>)>>,
+    /// Every node pure (or disabled), none a split, none retried, and no
+    /// run limit: a run goes from start to end without waiting for anything,
+    /// in at most one step per node. The engine runs such a run on its
+    /// caller's task and records it in one write when it ends.
+    pub in_one_go: bool,
 }
 
 /// Why a run cannot start at the trigger asked for (or at none named).
@@ -283,7 +288,14 @@ impl Plan {
         } else {
             HashMap::new()
         };
+        let in_one_go = concurrency.is_none()
+            && nodes.iter().all(|n| {
+                (n.disabled || n.kind.is_pure())
+                    && !matches!(n.role, Role::Split { .. })
+                    && n.retry.max_attempts() <= 1
+            });
         Ok(Arc::new(Plan {
+            in_one_go,
             pinned,
             concurrency,
             workflow,

@@ -465,6 +465,30 @@ impl Engine {
         Ok(result)
     }
 
+    /// [`Engine::end_run`] of a run not recorded before (see
+    /// `Engine::drive_in_one_go`): the run, its journal, its logs and how it
+    /// ended, in one write.
+    async fn end_sealed_run(
+        &self,
+        run_id: &Arc<str>,
+        run: &sluice_store::NewRun,
+        records: Vec<sluice_store::Record>,
+        logs: Vec<sluice_store::LogLine>,
+        workflow: &Arc<str>,
+        result: RunResult,
+    ) -> Result<RunResult> {
+        let output = self.store().blobs().store_value(&result.output)?;
+        let end = sluice_store::RunEnd {
+            status: result.status,
+            output: Some(output),
+            error: result.error.clone(),
+            finished_at_us: nodes::now_us(),
+        };
+        self.store().seal_run(run, records, logs, end).await?;
+        self.announce_end(run_id, workflow, &result);
+        Ok(result)
+    }
+
     /// Ends a run as failed when its driver cannot go on. Best effort: the
     /// journal itself may be what failed.
     async fn end_run_failed(

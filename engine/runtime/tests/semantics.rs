@@ -10,12 +10,20 @@ use sluice_runtime::{Engine, Options, Plan, RunResult, Status};
 struct Harness {
     _dir: tempfile::TempDir,
     engine: Engine,
+    /// Start runs as a caller that waits for their result does
+    /// (`start_for_result`: a run of a plan that runs in one go executes
+    /// on the caller's task and is recorded whole when it ends).
+    for_result: bool,
 }
 
 async fn harness() -> Harness {
     let dir = tempfile::tempdir().unwrap();
     let engine = Engine::open(dir.path(), Options::default()).await.unwrap();
-    Harness { _dir: dir, engine }
+    Harness {
+        _dir: dir,
+        engine,
+        for_result: false,
+    }
 }
 
 fn plan(nodes: Value, edges: Value) -> Arc<Plan> {
@@ -33,16 +41,30 @@ async fn run_with(
     trigger: Option<&str>,
     input: Value,
 ) -> RunResult {
-    let handle = h
-        .engine
-        .start(plan(nodes, edges), trigger, Arc::new(input))
-        .await
-        .unwrap();
+    let plan = plan(nodes, edges);
+    let handle = if h.for_result {
+        h.engine
+            .start_for_result(plan, trigger, Arc::new(input))
+            .await
+    } else {
+        h.engine.start(plan, trigger, Arc::new(input)).await
+    }
+    .unwrap();
     // Generous: the first jq step of a fresh machine prepares the script
     // runtime (compiled once per machine, tens of seconds in a debug build).
-    tokio::time::timeout(std::time::Duration::from_secs(120), handle.wait())
+    let result = tokio::time::timeout(std::time::Duration::from_secs(120), handle.wait())
         .await
-        .unwrap()
+        .unwrap();
+    // What was recorded is what the caller was told, and the run view
+    // has every step.
+    let run = h.engine.store().get_run(&result.id).await.unwrap().unwrap();
+    assert_eq!(run.status, result.status, "run {}", result.id);
+    if result.status == Status::Succeeded {
+        assert_eq!(run.output.as_ref(), Some(&result.output));
+    }
+    let records = h.engine.store().run_records(&result.id).await.unwrap();
+    assert!(!records.is_empty(), "run {} has no journal", result.id);
+    result
 }
 
 #[track_caller]
@@ -71,6 +93,23 @@ macro_rules! local_tests {
     };
 }
 each_rule!(local_tests);
+
+/// Each rule again, started by a caller that waits for the result.
+macro_rules! for_result_tests {
+    ($($name:ident),* $(,)?) => {
+        mod rules_for_result {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    let mut h = super::harness().await;
+                    h.for_result = true;
+                    super::rules::$name(&h).await;
+                }
+            )*
+        }
+    };
+}
+each_rule!(for_result_tests);
 #[tokio::test]
 async fn subworkflow_runs_a_stored_workflow() {
     let h = harness().await;
@@ -256,7 +295,11 @@ async fn retry_from_start_and_from_the_failed_step() {
     let engine = Engine::open(&dir.path().join("data"), options)
         .await
         .unwrap();
-    let h = Harness { _dir: dir, engine };
+    let h = Harness {
+        _dir: dir,
+        engine,
+        for_result: false,
+    };
     let child = |ok: bool| {
         let last = if ok {
             json!({"id": "res", "kind": "output.end", "config": {"value": "{{ input.n + 1 }}"}})
@@ -461,7 +504,11 @@ async fn a_workflow_that_calls_itself_stops_at_the_depth_limit_and_starves_nothi
         ..Options::default()
     };
     let engine = Engine::open(dir.path(), options).await.unwrap();
-    let h = Harness { _dir: dir, engine };
+    let h = Harness {
+        _dir: dir,
+        engine,
+        for_result: false,
+    };
     put(
         &h,
         json!({"format": "sluice.workflow/v1", "id": "rec", "nodes": [

@@ -97,7 +97,12 @@ impl Journal {
     /// capacity): it is durable after a later `flush` or `finish_run` returns
     /// `Ok`. A `Stored::Loaded` value is serialized here, on the caller's task.
     pub async fn append(&self, rec: Record) -> Result<()> {
-        let row = JournalRow {
+        let row = self.journal_row(rec)?;
+        self.send(Command::Append(row)).await
+    }
+
+    fn journal_row(&self, rec: Record) -> Result<JournalRow> {
+        Ok(JournalRow {
             seq: i64::try_from(rec.seq).map_err(|_| Error::SeqOutOfRange(rec.seq))?,
             kind: rec.kind as i64,
             lineage: rec.lineage.into(),
@@ -110,30 +115,12 @@ impl Journal {
             duration_us: rec.duration_us,
             run_id: rec.run_id,
             node: rec.node,
-        };
-        self.send(Command::Append(row)).await
+        })
     }
 
     /// Queues a log line (not durable yet, like `append`).
     pub async fn log(&self, line: LogLine) -> Result<()> {
-        let mut message = line.message;
-        if message.len() > MAX_LOG_MESSAGE {
-            let mut end = MAX_LOG_MESSAGE;
-            while !message.is_char_boundary(end) {
-                end -= 1;
-            }
-            message.truncate(end);
-            message.push_str(" [truncated]");
-        }
-        let row = LogRow {
-            run_id: line.run_id,
-            node: line.node.into(),
-            lineage: line.lineage.into(),
-            level: line.level.into(),
-            message: message.into(),
-            at_us: line.at_us,
-        };
-        self.send(Command::Log(row)).await
+        self.send(Command::Log(log_row(line))).await
     }
 
     /// Marks a run finished and waits until that and everything queued before
@@ -148,17 +135,57 @@ impl Journal {
         error: Option<RunError>,
         finished_at_us: i64,
     ) -> Result<()> {
+        let finish = self.finish_row(run_id, status, output, error, finished_at_us)?;
+        self.wait(|done| Command::Finish(finish, done)).await
+    }
+
+    fn finish_row(
+        &self,
+        run_id: &str,
+        status: RunStatus,
+        output: Option<Stored>,
+        error: Option<RunError>,
+        finished_at_us: i64,
+    ) -> Result<FinishRun> {
         if !status.is_finished() {
             return Err(Error::InvalidStatus(status));
         }
-        let finish = FinishRun {
+        Ok(FinishRun {
             run_id: run_id.into(),
             status: status.as_str(),
             output: output.map(|o| db_text(&self.blobs, o)).transpose()?,
             error: error.as_ref().map(error_text).transpose()?,
             finished_at_us,
+        })
+    }
+
+    /// Records a whole run that has ended, its journal and its logs, in one
+    /// command, and waits until it is committed: the run appears (or, after
+    /// a crash before the commit, does not) with everything at once.
+    pub(crate) async fn seal_run(
+        &self,
+        run: RunInsert,
+        records: Vec<Record>,
+        logs: Vec<LogLine>,
+        end: RunEnd,
+    ) -> Result<()> {
+        let sealed = Sealed {
+            finish: self.finish_row(
+                &run.id,
+                end.status,
+                end.output,
+                end.error,
+                end.finished_at_us,
+            )?,
+            records: records
+                .into_iter()
+                .map(|r| self.journal_row(r))
+                .collect::<Result<_>>()?,
+            logs: logs.into_iter().map(log_row).collect(),
+            run,
         };
-        self.wait(|done| Command::Finish(finish, done)).await
+        self.wait(|done| Command::Seal(Box::new(sealed), done))
+            .await
     }
 
     /// Waits until everything queued before is committed. Returns
@@ -186,6 +213,36 @@ impl Journal {
         let (done, rx) = oneshot::channel();
         self.send(cmd(done)).await?;
         rx.await.map_err(|_| Error::WriterClosed)?
+    }
+}
+
+/// How a run ended, for [`crate::Store::seal_run`].
+#[derive(Debug)]
+pub struct RunEnd {
+    /// A final status (not `running`).
+    pub status: RunStatus,
+    pub output: Option<Stored>,
+    pub error: Option<RunError>,
+    pub finished_at_us: i64,
+}
+
+fn log_row(line: LogLine) -> LogRow {
+    let mut message = line.message;
+    if message.len() > MAX_LOG_MESSAGE {
+        let mut end = MAX_LOG_MESSAGE;
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        message.truncate(end);
+        message.push_str(" [truncated]");
+    }
+    LogRow {
+        run_id: line.run_id,
+        node: line.node.into(),
+        lineage: line.lineage.into(),
+        level: line.level.into(),
+        message: message.into(),
+        at_us: line.at_us,
     }
 }
 
@@ -231,7 +288,17 @@ pub(crate) enum Command {
     Append(JournalRow),
     Log(LogRow),
     Finish(FinishRun, Waiter),
+    /// A whole run that has ended (see [`Journal::seal_run`]).
+    Seal(Box<Sealed>, Waiter),
     Flush(Waiter),
+}
+
+#[derive(Debug)]
+pub(crate) struct Sealed {
+    pub run: RunInsert,
+    pub records: Vec<JournalRow>,
+    pub logs: Vec<LogRow>,
+    pub finish: FinishRun,
 }
 
 #[derive(Debug)]

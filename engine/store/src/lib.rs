@@ -15,7 +15,7 @@ mod vault;
 
 pub use blobs::{Blobs, BytesWriter, INLINE_LIMIT, Stored};
 pub use error::{Error, Result};
-pub use journal::{Journal, LogLine, MAX_LOG_MESSAGE, Record, RecordKind};
+pub use journal::{Journal, LogLine, MAX_LOG_MESSAGE, Record, RecordKind, RunEnd};
 /// Run statuses: one type, shared with the engine, the API and the editor.
 pub use sluice_api::{RunError, RunStatus};
 pub use store::{

@@ -852,6 +852,24 @@ impl Store {
         self.inner.journal.queue_insert_run(insert).await
     }
 
+    /// Records a run that has ended, with its journal and logs, in one
+    /// write, and waits until it is committed: for a run executed from start
+    /// to end before anything of it was written (see the runtime's
+    /// `Plan::in_one_go`). Nothing of it is visible before; everything after.
+    pub async fn seal_run(
+        &self,
+        run: &NewRun,
+        records: Vec<Record>,
+        logs: Vec<LogLine>,
+        end: crate::RunEnd,
+    ) -> Result<()> {
+        let insert = self.run_insert(run)?;
+        self.inner
+            .journal
+            .seal_run(insert, records, logs, end)
+            .await
+    }
+
     fn run_insert(&self, run: &NewRun) -> Result<RunInsert> {
         // Small inputs stay inline; a large one is streamed to a blob file.
         let input = db_text(

@@ -26,24 +26,83 @@ impl Engine {
     /// queued behind its workflow's concurrency limit if it has one.
     pub(super) fn spawn_driver(
         &self,
-        mut slot: Slot,
+        slot: Slot,
         run: Run,
         actions: Vec<Action>,
         replay: Replay,
         info: Value,
         fires_errors: bool,
     ) -> RunHandle {
+        let (handle, driven) = self.driver(slot, run, actions, replay, info, fires_errors, None);
+        if let Some(driven) = driven {
+            tokio::spawn(driven);
+        }
+        handle
+    }
+
+    /// Drives a run of a plan that runs in one go (`Plan::in_one_go`) on
+    /// the caller's task, from start to end, and records it in one write
+    /// when it ends (`new_run` was not recorded before). If the caller goes
+    /// away midway, nothing of the run was written and nobody was told of
+    /// it: it is dropped whole.
+    pub(super) async fn drive_in_one_go(
+        &self,
+        slot: Slot,
+        run: Run,
+        actions: Vec<Action>,
+        info: Value,
+        fires_errors: bool,
+        new_run: sluice_store::NewRun,
+    ) -> RunHandle {
+        let sealed = Sealed {
+            run: new_run,
+            records: Vec::new(),
+            logs: Vec::new(),
+        };
+        let (handle, driven) = self.driver(
+            slot,
+            run,
+            actions,
+            Replay::default(),
+            info,
+            fires_errors,
+            Some(sealed),
+        );
+        if let Some(driven) = driven {
+            driven.await;
+        }
+        handle
+    }
+
+    /// A run's driver and what carries it out to the end (None: the slot
+    /// was used already, nothing to drive).
+    #[allow(clippy::too_many_arguments)]
+    fn driver(
+        &self,
+        mut slot: Slot,
+        run: Run,
+        actions: Vec<Action>,
+        replay: Replay,
+        info: Value,
+        fires_errors: bool,
+        sealed: Option<Sealed>,
+    ) -> (
+        RunHandle,
+        Option<impl std::future::Future<Output = ()> + Send + 'static>,
+    ) {
         let id = slot.id.clone();
         let workflow = info["workflow"].as_str().unwrap_or_default().to_string();
         let (own_tx, own_rx) = oneshot::channel();
+        let handle = RunHandle {
+            id: id.clone(),
+            done: Outcome::Own(own_rx),
+        };
         let Some(tx) = slot.tx.take() else {
             // A slot is used once; an empty one has nothing to drive.
-            return RunHandle {
-                id,
-                done: Outcome::Own(own_rx),
-            };
+            return (handle, None);
         };
-        let driver = Driver::new(self.clone(), Arc::from(id.as_str()), run, replay, info);
+        let mut driver = Driver::new(self.clone(), Arc::from(id.as_str()), run, replay, info);
+        driver.sealed = sealed;
         if let Some(a) = self
             .inner
             .active
@@ -54,9 +113,14 @@ impl Engine {
             a.wake = Some(driver.tx.clone());
         }
         let engine = self.clone();
-        let run_id = id.clone();
         let limit = self.workflow_limit(&driver.plan);
-        tokio::spawn(async move {
+        let driven = async move {
+            // Whatever happens (a caller that stops polling a run driven on
+            // its task included), the run stops being active here.
+            let active = Forget {
+                engine: engine.clone(),
+                id,
+            };
             // Queued until the workflow's concurrency allows it to execute.
             let permit = match limit {
                 Some(sem) => {
@@ -74,11 +138,17 @@ impl Engine {
                 .metrics
                 .run_finished(&workflow, result.status.as_str());
             // The finish is durable now: a later resume sees it and refuses.
-            engine.forget(&run_id);
+            drop(active);
             if fires_errors && result.status == Status::Failed {
                 // Started (durably) before the result is reported: a process that
-                // exits right after resumes them at its next start.
-                engine.fire_error_triggers(&workflow, &result).await;
+                // exits right after resumes them at its next start. On a task of
+                // their own, so a caller that goes away cannot stop them halfway.
+                let (engine, workflow, result) = (engine.clone(), workflow, result.clone());
+                let fired =
+                    tokio::spawn(
+                        async move { engine.fire_error_triggers(&workflow, &result).await },
+                    );
+                fired.await.ok();
             }
             if tx.receiver_count() > 0 {
                 tx.send_replace(Some(Arc::new(result.clone())));
@@ -86,12 +156,29 @@ impl Engine {
             // The caller may not be waiting.
             own_tx.send(result).ok();
             drop(slot);
-        });
-        RunHandle {
-            id,
-            done: Outcome::Own(own_rx),
-        }
+        };
+        (handle, Some(driven))
     }
+}
+
+/// Removes a run from the engine's active runs when dropped.
+struct Forget {
+    engine: Engine,
+    id: String,
+}
+
+impl Drop for Forget {
+    fn drop(&mut self) {
+        self.engine.forget(&self.id);
+    }
+}
+
+/// A run not recorded yet (see [`Engine::drive_in_one_go`]): its creation,
+/// journal and logs, written in one go when it ends.
+pub(super) struct Sealed {
+    run: sluice_store::NewRun,
+    records: Vec<Record>,
+    logs: Vec<LogLine>,
 }
 
 /// The template context `run` (see [`sluice_model::preview::run_info`],
@@ -145,6 +232,9 @@ pub(super) struct Driver {
     ready: VecDeque<Wake>,
     pub(super) run_info: Arc<Value>,
     workflow: Arc<str>,
+    /// The run's records and logs, kept until it ends (it was not recorded
+    /// yet: see [`Engine::drive_in_one_go`]); None once recorded.
+    sealed: Option<Sealed>,
 }
 
 impl Driver {
@@ -168,6 +258,7 @@ impl Driver {
             ready: Default::default(),
             run_info,
             workflow,
+            sealed: None,
         };
         let draft = driver.plan.draft;
         driver.emit(
@@ -259,7 +350,27 @@ impl Driver {
             error,
             duration_us,
         };
-        self.engine.store().journal().append(rec).await?;
+        match &mut self.sealed {
+            Some(sealed) => sealed.records.push(rec),
+            None => self.engine.store().journal().append(rec).await?,
+        }
+        Ok(())
+    }
+
+    /// Records the run and what it kept so far (see [`Sealed`]) and goes on
+    /// journaling as other runs do: before a step that has effects or waits.
+    async fn unseal(&mut self) -> Result<()> {
+        let Some(sealed) = self.sealed.take() else {
+            return Ok(());
+        };
+        let store = self.engine.store();
+        store.queue_run(&sealed.run).await?;
+        for rec in sealed.records {
+            store.journal().append(rec).await?;
+        }
+        for line in sealed.logs {
+            store.journal().log(line).await?;
+        }
         Ok(())
     }
 
@@ -366,7 +477,7 @@ impl Driver {
         }
     }
 
-    async fn write_logs(&self, done: &Done) -> Result<()> {
+    async fn write_logs(&mut self, done: &Done) -> Result<()> {
         for (level, message) in &done.logs {
             let line = LogLine {
                 run_id: self.run_id.clone(),
@@ -385,7 +496,10 @@ impl Driver {
                 };
                 self.emit(what, line.at_us);
             }
-            self.engine.store().journal().log(line).await?;
+            match &mut self.sealed {
+                Some(sealed) => sealed.logs.push(line),
+                None => self.engine.store().journal().log(line).await?,
+            }
         }
         Ok(())
     }
@@ -421,6 +535,7 @@ impl Driver {
                             );
                         }
                     } else {
+                        self.unseal().await?;
                         self.journal(
                             RecordKind::Started,
                             &key,
@@ -433,6 +548,8 @@ impl Driver {
                     self.spawn_step(key, attempt, input, hist, first);
                 }
                 Action::Retry { key, delay_ms, .. } => {
+                    // A run that waits is recorded while it does.
+                    self.unseal().await?;
                     let tx = self.tx.clone();
                     tokio::spawn(async move {
                         tokio::time::sleep(Duration::from_millis(delay_ms)).await;
@@ -475,10 +592,25 @@ impl Driver {
                         error,
                         respond,
                     };
-                    let result = self
-                        .engine
-                        .end_run(&self.run_id, &self.workflow, result)
-                        .await?;
+                    let result = match self.sealed.take() {
+                        Some(Sealed { run, records, logs }) => {
+                            self.engine
+                                .end_sealed_run(
+                                    &self.run_id,
+                                    &run,
+                                    records,
+                                    logs,
+                                    &self.workflow,
+                                    result,
+                                )
+                                .await?
+                        }
+                        None => {
+                            self.engine
+                                .end_run(&self.run_id, &self.workflow, result)
+                                .await?
+                        }
+                    };
                     self.tasks.abort_all();
                     return Ok(Some(result));
                 }
@@ -556,6 +688,10 @@ impl Driver {
 
     async fn internal_failure(&mut self, e: Error) -> RunResult {
         self.tasks.abort_all();
+        // The failure is recorded against the run, so the run must be.
+        if let Err(e) = self.unseal().await {
+            super::tracing_log(&format!("run {}: could not record it: {e}", self.run_id));
+        }
         let error = RunError::of_run(format!("engine error: {e}"));
         self.engine
             .end_run_failed(&self.run_id, &self.workflow, error)

@@ -41,6 +41,11 @@ impl Engine {
         for_result: bool,
     ) -> Result<RunHandle> {
         self.admit()?;
+        if for_result && plan.in_one_go {
+            return self
+                .start_inner(new_run_id(), plan, trigger, input, None, false, on)
+                .await;
+        }
         self.start_detached(plan, trigger, input, !for_result, on)
             .await
     }
@@ -50,14 +55,19 @@ impl Engine {
     /// creation is committed with its finish instead of before its first
     /// step, saving one commit round trip. A crash before the finish loses a
     /// run nobody was told about.
+    ///
+    /// A run of a plan that runs in one go (`Plan::in_one_go`: pure steps
+    /// only, nothing to wait for) executes here, on the caller's task, and
+    /// is recorded whole in one write when it ends: the handle returned
+    /// holds its result already. A caller that goes away midway drops it
+    /// whole (nothing of it was written, nobody was told of it).
     pub async fn start_for_result(
         &self,
         plan: Arc<Plan>,
         trigger: Option<&str>,
         input: Msg,
     ) -> Result<RunHandle> {
-        self.admit()?;
-        self.start_detached(plan, trigger, input, false, None).await
+        self.start_on(plan, trigger, input, None, true).await
     }
 
     /// Starts a run under a chosen id (deterministic ids make starts
@@ -161,12 +171,18 @@ impl Engine {
             );
             return Ok(self.spawn_mirror(slot, run, 0, true));
         }
+        let info = run_info(&id, &plan, &plan.nodes[entry].id, created_at_us);
+        if !durable && plan.in_one_go {
+            let (run, actions) = Run::start(plan, entry, input);
+            return Ok(self
+                .drive_in_one_go(slot, run, actions, info, fires_errors, new_run)
+                .await);
+        }
         if durable {
             self.store().create_run(&new_run).await?;
         } else {
             self.store().queue_run(&new_run).await?;
         }
-        let info = run_info(&id, &plan, &plan.nodes[entry].id, created_at_us);
         let (run, actions) = Run::start(plan, entry, input);
         Ok(self.spawn_driver(slot, run, actions, Replay::default(), info, fires_errors))
     }

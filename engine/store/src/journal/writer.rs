@@ -13,7 +13,7 @@ use std::sync::Arc;
 use sqlx::{Connection, QueryBuilder, Sqlite, SqliteConnection};
 use tokio::sync::mpsc;
 
-use super::{Command, FinishRun, Journal, JournalRow, LogRow, RunInsert, Waiter};
+use super::{Command, FinishRun, Journal, JournalRow, LogRow, RunInsert, Sealed, Waiter};
 use crate::blobs::Blobs;
 use crate::{Error, Result};
 
@@ -23,7 +23,7 @@ const QUEUE: usize = 16 * 1024;
 const MAX_BATCH: usize = 4096;
 /// Rows per INSERT statement. A fixed set of sizes keeps the number of
 /// distinct statements small, so they stay in the prepared-statement cache.
-/// 500 rows x 11 columns stays far below SQLite's 32766 bind parameters.
+/// 500 rows x 14 columns stays far below SQLite's 32766 bind parameters.
 const CHUNKS: [usize; 10] = [500, 256, 128, 64, 32, 16, 8, 4, 2, 1];
 /// Commands after which the writer checkpoints the WAL. SQLite would
 /// checkpoint inside a commit (every 1,000 pages), holding the batch's
@@ -135,9 +135,12 @@ impl Writer {
     /// Remembers the definitions of a committed batch as stored.
     fn learn_definitions(&mut self, batch: &[Command]) {
         for cmd in batch {
-            if let Command::CreateRun(run, _) = cmd
-                && !self.stored_definitions.contains(&run.definition_hash)
-            {
+            let run = match cmd {
+                Command::CreateRun(run, _) => run,
+                Command::Seal(sealed, _) => &sealed.run,
+                _ => continue,
+            };
+            if !self.stored_definitions.contains(&run.definition_hash) {
                 if self.stored_definitions.len() >= KNOWN_DEFINITIONS {
                     self.stored_definitions.clear();
                 }
@@ -157,7 +160,7 @@ impl Writer {
                         lost_now += 1;
                     }
                 }
-                Command::CreateRun(_, done) => reply(done, outcome),
+                Command::CreateRun(_, done) | Command::Seal(_, done) => reply(done, outcome),
                 Command::Finish(finish, done) => {
                     let result =
                         outcome.and_then(|()| match self.lost_by_run.remove(&finish.run_id) {
@@ -245,29 +248,30 @@ async fn write_grouped(
     batch: &[Command],
     stored: &HashSet<Arc<str>>,
 ) -> Result<Vec<Outcome>, sqlx::Error> {
-    let runs: Vec<&RunInsert> = batch
-        .iter()
-        .filter_map(|c| match c {
-            Command::CreateRun(run, _) => Some(run),
-            _ => None,
-        })
-        .collect();
+    let mut runs: Vec<(&RunInsert, Option<&FinishRun>)> = Vec::new();
+    let mut records: Vec<&JournalRow> = Vec::new();
+    let mut logs: Vec<&LogRow> = Vec::new();
+    for cmd in batch {
+        match cmd {
+            Command::CreateRun(run, _) => runs.push((run, None)),
+            Command::Append(row) => records.push(row),
+            Command::Log(row) => logs.push(row),
+            Command::Seal(sealed, _) => {
+                let Sealed {
+                    run,
+                    records: r,
+                    logs: l,
+                    finish,
+                } = &**sealed;
+                runs.push((run, Some(finish)));
+                records.extend(r);
+                logs.extend(l);
+            }
+            Command::Finish(..) | Command::Flush(_) => {}
+        }
+    }
     insert_runs(conn, &runs, stored).await?;
-    let records: Vec<&JournalRow> = batch
-        .iter()
-        .filter_map(|c| match c {
-            Command::Append(row) => Some(row),
-            _ => None,
-        })
-        .collect();
     insert_journal(conn, &records).await?;
-    let logs: Vec<&LogRow> = batch
-        .iter()
-        .filter_map(|c| match c {
-            Command::Log(row) => Some(row),
-            _ => None,
-        })
-        .collect();
     insert_logs(conn, &logs).await?;
     let finishes: Vec<&FinishRun> = batch
         .iter()
@@ -356,7 +360,17 @@ async fn write_one_by_one(
 
 async fn write_one(conn: &mut SqliteConnection, cmd: &Command) -> Result<Outcome, sqlx::Error> {
     match cmd {
-        Command::CreateRun(run, _) => insert_runs(conn, &[run], &HashSet::new()).await?,
+        Command::CreateRun(run, _) => insert_runs(conn, &[(run, None)], &HashSet::new()).await?,
+        Command::Seal(sealed, _) => {
+            insert_runs(
+                conn,
+                &[(&sealed.run, Some(&sealed.finish))],
+                &HashSet::new(),
+            )
+            .await?;
+            insert_journal(conn, &sealed.records.iter().collect::<Vec<_>>()).await?;
+            insert_logs(conn, &sealed.logs.iter().collect::<Vec<_>>()).await?;
+        }
         Command::Append(row) => insert_journal(conn, &[row]).await?,
         Command::Log(row) => insert_logs(conn, &[row]).await?,
         Command::Finish(finish, _) => return finish_run(conn, finish).await,
@@ -382,15 +396,16 @@ fn chunks<T>(mut rest: &[T]) -> impl Iterator<Item = &[T]> {
     })
 }
 
-/// Inserts run rows, and the definitions they pin that are not in `stored`
-/// (each distinct one once; INSERT OR IGNORE for one stored before).
+/// Inserts run rows (a sealed run's with how it ended), and the definitions
+/// they pin that are not in `stored` (each distinct one once; INSERT OR
+/// IGNORE for one stored before).
 async fn insert_runs(
     conn: &mut SqliteConnection,
-    runs: &[&RunInsert],
+    runs: &[(&RunInsert, Option<&FinishRun>)],
     stored: &HashSet<Arc<str>>,
 ) -> Result<(), sqlx::Error> {
     let mut defs: Vec<&RunInsert> = Vec::new();
-    for r in runs {
+    for (r, _) in runs {
         if !stored.contains(&r.definition_hash)
             && !defs.iter().any(|d| d.definition_hash == r.definition_hash)
         {
@@ -407,9 +422,9 @@ async fn insert_runs(
     }
     for chunk in chunks(runs) {
         let mut qb = QueryBuilder::<Sqlite>::new(
-            "INSERT INTO runs (id, workflow_id, definition, \"trigger\", input, created_at_us, parent_run, doc_version, draft, executor) ",
+            "INSERT INTO runs (id, workflow_id, definition, \"trigger\", input, created_at_us, parent_run, doc_version, draft, executor, status, output, error, finished_at_us) ",
         );
-        qb.push_values(chunk, |mut b, r| {
+        qb.push_values(chunk, |mut b, (r, end)| {
             b.push_bind(r.id.clone())
                 .push_bind(r.workflow_id.clone())
                 .push_bind(format!("#{}", r.definition_hash))
@@ -419,7 +434,11 @@ async fn insert_runs(
                 .push_bind(r.parent_run.clone())
                 .push_bind(r.doc_version.clone())
                 .push_bind(r.draft)
-                .push_bind(r.executor.as_str());
+                .push_bind(r.executor.as_str())
+                .push_bind(end.map_or("running", |f| f.status))
+                .push_bind(end.and_then(|f| f.output.clone()))
+                .push_bind(end.and_then(|f| f.error.clone()))
+                .push_bind(end.map(|f| f.finished_at_us));
         });
         qb.build().execute(&mut *conn).await?;
     }
