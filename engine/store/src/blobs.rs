@@ -17,8 +17,11 @@ use tempfile::NamedTempFile;
 
 use crate::{Error, Result};
 
-/// Values whose serialized text is shorter than this are stored inline.
-pub const INLINE_LIMIT: usize = 64 * 1024;
+/// Values whose serialized text is shorter than this are stored inline, in
+/// their row: committed with the journal's batch (one fsync for many runs),
+/// where a blob costs a file and two fsyncs of its own. A 64 KiB webhook
+/// body stays inline; bigger values stream to blobs, never held whole.
+pub const INLINE_LIMIT: usize = 1024 * 1024;
 
 /// Once spilled to a file, bytes are hashed and written in chunks this big.
 const CHUNK: usize = 256 * 1024;
@@ -39,6 +42,23 @@ pub enum Stored {
     Blob(String),
     /// A value read back from the store, blob references resolved.
     Loaded(Arc<Value>),
+    /// A value journaled before in the same run, not stored again: a
+    /// step's input that is the run's input or an earlier step's output.
+    /// Journal columns only; read back as `Loaded`.
+    Ref(ValueRef),
+    /// Step outputs (`[[port, value], ...]`) whose every value was journaled
+    /// before in the same run (a trigger's output is the run's input; an
+    /// `if` passes its input on). Journal columns only; read back as `Loaded`.
+    Refs(Vec<(String, ValueRef)>),
+}
+
+/// Where in a run a value was journaled first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ValueRef {
+    /// The run's input (`runs.input`).
+    RunInput,
+    /// Output `port` of the journal record `seq` of the same run.
+    Output { seq: u64, port: String },
 }
 
 impl Stored {
@@ -48,7 +68,7 @@ impl Stored {
         match self {
             Stored::Loaded(v) => Some(v.clone()),
             Stored::Inline(text) => serde_json::from_str(text).ok().map(Arc::new),
-            Stored::Blob(_) => None,
+            Stored::Blob(_) | Stored::Ref(_) | Stored::Refs(_) => None,
         }
     }
 }
@@ -151,6 +171,7 @@ impl Blobs {
                 .map(Arc::new)
                 .map_err(Error::InvalidJson),
             Stored::Blob(hash) => self.load_value(hash).map(Arc::new),
+            Stored::Ref(_) | Stored::Refs(_) => Err(Error::UnresolvedRef),
         }
     }
 
@@ -460,7 +481,7 @@ mod tests {
     #[test]
     fn tampered_blob_is_reported_corrupt() {
         let (_dir, blobs) = blobs();
-        let v = text_of_len(100_000);
+        let v = text_of_len(INLINE_LIMIT + 100);
         let Stored::Blob(hash) = blobs.store_value(&v).expect("store") else {
             panic!("expected a blob");
         };

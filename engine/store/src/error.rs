@@ -45,8 +45,17 @@ pub enum Error {
     #[error("vault: {0}")]
     Vault(String),
 
-    #[error("invalid inline value: must be non-empty JSON text not starting with '@'")]
+    #[error("invalid inline value: must be non-empty JSON text not starting with '@' or '^'")]
     InvalidInline,
+
+    /// A reference to a value journaled before in a run, asked for outside
+    /// the run's journal (only `Store::run_records` reads them back).
+    #[error("a reference to an earlier value of the run is only read back with the run's journal")]
+    UnresolvedRef,
+
+    /// A journal reference that does not name a value journaled before it.
+    #[error("bad reference `{0}`: no such value earlier in the run")]
+    BadRef(String),
 
     #[error("record seq {0} is out of range (max {max})", max = i64::MAX)]
     SeqOutOfRange(u64),

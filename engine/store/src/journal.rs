@@ -12,7 +12,7 @@ use serde_json::Value;
 use sluice_api::{RunError, RunStatus};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::blobs::{Blobs, Stored, check_hash};
+use crate::blobs::{Blobs, Stored, ValueRef, check_hash};
 use crate::{Error, Result};
 
 mod writer;
@@ -250,10 +250,19 @@ fn log_row(line: LogLine) -> LogRow {
 pub(crate) fn db_text(blobs: &Blobs, stored: Stored) -> Result<Arc<str>> {
     match stored {
         Stored::Inline(text) => {
-            if text.is_empty() || text.starts_with('@') {
+            if text.is_empty() || text.starts_with('@') || text.starts_with('^') {
                 return Err(Error::InvalidInline);
             }
             Ok(text.into())
+        }
+        Stored::Ref(r) => Ok(format!("^{}", ref_text(&r)).into()),
+        Stored::Refs(outputs) => {
+            let pairs: Vec<(&str, String)> = outputs
+                .iter()
+                .map(|(port, r)| (port.as_str(), ref_text(r)))
+                .collect();
+            let json = serde_json::to_string(&pairs).map_err(Error::InvalidJson)?;
+            Ok(format!("^^{json}").into())
         }
         Stored::Blob(hash) => {
             check_hash(&hash)?;
@@ -261,6 +270,31 @@ pub(crate) fn db_text(blobs: &Blobs, stored: Stored) -> Result<Arc<str>> {
         }
         Stored::Loaded(v) => db_text(blobs, blobs.store_value(&v)?),
     }
+}
+
+/// A reference as journal columns write it: `input`, or `<seq>/<port>`.
+fn ref_text(r: &ValueRef) -> String {
+    match r {
+        ValueRef::RunInput => "input".to_string(),
+        ValueRef::Output { seq, port } => format!("{seq}/{port}"),
+    }
+}
+
+/// Reads back what [`ref_text`] wrote.
+pub(crate) fn parse_ref(text: &str) -> Option<ValueRef> {
+    if text == "input" {
+        return Some(ValueRef::RunInput);
+    }
+    let (seq, port) = text.split_once('/')?;
+    Some(ValueRef::Output {
+        seq: seq.parse().ok()?,
+        port: port.to_string(),
+    })
+}
+
+/// Whether journal column text refers to the run's input.
+pub(crate) fn refers_to_input(text: &str) -> bool {
+    text == "^input" || (text.starts_with("^^") && text.contains("\"input\""))
 }
 
 /// Resolves column text written by [`db_text`].

@@ -13,7 +13,7 @@ mod journal;
 mod store;
 mod vault;
 
-pub use blobs::{Blobs, BytesWriter, INLINE_LIMIT, Stored};
+pub use blobs::{Blobs, BytesWriter, INLINE_LIMIT, Stored, ValueRef};
 pub use error::{Error, Result};
 pub use journal::{Journal, LogLine, MAX_LOG_MESSAGE, Record, RecordKind, RunEnd};
 /// Run statuses: one type, shared with the engine, the API and the editor.

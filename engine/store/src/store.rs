@@ -17,9 +17,10 @@ use sqlx::{Connection, SqliteConnection, SqlitePool};
 
 use crate::blobs::{Blobs, Stored};
 use crate::journal::{
-    Journal, LogLine, Record, RecordKind, RunInsert, db_text, resolve_text, spawn_writer,
+    Journal, LogLine, Record, RecordKind, RunInsert, db_text, parse_ref, refers_to_input,
+    resolve_text, spawn_writer,
 };
-use crate::{Error, Result};
+use crate::{Error, Result, ValueRef};
 
 mod deployments;
 mod peers;
@@ -1003,10 +1004,30 @@ impl Store {
         .bind(run_id)
         .fetch_all(&self.inner.pool)
         .await?;
+        // Steps whose input (or outputs) is the run's input refer to it.
+        let run_input: Option<String> = if rows.iter().any(|r| {
+            [&r.data, &r.input]
+                .into_iter()
+                .flatten()
+                .any(|t| refers_to_input(t))
+        }) {
+            sqlx::query_scalar("SELECT input FROM runs WHERE id = ?")
+                .bind(run_id)
+                .fetch_optional(&self.inner.pool)
+                .await?
+        } else {
+            None
+        };
         let blobs = self.inner.blobs.clone();
         let run_id: Arc<str> = run_id.into();
         // Parsing (and loading blobs) is blocking work.
-        tokio::task::spawn_blocking(move || decode_records(&blobs, &run_id, rows)).await?
+        tokio::task::spawn_blocking(move || {
+            let run_input = run_input
+                .map(|t| resolve_text(&blobs, &t).map(Arc::new))
+                .transpose()?;
+            decode_records(&blobs, &run_id, run_input, rows)
+        })
+        .await?
     }
 
     /// The committed log lines of one run, in the order they were queued.
@@ -1117,10 +1138,13 @@ fn decode_run(blobs: &Blobs, row: RunColumns) -> Result<RunRow> {
 fn decode_records(
     blobs: &Blobs,
     run_id: &Arc<str>,
+    run_input: Option<Arc<Value>>,
     rows: Vec<RecordColumns>,
 ) -> Result<Vec<Record>> {
     // Records of one run share few node names: share their allocations.
     let mut nodes: HashMap<String, Arc<str>> = HashMap::new();
+    // Each record's outputs, for the references of the records after it.
+    let mut outputs: HashMap<u64, Arc<Value>> = HashMap::new();
     rows.into_iter()
         .map(
             |RecordColumns {
@@ -1149,21 +1173,67 @@ fn decode_records(
                         n
                     }
                 };
+                let resolve = |text: &str| -> Result<Arc<Value>> {
+                    let lookup = |r: &str| -> Result<Value> {
+                        match parse_ref(r) {
+                            Some(ValueRef::RunInput) => run_input
+                                .as_deref()
+                                .cloned()
+                                .ok_or_else(|| Error::BadRef(r.to_string())),
+                            Some(ValueRef::Output { seq, port }) => outputs
+                                .get(&seq)
+                                .and_then(|o| o.as_array())
+                                .and_then(|o| {
+                                    o.iter().find_map(|pair| match pair.as_array()?.as_slice() {
+                                        [p, v] if p.as_str() == Some(port.as_str()) => {
+                                            Some(v.clone())
+                                        }
+                                        _ => None,
+                                    })
+                                })
+                                .ok_or_else(|| Error::BadRef(r.to_string())),
+                            None => Err(Error::BadRef(r.to_string())),
+                        }
+                    };
+                    if let Some(list) = text.strip_prefix("^^") {
+                        let pairs: Vec<(String, String)> =
+                            serde_json::from_str(list).map_err(Error::InvalidJson)?;
+                        let values = pairs
+                            .into_iter()
+                            .map(|(port, r)| {
+                                Ok(Value::Array(vec![Value::String(port), lookup(&r)?]))
+                            })
+                            .collect::<Result<Vec<_>>>()?;
+                        return Ok(Arc::new(Value::Array(values)));
+                    }
+                    if let Some(r) = text.strip_prefix('^') {
+                        return lookup(r).map(Arc::new);
+                    }
+                    resolve_text(blobs, text).map(Arc::new)
+                };
                 let data = data
-                    .map(|t| resolve_text(blobs, &t).map(|v| Stored::Loaded(Arc::new(v))))
+                    .map(|t| resolve(&t))
                     .transpose()
                     .map_err(|e| corrupt(format!("data: {e}")))?;
                 let input = input
-                    .map(|t| resolve_text(blobs, &t).map(|v| Stored::Loaded(Arc::new(v))))
+                    .map(|t| resolve(&t))
                     .transpose()
                     .map_err(|e| corrupt(format!("input: {e}")))?;
+                let seq_u = u64::try_from(seq).map_err(|_| corrupt(format!("seq {seq}")))?;
+                if kind == RecordKind::Succeeded as i64
+                    && let Some(d) = &data
+                {
+                    outputs.insert(seq_u, d.clone());
+                }
+                let data = data.map(Stored::Loaded);
+                let input = input.map(Stored::Loaded);
                 let error = error
                     .map(|t| serde_json::from_str(&t))
                     .transpose()
                     .map_err(|e| corrupt(format!("error: {e}")))?;
                 Ok(Record {
                     run_id: run_id.clone(),
-                    seq: u64::try_from(seq).map_err(|_| corrupt(format!("seq {seq}")))?,
+                    seq: seq_u,
                     kind: RecordKind::from_i64(kind)
                         .ok_or_else(|| corrupt(format!("kind {kind}")))?,
                     node,

@@ -98,8 +98,8 @@ fn assert_same_record(store: &Store, got: &Record, want: &Record) {
 }
 
 fn big_value() -> Value {
-    // About 1 MB of JSON.
-    let items: Vec<Value> = (0..10_000)
+    // About 2 MB of JSON: past the inline limit (1 MiB).
+    let items: Vec<Value> = (0..20_000)
         .map(|i| json!({"i": i, "text": "x".repeat(80)}))
         .collect();
     Value::Array(items)
@@ -291,7 +291,7 @@ async fn big_values_go_to_shared_blob_files() -> Result<()> {
         let v = big_value();
         let a = store.blobs().store_value(&v)?;
         let Stored::Blob(hash) = &a else {
-            bail!("1 MB value stored as {a:?}");
+            bail!("2 MB value stored as {a:?}");
         };
         assert_eq!(hash.len(), 64);
         assert_eq!(store.blobs().load_value(hash)?, v);
@@ -958,6 +958,106 @@ async fn runs_are_found_by_workflow_status_trigger_and_cursor() -> Result<()> {
                 .await?
                 .is_none()
         );
+        Ok(())
+    })
+    .await
+}
+
+/// A step's input (or outputs) that was journaled before in the run is
+/// written as a reference and read back as the value; a sealed run (created
+/// with its journal, its logs and its end in one write) reads back like any
+/// other; a reference to nothing earlier is named as corrupt.
+#[tokio::test]
+async fn references_and_sealed_runs_read_back_as_values() -> Result<()> {
+    timed(async {
+        use sluice_store::{RunEnd, ValueRef};
+        let (_dir, store) = open().await?;
+        let run = new_run("sealed", 7);
+        let out = |seq: u64, port: &str| ValueRef::Output {
+            seq,
+            port: port.into(),
+        };
+        let trigger = Record {
+            input: Some(Stored::Ref(ValueRef::RunInput)),
+            ..record(
+                "sealed",
+                0,
+                RecordKind::Succeeded,
+                Some(Stored::Refs(vec![("out".into(), ValueRef::RunInput)])),
+            )
+        };
+        let set = Record {
+            input: Some(Stored::Ref(out(0, "out"))),
+            ..record(
+                "sealed",
+                1,
+                RecordKind::Succeeded,
+                Some(Stored::Inline(
+                    r#"[["out",{"n":7,"tier":"gold"}],["other/port",2]]"#.into(),
+                )),
+            )
+        };
+        let route = Record {
+            input: Some(Stored::Ref(out(1, "other/port"))),
+            ..record(
+                "sealed",
+                2,
+                RecordKind::Succeeded,
+                Some(Stored::Refs(vec![
+                    ("yes".into(), out(1, "out")),
+                    ("no".into(), ValueRef::RunInput),
+                ])),
+            )
+        };
+        let log = LogLine {
+            run_id: "sealed".into(),
+            node: "set".into(),
+            lineage: String::new(),
+            level: "info".into(),
+            message: "hello".into(),
+            at_us: 9,
+        };
+        let end = RunEnd {
+            status: RunStatus::Succeeded,
+            output: Some(Stored::Inline(r#"{"done":true}"#.into())),
+            error: None,
+            finished_at_us: 11,
+        };
+        store
+            .seal_run(&run, vec![trigger, set, route], vec![log], end)
+            .await?;
+        let row = store.get_run("sealed").await?.context("the sealed run")?;
+        assert_eq!(row.status, RunStatus::Succeeded);
+        assert_eq!(row.output, Some(json!({"done": true})));
+        assert_eq!(row.finished_at_us, Some(11));
+        let records = store.run_records("sealed").await?;
+        let value = |s: &Option<Stored>| s.as_ref().and_then(Stored::value).map(|v| (*v).clone());
+        assert_eq!(records.len(), 3);
+        assert_eq!(value(&records[0].input), Some(json!({"n": 7})));
+        assert_eq!(value(&records[0].data), Some(json!([["out", {"n": 7}]])));
+        assert_eq!(value(&records[1].input), Some(json!({"n": 7})));
+        assert_eq!(value(&records[2].input), Some(json!(2)));
+        assert_eq!(
+            value(&records[2].data),
+            Some(json!([["yes", {"n": 7, "tier": "gold"}], ["no", {"n": 7}]]))
+        );
+        assert_eq!(store.run_logs("sealed").await?.len(), 1);
+
+        // A reference to a record that is not there.
+        store.create_run(&new_run("bad", 8)).await?;
+        let dangling = Record {
+            input: Some(Stored::Ref(out(5, "out"))),
+            ..record("bad", 0, RecordKind::Succeeded, None)
+        };
+        store.journal().append(dangling).await?;
+        store.journal().flush().await?;
+        match store.run_records("bad").await {
+            Err(Error::Corrupt { key, detail, .. }) => {
+                assert_eq!(key, "bad/0");
+                assert!(detail.contains("5/out"), "{detail}");
+            }
+            other => bail!("expected a corrupt record, got {other:?}"),
+        }
         Ok(())
     })
     .await

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use sluice_api::{RunError, StepStatus};
 use sluice_nodes as nodes;
-use sluice_store::{LogLine, Record, RecordKind, Stored};
+use sluice_store::{LogLine, Record, RecordKind, Stored, ValueRef};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 
@@ -194,8 +194,54 @@ struct Extra<'a> {
     input: Option<&'a Value>,
     error: Option<RunError>,
     duration_us: Option<i64>,
-    /// `data` already serialized (by the step's own task, off the driver).
+    /// `data` already serialized (by the step's own task, off the driver),
+    /// or references to values journaled before.
     stored: Option<Stored>,
+    /// `input` as a reference to a value journaled before.
+    input_ref: Option<ValueRef>,
+}
+
+/// Values of a run journaled so far that a later step may get again (the
+/// run's input, steps' outputs), most recent last: a step whose input, or
+/// output, is one of them (the same message, shared) journals a reference
+/// instead of a copy. Bounded: older ones are forgotten.
+#[derive(Default)]
+struct Journaled {
+    values: VecDeque<(Msg, ValueRef)>,
+}
+
+impl Journaled {
+    const KEEP: usize = 64;
+
+    fn remember(&mut self, msg: &Msg, at: ValueRef) {
+        if self.find(msg).is_some() {
+            return;
+        }
+        if self.values.len() >= Self::KEEP {
+            self.values.pop_front();
+        }
+        self.values.push_back((msg.clone(), at));
+    }
+
+    /// Where `v` was journaled, if it is one of the values held (the same
+    /// allocation: equal copies are not looked for).
+    fn find(&self, v: &Value) -> Option<&ValueRef> {
+        self.values
+            .iter()
+            .find(|(m, _)| std::ptr::eq(&**m, v))
+            .map(|(_, at)| at)
+    }
+
+    /// Every output as a reference, when each of them is one.
+    fn outputs(&self, outputs: &[(String, Msg)]) -> Option<Vec<(String, ValueRef)>> {
+        if outputs.is_empty() {
+            return None;
+        }
+        outputs
+            .iter()
+            .map(|(port, m)| self.find(m).map(|at| (port.clone(), at.clone())))
+            .collect()
+    }
 }
 
 /// What a finished step task reports back.
@@ -235,6 +281,7 @@ pub(super) struct Driver {
     /// The run's records and logs, kept until it ends (it was not recorded
     /// yet: see [`Engine::drive_in_one_go`]); None once recorded.
     sealed: Option<Sealed>,
+    journaled: Journaled,
 }
 
 impl Driver {
@@ -259,6 +306,7 @@ impl Driver {
             run_info,
             workflow,
             sealed: None,
+            journaled: Journaled::default(),
         };
         let draft = driver.plan.draft;
         driver.emit(
@@ -299,6 +347,7 @@ impl Driver {
             error,
             duration_us,
             stored,
+            input_ref,
         } = extra;
         let (node, lineage, activation) = self.key_strings(key);
         let blobs = self.engine.store().blobs();
@@ -306,7 +355,10 @@ impl Driver {
             Some(s) => Some(s),
             None => data.map(|v| blobs.store_value(v)).transpose()?,
         };
-        let input = input.map(|v| blobs.store_value(v)).transpose()?;
+        let input = match input_ref {
+            Some(at) => Some(Stored::Ref(at)),
+            None => input.map(|v| blobs.store_value(v)).transpose()?,
+        };
         let at_us = nodes::now_us();
         if self.engine.inner.events.receiver_count() > 0 {
             let what = match kind {
@@ -420,20 +472,43 @@ impl Driver {
                     let journaled = match &done.result {
                         // Serialized straight from the shared messages: `[[port, value], ...]`.
                         Ok(outputs) => {
+                            let input_ref = done
+                                .input
+                                .as_deref()
+                                .and_then(|v| self.journaled.find(v))
+                                .cloned();
+                            let stored = match self.journaled.outputs(outputs) {
+                                Some(refs) => Some(Stored::Refs(refs)),
+                                None => done.stored.take(),
+                            };
                             let extra = Extra {
                                 input: done.input.as_deref(),
                                 error: None,
                                 duration_us: duration,
-                                stored: done.stored.take(),
+                                stored,
+                                input_ref,
                             };
-                            self.journal(
-                                RecordKind::Succeeded,
-                                &done.key,
-                                done.attempt,
-                                Some(outputs.as_slice()),
-                                extra,
-                            )
-                            .await
+                            let journaled = self
+                                .journal(
+                                    RecordKind::Succeeded,
+                                    &done.key,
+                                    done.attempt,
+                                    Some(outputs.as_slice()),
+                                    extra,
+                                )
+                                .await;
+                            // This record's seq: the one just taken.
+                            let seq = self.seq - 1;
+                            for (port, m) in outputs {
+                                self.journaled.remember(
+                                    m,
+                                    ValueRef::Output {
+                                        seq,
+                                        port: port.clone(),
+                                    },
+                                );
+                            }
+                            journaled
                         }
                         Err(e) => {
                             let err = RunError {
@@ -442,11 +517,17 @@ impl Driver {
                                 retryable: Some(e.retryable),
                                 attempts: None,
                             };
+                            let input_ref = done
+                                .input
+                                .as_deref()
+                                .and_then(|v| self.journaled.find(v))
+                                .cloned();
                             let extra = Extra {
                                 input: done.input.as_deref(),
                                 error: Some(err),
                                 duration_us: duration,
                                 stored: None,
+                                input_ref,
                             };
                             self.journal(
                                 RecordKind::Failed,
@@ -519,6 +600,11 @@ impl Driver {
                         .entry(key.clone())
                         .or_insert_with(nodes::now_us);
                     let node = &self.plan.nodes[key.node];
+                    // A run's first step is its trigger, given the run's
+                    // input (recorded with the run itself).
+                    if node.role == crate::plan::Role::Trigger && self.seq == 0 {
+                        self.journaled.remember(&input, ValueRef::RunInput);
+                    }
                     if node.disabled || node.kind.is_pure() {
                         // Pure steps run at once and have no side effects: they
                         // are journaled once, after they ran, with their input.
@@ -536,12 +622,17 @@ impl Driver {
                         }
                     } else {
                         self.unseal().await?;
+                        // Started records hold the step's input.
+                        let stored = self.journaled.find(&input).cloned().map(Stored::Ref);
                         self.journal(
                             RecordKind::Started,
                             &key,
                             attempt,
                             Some(&*input),
-                            Extra::default(),
+                            Extra {
+                                stored,
+                                ..Extra::default()
+                            },
                         )
                         .await?;
                     }
