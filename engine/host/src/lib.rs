@@ -234,8 +234,9 @@ pub struct Host {
     pub resumed: usize,
     /// Whether the editor is served.
     pub has_ui: bool,
-    /// This install as a peer (None: `[peers] enabled = false`).
-    pub peers: Option<sluice_peers::Peers>,
+    /// This install as a peer, started when first needed (None: `[peers]
+    /// enabled = false`).
+    pub peers: Option<sluice_peers::LazyPeers>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     server: JoinHandle<std::io::Result<()>>,
     tasks: Vec<JoinHandle<()>>,
@@ -282,16 +283,18 @@ impl Host {
             nofile,
         );
         server_options.header_read_timeout = Duration::from_millis(limits.header_timeout_ms.get());
-        // This install as a peer (config.toml [peers]); the endpoint answers
-        // at once, nothing waits for a relay.
+        // This install as a peer (config.toml [peers]): started now when a
+        // peer may come back for something (shares, joined workflows), else
+        // at the first use of the peers API. The endpoint answers at once,
+        // nothing waits for a relay.
         let peers = match sluice_peers::PeersOptions::from_settings(engine.settings())
             .map_err(Error::Peers)?
         {
-            Some(o) => Some(
-                sluice_peers::Peers::start(engine.clone(), &dir, o)
-                    .await
-                    .map_err(Error::Peers)?,
-            ),
+            Some(o) => {
+                let lazy = sluice_peers::LazyPeers::new(engine.clone(), dir.clone(), o);
+                lazy.start_if_needed().await.map_err(Error::Peers)?;
+                Some(lazy)
+            }
             None => None,
         };
         server_options.peers = peers.clone();
@@ -412,7 +415,7 @@ impl Host {
             Err(e) => eprintln!("sluice: cannot remove {SERVE_FILE}: {e}"),
         }
         let served = (&mut self.server).await;
-        if let Some(p) = &self.peers {
+        if let Some(p) = self.peers.as_ref().and_then(|p| p.started()) {
             p.shutdown().await;
         }
         for t in &self.tasks {

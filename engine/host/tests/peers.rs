@@ -136,6 +136,10 @@ async fn share_join_edit_both_ways_and_converge() {
     let (status, _) = post(&a, "/workflows/orders/publish", json!({})).await;
     assert_eq!(status, 200);
 
+    // Nothing shared nor joined yet: no endpoint, no key. Asking for this
+    // install as a peer starts it.
+    assert!(!da.path().join("peer.key").exists());
+    let info = get(&a, "/peers").await;
     // The node key: created once, 0600, and it is the peer id.
     let key = std::fs::metadata(da.path().join("peer.key")).unwrap();
     assert_eq!(key.len(), 32);
@@ -144,7 +148,6 @@ async fn share_join_edit_both_ways_and_converge() {
         std::os::unix::fs::PermissionsExt::mode(&key.permissions()) & 0o777,
         0o600
     );
-    let info = get(&a, "/peers").await;
     assert_eq!(info["enabled"], true);
     assert_eq!(info["name"], "Ada");
 
@@ -941,6 +944,47 @@ async fn a_joined_workflow_whose_id_is_taken_here_gets_another_and_syncs() {
     );
     // Bob's own workflow was never touched.
     assert_eq!(node_ids(&wf_of(&b, "orders").await), ["end", "hook"]);
+    a.stop().await.unwrap();
+    b.stop().await.unwrap();
+}
+
+/// An engine that never shared nor joined has no endpoint (its memory is
+/// an idle engine's largest part): it starts at the first use of the peers
+/// API, and at the engine's start once there is a share a peer may come back
+/// for, or a workflow joined from a peer.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_endpoint_starts_when_first_needed() {
+    let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = start(a_dir.path(), "Ann").await;
+    let lazy = a.peers.clone().expect("peers are on");
+    assert!(lazy.started().is_none(), "started with nothing to share");
+    save_draft(&a, &workflow()).await;
+    assert!(lazy.started().is_none());
+    let ticket = share(&a, "orders", json!({"role": "editor"})).await;
+    assert!(lazy.started().is_some(), "sharing starts it");
+
+    let b = start(b_dir.path(), "Bob").await;
+    assert!(b.peers.as_ref().unwrap().started().is_none());
+    let (status, v) = join(&b, ticket["ticket"].as_str().unwrap()).await;
+    assert_eq!(status, 201, "{v}");
+    assert!(
+        b.peers.as_ref().unwrap().started().is_some(),
+        "joining starts it"
+    );
+
+    // Restarted, both start it at once: Ann has a share, Bob a link.
+    a.stop().await.unwrap();
+    b.stop().await.unwrap();
+    let a = start(a_dir.path(), "Ann").await;
+    let b = start(b_dir.path(), "Bob").await;
+    assert!(
+        a.peers.as_ref().unwrap().started().is_some(),
+        "a share waits for peers"
+    );
+    assert!(
+        b.peers.as_ref().unwrap().started().is_some(),
+        "a link reconnects"
+    );
     a.stop().await.unwrap();
     b.stop().await.unwrap();
 }

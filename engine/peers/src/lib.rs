@@ -9,6 +9,7 @@
 //! machine is what that machine's user published.
 
 mod hub;
+mod lazy;
 mod link;
 mod pump;
 pub mod ticket;
@@ -29,6 +30,7 @@ use sluice_api::{
 use sluice_runtime::Engine;
 use tokio::task::JoinHandle;
 
+pub use lazy::LazyPeers;
 pub use ticket::{Ticket, TicketError};
 
 /// The node key's file in the data dir (mode 0600, never synced).

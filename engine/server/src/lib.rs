@@ -57,8 +57,8 @@ pub struct Options {
     /// connecting or after its previous response (the keep-alive idle
     /// timeout too).
     pub header_read_timeout: Duration,
-    /// This install as a peer (None: peers are off).
-    pub peers: Option<sluice_peers::Peers>,
+    /// This install as a peer, started at its first use (None: peers are off).
+    pub peers: Option<sluice_peers::LazyPeers>,
 }
 
 impl Options {

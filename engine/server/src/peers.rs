@@ -12,13 +12,15 @@ use sluice_peers::Peers;
 
 use crate::{ApiError, AppState};
 
-fn peers(s: &AppState) -> Result<&Peers, ApiError> {
-    s.options.peers.as_ref().ok_or_else(|| {
+/// This install as a peer, started now if this is its first use.
+async fn peers(s: &AppState) -> Result<&Peers, ApiError> {
+    let lazy = s.options.peers.as_ref().ok_or_else(|| {
         ApiError::new(
             StatusCode::CONFLICT,
             "peers are off on this engine (config.toml [peers] enabled = false)",
         )
-    })
+    })?;
+    Ok(lazy.get().await?)
 }
 
 fn body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
@@ -48,7 +50,8 @@ pub(crate) async fn create_share(
     bytes: Bytes,
 ) -> Result<(StatusCode, Json<ShareCreated>), ApiError> {
     let req: NewShare = body(&bytes)?;
-    let created = peers(&s)?
+    let created = peers(&s)
+        .await?
         .share(&id, req.role, req.expires_in_s, req.uses)
         .await?;
     Ok((StatusCode::CREATED, Json(created)))
@@ -61,7 +64,7 @@ pub(crate) async fn list_shares(
     State(s): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<Shares>, ApiError> {
-    Ok(Json(peers(&s)?.shares(&id).await?))
+    Ok(Json(peers(&s).await?.shares(&id).await?))
 }
 
 #[utoipa::path(delete, path = "/api/v1/shares/{share}", tag = "peers",
@@ -71,7 +74,7 @@ pub(crate) async fn revoke_share(
     State(s): State<AppState>,
     Path(share): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    peers(&s)?.revoke(&share).await?;
+    peers(&s).await?.revoke(&share).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -82,7 +85,7 @@ pub(crate) async fn remove_peer(
     State(s): State<AppState>,
     Path((id, peer)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    peers(&s)?.remove_peer(&id, &peer).await?;
+    peers(&s).await?.remove_peer(&id, &peer).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -95,7 +98,7 @@ pub(crate) async fn join(
     bytes: Bytes,
 ) -> Result<(StatusCode, Json<Joined>), ApiError> {
     let req: Join = body(&bytes)?;
-    let joined = peers(&s)?.join(&req.ticket).await?;
+    let joined = peers(&s).await?.join(&req.ticket).await?;
     Ok((StatusCode::CREATED, Json(joined)))
 }
 
@@ -108,14 +111,14 @@ pub(crate) async fn describe_ticket(
     bytes: Bytes,
 ) -> Result<Json<TicketInfo>, ApiError> {
     let req: Join = body(&bytes)?;
-    Ok(Json(peers(&s)?.describe(&req.ticket).await?))
+    Ok(Json(peers(&s).await?.describe(&req.ticket).await?))
 }
 
 #[utoipa::path(get, path = "/api/v1/peers", tag = "peers",
     responses((status = 200, description = "This install as a peer, and the workflows it joined", body = PeersInfo)))]
-pub(crate) async fn info(State(s): State<AppState>) -> Json<PeersInfo> {
-    Json(match &s.options.peers {
-        Some(p) => p.info(),
+pub(crate) async fn info(State(s): State<AppState>) -> Result<Json<PeersInfo>, ApiError> {
+    Ok(Json(match &s.options.peers {
+        Some(p) => p.get().await?.info(),
         None => PeersInfo {
             enabled: false,
             id: None,
@@ -123,5 +126,5 @@ pub(crate) async fn info(State(s): State<AppState>) -> Json<PeersInfo> {
             addrs: Vec::new(),
             links: Vec::new(),
         },
-    })
+    }))
 }

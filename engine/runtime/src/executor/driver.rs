@@ -205,9 +205,14 @@ struct Extra<'a> {
 /// run's input, steps' outputs), most recent last: a step whose input, or
 /// output, is one of them (the same message, shared) journals a reference
 /// instead of a copy. Bounded: older ones are forgotten.
+///
+/// Held weakly: a message the run no longer needs is freed as before, and
+/// the last holder of one can still take it without a copy (an exit taking
+/// a 50 MB message). A weak reference keeps the allocation's address taken,
+/// so a new message never has the address of one remembered here.
 #[derive(Default)]
 struct Journaled {
-    values: VecDeque<(Msg, ValueRef)>,
+    values: VecDeque<(std::sync::Weak<Value>, ValueRef)>,
 }
 
 impl Journaled {
@@ -220,7 +225,7 @@ impl Journaled {
         if self.values.len() >= Self::KEEP {
             self.values.pop_front();
         }
-        self.values.push_back((msg.clone(), at));
+        self.values.push_back((Arc::downgrade(msg), at));
     }
 
     /// Where `v` was journaled, if it is one of the values held (the same
@@ -228,7 +233,7 @@ impl Journaled {
     fn find(&self, v: &Value) -> Option<&ValueRef> {
         self.values
             .iter()
-            .find(|(m, _)| std::ptr::eq(&**m, v))
+            .find(|(m, _)| std::ptr::eq(m.as_ptr(), v))
             .map(|(_, at)| at)
     }
 

@@ -70,7 +70,7 @@ pub async fn server_engine(
         )
         .await
         .unwrap();
-        options.peers = Some(peers);
+        options.peers = Some(peers.into());
     }
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let t = token.clone();

@@ -339,6 +339,20 @@ impl Store {
         .await?)
     }
 
+    /// Whether a peer may come back for something of this install: a share
+    /// not revoked, a peer that joined and was not removed, or a workflow
+    /// joined from a peer (the endpoint must be up for them).
+    pub async fn has_peer_state(&self) -> Result<bool> {
+        Ok(sqlx::query_scalar::<_, i64>(
+            "SELECT EXISTS (SELECT 1 FROM shares WHERE revoked_at_us IS NULL) \
+             OR EXISTS (SELECT 1 FROM peer_grants WHERE removed_at_us IS NULL) \
+             OR EXISTS (SELECT 1 FROM peer_links)",
+        )
+        .fetch_one(&self.inner.pool)
+        .await?
+            != 0)
+    }
+
     /// Whether workflow `id` is linked to a peer (joined from it).
     pub async fn has_link(&self, id: &str) -> Result<bool> {
         Ok(
