@@ -202,7 +202,13 @@ pub trait Config: DeserializeOwned {
 /// the config with its templates evaluated, so a template that gives a value
 /// of the wrong type is named like a wrong literal (`config.url: invalid type…`).
 pub fn parse<T: Config>(config: Value) -> Result<T, ConfigError> {
-    let typed: T = serde_path_to_error::deserialize(config).map_err(config_error)?;
+    // Most configs are well formed: read them straight, and only read a
+    // bad one again tracking the path, to name the field that is wrong
+    // (the tracking costs more than the read on every step of a run).
+    let typed: T = match T::deserialize(&config) {
+        Ok(typed) => typed,
+        Err(_) => serde_path_to_error::deserialize(config).map_err(config_error)?,
+    };
     typed.validate()?;
     Ok(typed)
 }

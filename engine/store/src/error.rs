@@ -69,7 +69,7 @@ pub enum Error {
     /// The batch holding this command could not be committed; every waiter of
     /// the batch gets the same underlying error.
     #[error("journal write failed: {0}")]
-    Journal(#[source] Arc<sqlx::Error>),
+    Journal(#[source] Arc<crate::journal::SqliteError>),
 
     /// Queued writes (appends or log lines) that were accepted earlier could
     /// not be committed. Returned by the next `flush` (any run) or the next

@@ -15,7 +15,10 @@ use tokio::sync::{mpsc, oneshot};
 use crate::blobs::{Blobs, Stored, ValueRef, check_hash};
 use crate::{Error, Result};
 
+mod sqlite;
 mod writer;
+
+pub use sqlite::SqliteError;
 
 pub(crate) use writer::spawn_writer;
 

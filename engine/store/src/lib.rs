@@ -3,7 +3,7 @@
 //! the group-commit journal writer that makes journaling cheap.
 //!
 //! Architecture invariant: every write that belongs to a run's history goes
-//! through the one journal writer task and its one connection, so run rows,
+//! through the one journal writer thread and its one connection, so run rows,
 //! records, logs and finishes commit in the order they were queued.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
@@ -15,7 +15,7 @@ mod vault;
 
 pub use blobs::{Blobs, BytesWriter, INLINE_LIMIT, Stored, ValueRef};
 pub use error::{Error, Result};
-pub use journal::{Journal, LogLine, MAX_LOG_MESSAGE, Record, RecordKind, RunEnd};
+pub use journal::{Journal, LogLine, MAX_LOG_MESSAGE, Record, RecordKind, RunEnd, SqliteError};
 /// Run statuses: one type, shared with the engine, the API and the editor.
 pub use sluice_api::{RunError, RunStatus};
 pub use store::{
