@@ -261,6 +261,8 @@ impl Host {
             source,
         })?;
         let bound = listener.local_addr().map_err(Error::BoundAddr)?;
+        // Before any run resumes: no step may call the trigger port.
+        engine.set_trigger_addresses(vec![bound]);
         // 0.0.0.0 / [::] accept every interface; the API answers loopback names.
         let addr = if bound.ip().is_unspecified() {
             SocketAddr::from(([127, 0, 0, 1], bound.port()))

@@ -16,6 +16,7 @@ use reqwest::{Method, StatusCode, Url};
 use serde_json::{Map, Value, json};
 
 use crate::binary::{self, Data};
+use crate::net::NetPolicy;
 use crate::settings::Settings;
 use sluice_model::kinds::{BodyType, HttpRequestConfig, ResponseAs};
 
@@ -58,12 +59,16 @@ pub enum ClientError {
     Tls(#[source] rustls::Error),
     #[error("HTTP client setup: {0}")]
     Client(#[source] reqwest::Error),
+    #[error(transparent)]
+    Policy(#[from] crate::net::RuleError),
 }
 
 /// Builds the shared client: rustls on ring, the system's roots plus
-/// `tls.extra_roots`, no automatic redirects.
+/// `tls.extra_roots`, no automatic redirects, every name resolved through
+/// `policy` (which drops the addresses it refuses).
 pub(crate) fn build_client(
     settings: &Settings,
+    policy: &NetPolicy,
 ) -> std::result::Result<reqwest::Client, ClientError> {
     let roots = root_store(settings)?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -75,6 +80,7 @@ pub(crate) fn build_client(
     reqwest::Client::builder()
         .tls_backend_preconfigured(tls)
         .redirect(reqwest::redirect::Policy::none())
+        .dns_resolver(policy.resolver())
         .user_agent(settings.http.user_agent.clone())
         .tcp_nodelay(true)
         .pool_max_idle_per_host(64)
@@ -126,7 +132,7 @@ enum Body {
 pub async fn request(call: &Call<'_>) -> Result<Outputs> {
     let cfg = config::<HttpRequestConfig>(call)?;
     let defaults = &call.io.settings.http;
-    let client = call.io.http_client()?;
+    let (client, policy) = call.io.http_client_and_policy()?;
 
     let method = match &cfg.method {
         None => Method::GET,
@@ -254,6 +260,10 @@ pub async fn request(call: &Call<'_>) -> Result<Outputs> {
         let origin = url.origin();
         let mut redirects = 0u64;
         loop {
+            // Every hop: a redirect may point anywhere.
+            policy
+                .check_url(&url)
+                .map_err(|r| Error::terminal(format!("{KIND}: {r}")))?;
             let mut req = client.request(method.clone(), url.clone());
             if url.origin() == origin {
                 req = req.headers(headers.clone()).headers(secret_headers.clone());
@@ -469,6 +479,11 @@ fn body_of(call: &Call<'_>, cfg: &HttpRequestConfig) -> Result<Body> {
 fn send_error(e: &reqwest::Error) -> Error {
     // reqwest's message names the URL; the step's redactor masks any
     // credential in it.
+    // A destination the policy refused (in the resolver) is terminal and
+    // says only why: retrying will not make it allowed.
+    if let Some(refused) = crate::net::refusal_in(e) {
+        return Error::terminal(format!("{KIND}: {refused}"));
+    }
     let mut msg = format!("{KIND}: {e}");
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {

@@ -6,13 +6,15 @@ use std::sync::{Arc, OnceLock};
 
 use sluice_core::StepError;
 
+use crate::net::{NetPolicy, OwnAddresses};
 use crate::{Settings, http};
 
 /// A shared resource that cannot be made. [`Io`] keeps it, so every step
 /// that needs the resource reports the same failure (hence the `Arc`s).
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum Error {
-    /// The HTTP client: a bad `tls.extra_roots` file, the TLS setup.
+    /// The HTTP client: a bad `tls.extra_roots` file, a bad `[http] allow`
+    /// or `deny` entry, the TLS setup.
     #[error(transparent)]
     Http(Arc<http::ClientError>),
     /// The sandbox for `code.js`, `code.wasm` and `data.transform`.
@@ -24,7 +26,10 @@ pub enum Error {
 /// client (one connection pool for every request), built on first use.
 pub struct Io {
     pub settings: Arc<Settings>,
-    http: OnceLock<Result<reqwest::Client, Error>>,
+    http: OnceLock<Result<(reqwest::Client, NetPolicy), Error>>,
+    /// The trigger port's addresses, once bound: `http.request` may not
+    /// call them.
+    own: OwnAddresses,
     /// The wasmtime sandbox for `code.js` and `code.wasm`, started on first use.
     sandbox: OnceLock<Result<sluice_sandbox::Sandbox, Error>>,
     /// Where compiled components are cached (None: not cached on disk).
@@ -51,6 +56,7 @@ impl Io {
         Io {
             settings: Arc::new(settings),
             http: OnceLock::new(),
+            own: OwnAddresses::default(),
             sandbox: OnceLock::new(),
             wasm_cache: None,
         }
@@ -73,9 +79,24 @@ impl Io {
             .map_err(|e| StepError::terminal(e.to_string()))
     }
 
-    /// The shared HTTP client; an error names a bad `tls.extra_roots` file.
+    /// The shared HTTP client; an error names a bad `tls.extra_roots` file
+    /// or `[http] allow`/`deny` entry.
     pub fn http_client(&self) -> crate::Result<&reqwest::Client> {
-        self.http().map_err(|e| StepError::terminal(e.to_string()))
+        self.http_client_and_policy().map(|(c, _)| c)
+    }
+
+    /// The shared client and the policy of where it may connect (which
+    /// `http.request` checks at every hop).
+    pub fn http_client_and_policy(&self) -> crate::Result<(&reqwest::Client, &NetPolicy)> {
+        self.http()
+            .map(|(c, p)| (c, p))
+            .map_err(|e| StepError::terminal(e.to_string()))
+    }
+
+    /// The addresses the trigger port listens on: `http.request` refuses
+    /// them (a workflow fed by a webhook caller must not call the API).
+    pub fn set_own_addresses(&self, addrs: Vec<std::net::SocketAddr>) {
+        self.own.set(addrs);
     }
 
     /// Builds the client now, so a bad setting is reported at start.
@@ -83,10 +104,16 @@ impl Io {
         self.http().map(|_| ()).map_err(Clone::clone)
     }
 
-    fn http(&self) -> Result<&reqwest::Client, &Error> {
+    fn http(&self) -> Result<&(reqwest::Client, NetPolicy), &Error> {
         self.http
             .get_or_init(|| {
-                http::build_client(&self.settings).map_err(|e| Error::Http(Arc::new(e)))
+                let built = || -> Result<_, http::ClientError> {
+                    let h = &self.settings.http;
+                    let policy = NetPolicy::new(&h.allow, &h.deny, self.own.clone())?;
+                    let client = http::build_client(&self.settings, &policy)?;
+                    Ok((client, policy))
+                };
+                built().map_err(|e| Error::Http(Arc::new(e)))
             })
             .as_ref()
     }

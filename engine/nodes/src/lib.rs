@@ -9,6 +9,7 @@ pub mod email;
 pub mod files;
 pub mod http;
 pub mod io;
+pub mod net;
 pub mod redact;
 pub mod settings;
 

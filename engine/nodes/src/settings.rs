@@ -156,6 +156,14 @@ pub struct HttpSettings {
     /// become blob references.
     pub inline_bytes: u64,
     pub user_agent: String,
+    /// Addresses (`10.1.2.3`, CIDRs like `10.0.0.0/8`) and host names
+    /// (`api.example.com`, `*.example.com`) `http.request` may call even
+    /// where the defaults or `deny` refuse them (see `net.rs`).
+    pub allow: Vec<String>,
+    /// Addresses, CIDRs and host names `http.request` may not call, on
+    /// top of the defaults (the own trigger port, link-local and metadata
+    /// addresses, names that resolve to this machine).
+    pub deny: Vec<String>,
 }
 
 impl Default for HttpSettings {
@@ -167,6 +175,8 @@ impl Default for HttpSettings {
             max_download_bytes: 1 << 30,
             inline_bytes: 64 << 10,
             user_agent: concat!("sluice/", env!("CARGO_PKG_VERSION")).to_string(),
+            allow: Vec::new(),
+            deny: Vec::new(),
         }
     }
 }

@@ -558,6 +558,12 @@ impl Engine {
     pub fn settings(&self) -> &nodes::Settings {
         &self.inner.io.settings
     }
+
+    /// Where this engine's trigger port listens: `http.request` steps may
+    /// not call it (see `sluice_nodes::net`).
+    pub fn set_trigger_addresses(&self, addrs: Vec<std::net::SocketAddr>) {
+        self.inner.io.set_own_addresses(addrs);
+    }
 }
 
 /// The compile cache shared by every data dir of this user on this machine

@@ -158,6 +158,12 @@ async fn http_server() -> (SocketAddr, Seen) {
                 ),
             )
             .route(
+                "/redirect",
+                axum::routing::any(|Query(q): Query<HashMap<String, String>>| async move {
+                    redirect(StatusCode::FOUND, &q["to"])
+                }),
+            )
+            .route(
                 "/see-other",
                 axum::routing::post(|| async { redirect(StatusCode::SEE_OTHER, "/echo") }),
             )
@@ -393,6 +399,142 @@ async fn http_redirects_are_followed_within_the_limit() {
     .await;
     assert_eq!(output(&r)["status"], 302);
     assert_eq!(output(&r)["headers"]["location"], "/echo");
+}
+
+/// The SSRF policy (config.toml `[http] allow`/`deny`): the engine's own
+/// trigger port, metadata addresses and names that resolve to this machine
+/// are refused by default, at the first hop and at every redirect, without
+/// a retry; the allow list lifts it.
+#[tokio::test]
+async fn http_request_may_not_call_the_trigger_port_metadata_or_names_that_point_here() {
+    let (addr, _) = http_server().await;
+    // A second server stands in for the engine's own trigger port.
+    let (own, _) = http_server().await;
+    let h = harness().await;
+    h.engine.set_trigger_addresses(vec![own]);
+    let call = |url: String| {
+        json!({"config": {"url": url, "timeout_ms": 2000},
+               "retry": {"max_attempts": 3, "backoff_ms": 1}})
+    };
+    let refused = |r: &RunResult, says: &str| {
+        let (msg, attempts) = failure(r);
+        assert!(msg.contains(says), "{msg}");
+        assert!(
+            msg.contains("[http] allow"),
+            "the error says how to allow it: {msg}"
+        );
+        assert_eq!(attempts, 1, "a refusal is not retried: {msg}");
+    };
+
+    // The own port, however it is spelled.
+    for url in [
+        format!("http://{own}/api/v1/workflows"),
+        format!("http://localhost:{}/api/v1/workflows", own.port()),
+        format!("http://[::ffff:127.0.0.1]:{}/", own.port()),
+        format!("http://0.0.0.0:{}/", own.port()),
+    ] {
+        let r = one(&h, "http.request", call(url), json!(null)).await;
+        refused(&r, "own trigger port");
+    }
+    // Cloud metadata: refused before any connection is tried (no network
+    // here: a connection attempt would time out, not be refused).
+    let r = one(
+        &h,
+        "http.request",
+        call("http://169.254.169.254/latest/meta-data/".into()),
+        json!(null),
+    )
+    .await;
+    refused(&r, "169.254.169.254 is a link-local address");
+    // A redirect to either is refused at its hop.
+    for to in [
+        "http://169.254.169.254/latest/meta-data/".to_string(),
+        format!("http://{own}/api/v1/workflows"),
+    ] {
+        let r = one(
+            &h,
+            "http.request",
+            call(format!("http://{addr}/redirect?to={to}")),
+            json!(null),
+        )
+        .await;
+        refused(&r, "http.request may not call it");
+    }
+    // Other loopback ports stay callable, by address or as localhost.
+    let r = one(
+        &h,
+        "http.request",
+        call(format!("http://localhost:{}/echo", addr.port())),
+        json!(null),
+    )
+    .await;
+    assert_eq!(output(&r)["status"], 200);
+
+    // A DNS name (not `localhost`) that the system resolves to loopback:
+    // Debian's and Docker's /etc/hosts both have `ip6-localhost`.
+    let name = ["ip6-localhost", "ip6-loopback"].into_iter().find(|n| {
+        std::net::ToSocketAddrs::to_socket_addrs(&(*n, 80))
+            .is_ok_and(|mut a| a.any(|a| a.ip().is_loopback()))
+    });
+    match name {
+        Some(name) => {
+            let r = one(
+                &h,
+                "http.request",
+                call(format!("http://{name}:{}/echo", addr.port())),
+                json!(null),
+            )
+            .await;
+            refused(&r, "an address of this machine");
+        }
+        None => eprintln!(
+            "skipped the name-to-loopback case: no name resolves to loopback here (net.rs's unit tests cover it with a fixed answer)"
+        ),
+    }
+
+    // The allow list lifts each refusal.
+    let mut settings = Settings::default();
+    settings.http.allow = vec!["127.0.0.0/8".into(), "169.254.169.254".into()];
+    let allowed = harness_with(settings).await;
+    allowed.engine.set_trigger_addresses(vec![own]);
+    let r = one(
+        &allowed,
+        "http.request",
+        call(format!("http://{own}/echo")),
+        json!(null),
+    )
+    .await;
+    assert_eq!(output(&r)["status"], 200);
+    let r = one(
+        &allowed,
+        "http.request",
+        json!({"config": {"url": "http://169.254.169.254/", "timeout_ms": 300}}),
+        json!(null),
+    )
+    .await;
+    let (msg, _) = failure(&r);
+    assert!(
+        !msg.contains("may not call"),
+        "allowed, so it was tried: {msg}"
+    );
+
+    // And the deny list adds to the defaults; a bad entry is named at start.
+    let mut settings = Settings::default();
+    settings.http.deny = vec![format!("{}", addr.ip())];
+    let denied = harness_with(settings).await;
+    let r = one(
+        &denied,
+        "http.request",
+        call(format!("http://{addr}/echo")),
+        json!(null),
+    )
+    .await;
+    refused(&r, "denied by config.toml [http] deny");
+    let mut settings = Settings::default();
+    settings.http.deny = vec!["not a host/99".into()];
+    let bad = harness_with(settings).await;
+    let e = bad.engine.check_settings().unwrap_err().to_string();
+    assert!(e.contains("[http] deny: `not a host/99`"), "{e}");
 }
 
 #[tokio::test]
