@@ -477,13 +477,13 @@ fn body_of(call: &Call<'_>, cfg: &HttpRequestConfig) -> Result<Body> {
 }
 
 fn send_error(e: &reqwest::Error) -> Error {
-    // reqwest's message names the URL; the step's redactor masks any
-    // credential in it.
     // A destination the policy refused (in the resolver) is terminal and
     // says only why: retrying will not make it allowed.
     if let Some(refused) = crate::net::refusal_in(e) {
         return Error::terminal(format!("{KIND}: {refused}"));
     }
+    // reqwest's message names the URL; the step's redactor masks any
+    // credential in it.
     let mut msg = format!("{KIND}: {e}");
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {
