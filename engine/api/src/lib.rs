@@ -9,6 +9,7 @@ pub mod error;
 pub mod events;
 pub mod peers;
 pub mod runs;
+pub mod storage;
 pub mod worker;
 pub mod workflows;
 pub mod ws;
@@ -23,6 +24,7 @@ pub use runs::{
     LogLine, NodeTested, Retry, RetryFrom, RunDetail, RunError, RunOn, RunOutcome, RunStarted,
     RunStatus, RunSummary, StartRun, Step, StepStatus, TestCall, TestNode,
 };
+pub use storage::{KeepFor, KeepMax, PruneReport, Retention, RetentionOverride, StorageReport};
 pub use worker::{
     DEPLOY_SERVICE, DeployState, Deployed, DeployedRun, DeployedRuns, Deployment, ProgressFrom,
     RUN_SERVICE, ReusedStep, WORKER_PROTOCOL, WorkerAbout, WorkerEntry, WorkerHealth,

@@ -182,9 +182,32 @@ enum Command {
         #[command(subcommand)]
         command: WorkflowsCommand,
     },
+    /// What the data dir holds (database, WAL, blobs, runs per workflow)
+    /// and the retention in force (`config.toml [runs]`, docs/storage.md).
+    Storage {
+        #[command(subcommand)]
+        command: Option<StorageCommand>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Print a shell completion script: `sluice completions bash >
     /// /etc/bash_completion.d/sluice` (bash, zsh, fish, elvish, powershell).
     Completions { shell: clap_complete::Shell },
+}
+
+#[derive(Subcommand)]
+enum StorageCommand {
+    /// Prune now, as a running engine does every minute: finished runs
+    /// the retention lets go, blobs nothing refers to, free pages back to
+    /// the OS. Prints what it removed.
+    Prune {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Rewrite the database without its free pages, and switch a database
+    /// made before retention existed to giving free pages back by itself.
+    /// Needs the data dir to itself: stop `sluice serve` and the app first.
+    Compact,
 }
 
 #[derive(Subcommand)]
@@ -299,6 +322,81 @@ fn main() -> ExitCode {
         Err(Exit(code, msg)) => {
             eprintln!("{msg}");
             ExitCode::from(code)
+        }
+    }
+}
+
+/// A byte count for people: `12.3 MB`.
+fn bytes(n: u64) -> String {
+    match n {
+        n if n >= 1_000_000_000 => format!("{:.1} GB", n as f64 / 1e9),
+        n if n >= 1_000_000 => format!("{:.1} MB", n as f64 / 1e6),
+        n if n >= 1_000 => format!("{:.1} kB", n as f64 / 1e3),
+        n => format!("{n} bytes"),
+    }
+}
+
+fn print_storage(r: &sluice_api::StorageReport) {
+    let d = &r.database;
+    println!("data dir   {}", r.data_dir);
+    println!(
+        "database   {} ({} free{}), WAL {}",
+        bytes(d.file_bytes),
+        bytes(d.free_bytes),
+        if d.incremental {
+            ", given back to the OS as runs are pruned"
+        } else {
+            "; reused, not given back until `sluice storage compact`"
+        },
+        bytes(d.wal_bytes)
+    );
+    println!(
+        "blobs      {} files, {}",
+        r.blobs.count,
+        bytes(r.blobs.bytes)
+    );
+    let oldest = r
+        .runs
+        .oldest_started_at_us
+        .map(|us| format!(", the oldest started {}", local_time(us)))
+        .unwrap_or_default();
+    println!(
+        "runs       {} kept, {} in progress{oldest}",
+        r.runs.total, r.runs.running
+    );
+    let keep = |x: &sluice_api::Retention| {
+        format!(
+            "keep_for {}, keep_max {}, keep_failed_for {}",
+            x.keep_for,
+            match x.keep_max {
+                sluice_api::KeepMax::Unlimited => "unlimited".to_string(),
+                sluice_api::KeepMax::Runs(n) => n.to_string(),
+            },
+            x.keep_failed_for
+        )
+    };
+    println!("retention  {} (config.toml [runs])", keep(&r.retention));
+    for o in &r.overrides {
+        println!(
+            "           {}: {} (settings.runs)",
+            o.workflow,
+            keep(&o.retention)
+        );
+    }
+    match &r.last_prune {
+        Some(p) => println!(
+            "last pass  {}: {} runs, {} blobs deleted",
+            local_time(p.at_us),
+            p.runs_deleted,
+            p.blobs_deleted
+        ),
+        None => println!("last pass  none in this process (a running engine prunes every minute)"),
+    }
+    if !r.runs.by_workflow.is_empty() {
+        println!();
+        println!("{:<32} RUNS", "WORKFLOW");
+        for w in &r.runs.by_workflow {
+            println!("{:<32} {}", w.workflow, w.runs);
         }
     }
 }
@@ -530,6 +628,48 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
                     println!("deleted credential `{name}`");
                 }
             }
+            Ok(0)
+        }
+        Command::Storage { command, json } => {
+            let engine = open(cli.data_dir).await?;
+            match command {
+                Some(StorageCommand::Compact) => {
+                    let _lock = lock_data_dir(engine.store().data_dir())?;
+                    let before = engine.storage().await.map_err(internal)?.database;
+                    engine.store().compact().await.map_err(internal)?;
+                    let after = engine.storage().await.map_err(internal)?.database;
+                    println!(
+                        "database {} → {}; free pages now go back to the OS as runs are pruned",
+                        bytes(before.file_bytes),
+                        bytes(after.file_bytes)
+                    );
+                }
+                Some(StorageCommand::Prune { json }) => {
+                    let r = engine.prune(true).await.map_err(internal)?;
+                    if json {
+                        println!("{}", serde_json::to_string_pretty(&r).map_err(internal)?);
+                    } else {
+                        println!(
+                            "deleted {} runs, {} pinned versions no run needs and {} blobs ({}); gave {} back to the OS; {} ms",
+                            r.runs_deleted,
+                            r.versions_deleted,
+                            r.blobs_deleted,
+                            bytes(r.blob_bytes_freed),
+                            bytes(r.database_bytes_returned),
+                            r.took_ms
+                        );
+                    }
+                }
+                None => {
+                    let r = engine.storage().await.map_err(internal)?;
+                    if json {
+                        println!("{}", serde_json::to_string_pretty(&r).map_err(internal)?);
+                    } else {
+                        print_storage(&r);
+                    }
+                }
+            }
+            engine.store().journal().flush().await.map_err(internal)?;
             Ok(0)
         }
         Command::Workflows {

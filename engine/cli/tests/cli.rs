@@ -739,3 +739,97 @@ fn ctrl_c_cancels_the_run_it_started() {
         serde_json::from_slice(&sluice(dir.path(), &["runs", "list", "--json"]).stdout).unwrap();
     assert_eq!(runs[0]["status"], "cancelled", "{runs}");
 }
+
+/// Retention end to end: `config.toml [runs]` and a workflow's
+/// `settings.runs`, `sluice storage`, `sluice storage prune`, and bad
+/// settings named by file and line or by field.
+#[test]
+fn storage_reports_and_prune_keeps_what_each_workflow_asks() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(data.join("config.toml"), "[runs]\nkeep_max = 1\n").unwrap();
+    let flow = |id: &str, settings: Value| {
+        json!({
+            "format": "sluice.workflow/v1", "id": id, "name": id, "settings": settings,
+            "nodes": [
+                {"id": "start", "kind": "trigger.manual"},
+                {"id": "end", "kind": "output.end", "config": {"value": "{{ input }}"}}
+            ],
+            "edges": [{"from": "start", "to": "end"}]
+        })
+        .to_string()
+    };
+    for (id, settings) in [
+        ("chatty", json!({})),
+        ("kept", json!({"runs": {"keep_max": 3, "keep_for": "90d"}})),
+    ] {
+        let f = write(dir.path(), &format!("{id}.flow.json"), &flow(id, settings));
+        let o = sluice(&data, &["import", &f]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        for n in 0..5 {
+            let o = sluice(&data, &["run", id, "--input", &format!(r#"{{"n": {n}}}"#)]);
+            assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        }
+    }
+    let report = |data: &Path| {
+        let o = sluice(data, &["storage", "--json"]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        serde_json::from_slice::<Value>(&o.stdout).unwrap()
+    };
+    let r = report(&data);
+    assert_eq!(r["runs"]["total"], 10, "{r:#}");
+    assert_eq!(r["database"]["incremental"], true);
+    assert_eq!(
+        r["retention"],
+        json!({"keep_for": "14d", "keep_max": 1, "keep_failed_for": "30d"})
+    );
+    assert_eq!(
+        r["overrides"],
+        json!([{"workflow": "kept", "retention": {"keep_for": "90d", "keep_max": 3, "keep_failed_for": "30d"}}])
+    );
+
+    let o = sluice(&data, &["storage", "prune", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let pruned: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(pruned["runs_deleted"], 4 + 2, "{pruned:#}");
+    let inputs = |id: &str| {
+        let o = sluice(&data, &["runs", "list", "--workflow", id, "--json"]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let runs: Vec<Value> = serde_json::from_slice(&o.stdout).unwrap();
+        runs.iter()
+            .map(|r| r["output"]["end"]["n"].as_i64().unwrap())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(inputs("chatty"), [4], "the newest run is kept");
+    assert_eq!(inputs("kept"), [4, 3, 2]);
+    let text = String::from_utf8_lossy(&sluice(&data, &["storage"]).stdout).into_owned();
+    assert!(text.contains("runs       4 kept, 0 in progress"), "{text}");
+    assert!(text.contains("kept: keep_for 90d, keep_max 3"), "{text}");
+
+    // Bad retention: config.toml by line, a workflow by field.
+    std::fs::write(
+        data.join("config.toml"),
+        "[runs]\nkeep_for = \"two weeks\"\n",
+    )
+    .unwrap();
+    let o = sluice(&data, &["storage"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("config.toml:2:") && stderr(&o).contains("is not a span"),
+        "{}",
+        stderr(&o)
+    );
+    let f = write(
+        dir.path(),
+        "bad.flow.json",
+        &flow("bad", json!({"runs": {"keep_max": -1}})),
+    );
+    let o = sluice(&data, &["validate", &f]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("settings.runs.keep_max"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -152,6 +152,9 @@ pub fn validate(wf: &Workflow) -> Vec<Problem> {
                         format!("is {v}: expected true or false"),
                     ));
                 }
+                if let Some(runs) = m.get("runs") {
+                    check_retention(runs, &mut out);
+                }
                 if let Some(n) = m.get("publish_idle_secs")
                     && n.as_u64()
                         .is_none_or(|n| !(1..=crate::workflow::MAX_PUBLISH_IDLE_SECS).contains(&n))
@@ -477,6 +480,41 @@ pub fn check_credentials(wf: &Workflow, lookup: impl Fn(&str) -> Option<String>)
         }
     }
     problems
+}
+
+/// `settings.runs`: the workflow's own retention of finished runs, each
+/// field checked on its own so the problem names it.
+fn check_retention(runs: &Value, out: &mut Vec<Problem>) {
+    let Some(m) = runs.as_object() else {
+        out.push(problem(
+            None,
+            Some("settings.runs"),
+            format!(
+                "is {runs}: expected an object like {{\"keep_for\": \"14d\", \"keep_max\": 1000}}"
+            ),
+        ));
+        return;
+    };
+    for (key, v) in m {
+        let field = format!("settings.runs.{key}");
+        let bad = match key.as_str() {
+            "keep_for" | "keep_failed_for" => {
+                serde_json::from_value::<sluice_api::KeepFor>(v.clone()).err()
+            }
+            "keep_max" => serde_json::from_value::<sluice_api::KeepMax>(v.clone()).err(),
+            _ => {
+                out.push(problem(
+                    None,
+                    Some(&field),
+                    "is not a retention setting: expected keep_for, keep_max or keep_failed_for",
+                ));
+                continue;
+            }
+        };
+        if let Some(e) = bad {
+            out.push(problem(None, Some(&field), format!("is {v}: {e}")));
+        }
+    }
 }
 
 #[cfg(test)]

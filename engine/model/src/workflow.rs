@@ -181,6 +181,9 @@ pub struct Settings {
     /// Where the workflow's runs execute (`settings.run_on`): on this
     /// machine, or handed off to the shared worker.
     pub run_on: sluice_api::RunOn,
+    /// How long this workflow's finished runs are kept, over the engine's
+    /// `config.toml [runs]` (`settings.runs`).
+    pub runs: sluice_api::RetentionOverride,
 }
 
 /// `settings.publish_idle_secs` when it is not set.
@@ -197,6 +200,7 @@ impl Default for Settings {
             publish_idle_secs: DEFAULT_PUBLISH_IDLE_SECS,
             strict: false,
             run_on: sluice_api::RunOn::Local,
+            runs: sluice_api::RetentionOverride::default(),
         }
     }
 }
@@ -224,6 +228,10 @@ impl Workflow {
                 .get("run_on")
                 .and_then(|v| serde_json::from_value(v.clone()).ok())
                 .unwrap_or(d.run_on),
+            runs: s
+                .get("runs")
+                .and_then(|v| serde_json::from_value(v.clone()).ok())
+                .unwrap_or(d.runs),
         }
     }
 

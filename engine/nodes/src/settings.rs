@@ -23,6 +23,17 @@ pub struct Settings {
     pub user: UserSettings,
     pub peers: PeersSettings,
     pub worker: WorkerSettings,
+    /// `[runs]`: how long finished runs are kept (`keep_for`, `keep_max`,
+    /// `keep_failed_for`; defaults in [`sluice_api::Retention::DEFAULT`]).
+    /// A workflow's `settings.runs` overrides them for its runs.
+    pub runs: sluice_api::RetentionOverride,
+}
+
+impl Settings {
+    /// The retention of runs whose workflow does not override it.
+    pub fn retention(&self) -> sluice_api::Retention {
+        sluice_api::Retention::DEFAULT.with(&self.runs)
+    }
 }
 
 /// `[worker]`: the shared worker runs are handed to (docs/worker.md).

@@ -36,6 +36,7 @@ mod plan_cache;
 mod publish;
 mod remote_step;
 mod replay;
+mod retention;
 mod retry;
 mod start;
 mod step;
@@ -246,6 +247,8 @@ struct Inner {
     documents: Documents,
     /// Where runs are handed off, and the client that does it.
     worker: Option<handoff::Worker>,
+    /// What the last retention pass did (`retention.rs`).
+    last_prune: Mutex<Option<sluice_api::PruneReport>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -370,6 +373,7 @@ impl Engine {
                 limits: Mutex::new(HashMap::new()),
                 plans: Mutex::new(HashMap::new()),
                 plans_generation: std::sync::atomic::AtomicU64::new(0),
+                last_prune: Mutex::new(None),
             }),
         };
         engine.materialize_stale().await?;

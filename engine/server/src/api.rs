@@ -86,6 +86,24 @@ pub(crate) fn routes() -> axum::Router<AppState> {
         .route("/peers/join", post(crate::peers::join))
         .route("/peers/tickets", post(crate::peers::describe_ticket))
         .route("/worker", get(worker_health))
+        .route("/storage", get(storage))
+        .route("/storage/prune", post(prune))
+}
+
+#[utoipa::path(get, path = "/api/v1/storage", tag = "engine",
+    responses((status = 200, description = "What the data dir holds (database, WAL, blobs, runs per workflow), the retention in force and what the last pruning pass removed (docs/storage.md)", body = sluice_api::StorageReport)))]
+pub(crate) async fn storage(
+    State(s): State<AppState>,
+) -> Result<Json<sluice_api::StorageReport>, ApiError> {
+    Ok(Json(s.engine.storage().await?))
+}
+
+#[utoipa::path(post, path = "/api/v1/storage/prune", tag = "engine",
+    responses((status = 200, description = "Prunes now, as the engine does every minute: finished runs retention lets go, blobs nothing refers to, free pages back to the OS", body = sluice_api::PruneReport)))]
+pub(crate) async fn prune(
+    State(s): State<AppState>,
+) -> Result<Json<sluice_api::PruneReport>, ApiError> {
+    Ok(Json(s.engine.prune(true).await?))
 }
 
 #[utoipa::path(get, path = "/api/v1/worker", tag = "engine",

@@ -48,6 +48,8 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
         crate::peers::describe_ticket,
         crate::peers::info,
         crate::api::worker_health,
+        crate::api::storage,
+        crate::api::prune,
         crate::api::test_node,
         crate::api::listen_for_test_call,
         crate::hook::test_hook,

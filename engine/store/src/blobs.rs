@@ -201,6 +201,59 @@ impl Blobs {
         }
     }
 
+    /// Every blob file last stored before `cutoff`: hash, path, size.
+    pub(crate) fn files_older_than(
+        &self,
+        cutoff: SystemTime,
+    ) -> Result<Vec<(String, PathBuf, u64)>> {
+        let mut out = Vec::new();
+        self.each_file(|hash, path, meta| {
+            if meta.modified().is_ok_and(|m| m < cutoff) {
+                out.push((hash, path, meta.len()));
+            }
+        })?;
+        Ok(out)
+    }
+
+    /// How many blob files there are, and their bytes.
+    pub(crate) fn usage(&self) -> (u64, u64) {
+        let (mut count, mut bytes) = (0, 0);
+        let walked = self.each_file(|_, _, meta| {
+            count += 1;
+            bytes += meta.len();
+        });
+        if let Err(e) = walked {
+            tracing::warn!(error = %e, "reading the blob store");
+        }
+        (count, bytes)
+    }
+
+    fn each_file(&self, mut f: impl FnMut(String, PathBuf, fs::Metadata)) -> Result<()> {
+        let dir = &self.inner.dir;
+        for shard in fs::read_dir(dir).map_err(Error::io(dir))? {
+            let shard = shard.map_err(Error::io(dir))?;
+            let name = shard.file_name();
+            let Some(prefix) = name.to_str().filter(|n| n.len() == 2) else {
+                continue; // tmp/
+            };
+            let path = shard.path();
+            for file in fs::read_dir(&path).map_err(Error::io(&path))? {
+                let file = file.map_err(Error::io(&path))?;
+                let Some(rest) = file.file_name().to_str().map(str::to_string) else {
+                    continue;
+                };
+                let hash = format!("{prefix}{rest}");
+                if check_hash(&hash).is_err() {
+                    continue;
+                }
+                if let Ok(meta) = file.metadata() {
+                    f(hash, file.path(), meta);
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn path_of(&self, hash: &str) -> PathBuf {
         let (shard, rest) = hash.split_at(2);
         self.inner.dir.join(shard).join(rest)
@@ -211,6 +264,9 @@ impl Blobs {
     fn install(&self, tmp: NamedTempFile, hash: &str) -> Result<()> {
         let path = self.path_of(hash);
         if path.exists() {
+            // Stored again: the blob is in use now, whatever its age, so
+            // the collector's grace starts again (`store/retention.rs`).
+            touch(&path);
             return Ok(()); // dropping `tmp` deletes it
         }
         let shard = path.parent().unwrap_or(&self.inner.dir);
@@ -234,6 +290,18 @@ impl Blobs {
             sync_dir(&self.inner.dir)?;
         }
         Ok(())
+    }
+}
+
+/// Sets a blob's modification time to now (best effort: a blob whose time
+/// cannot be set is at worst collected after its grace, as if unused).
+fn touch(path: &Path) {
+    let set = fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .and_then(|f| f.set_modified(SystemTime::now()));
+    if let Err(e) = set {
+        tracing::warn!(path = %path.display(), error = %e, "cannot refresh a blob's time");
     }
 }
 

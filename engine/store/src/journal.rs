@@ -198,6 +198,11 @@ impl Journal {
         self.wait(Command::Flush).await
     }
 
+    /// Carries out a retention step after everything queued before it.
+    pub(crate) async fn prune(&self, prune: Arc<Prune>) -> Result<()> {
+        self.wait(|done| Command::Prune(prune, done)).await
+    }
+
     pub(crate) async fn insert_run(&self, run: RunInsert) -> Result<()> {
         self.wait(|done| Command::CreateRun(run, done)).await
     }
@@ -328,6 +333,29 @@ pub(crate) enum Command {
     /// A whole run that has ended (see [`Journal::seal_run`]).
     Seal(Box<Sealed>, Waiter),
     Flush(Waiter),
+    /// Retention: delete finished runs and the definitions they alone
+    /// pinned; or return free pages to the OS (see [`Prune`]).
+    Prune(Arc<Prune>, Waiter),
+}
+
+/// A retention step the writer carries out in its queue order, so it never
+/// waits for the database lock against the journal (see `store/retention.rs`).
+#[derive(Debug, Default)]
+pub(crate) struct Prune {
+    /// Runs to delete, with their steps and logs (only if finished, and not
+    /// the child of a run in progress).
+    pub runs: Vec<Arc<str>>,
+    /// `runs.definition` values (`#` + hash) of those runs: each definition
+    /// goes once no run pins it.
+    pub definitions: Vec<Arc<str>>,
+    /// Free pages to give back to the OS (`PRAGMA incremental_vacuum`).
+    pub vacuum_pages: u32,
+    /// What the last (committed) execution did: runs and definitions
+    /// deleted, pages returned. Set, not added: a batch retried command by
+    /// command runs it again.
+    pub deleted_runs: std::sync::atomic::AtomicU64,
+    pub deleted_definitions: std::sync::atomic::AtomicU64,
+    pub returned_pages: std::sync::atomic::AtomicU64,
 }
 
 #[derive(Debug)]

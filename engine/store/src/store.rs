@@ -12,7 +12,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 use sluice_api::{RunError, RunStatus};
 use sqlx::migrate::Migrator;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::sqlite::{
+    SqliteAutoVacuum, SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous,
+};
 use sqlx::{Connection, SqliteConnection, SqlitePool};
 
 use crate::blobs::{Blobs, Stored};
@@ -24,8 +26,10 @@ use crate::{Error, Result, ValueRef};
 
 mod deployments;
 mod peers;
+mod retention;
 pub use deployments::DeploymentRow;
 pub use peers::{GrantRow, LinkRow, NewShare, Redeem, Refusal, ShareRow};
+pub use retention::{BLOB_GRACE, Collected, Deleted, Prunable, StorageFacts};
 
 static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
 
@@ -389,6 +393,12 @@ impl Store {
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Full)
             .foreign_keys(true)
+            // A new database gives free pages back to the OS when retention
+            // asks (an existing one keeps its mode: switching needs a VACUUM).
+            .auto_vacuum(SqliteAutoVacuum::Incremental)
+            // The WAL file shrinks back to this after a checkpoint resets it,
+            // instead of staying at its largest.
+            .pragma("journal_size_limit", (64 * 1024 * 1024).to_string())
             .busy_timeout(Duration::from_secs(5));
         // SQLite migrations take no lock of their own: two processes opening
         // a new data dir at once would both create the tables, and one would

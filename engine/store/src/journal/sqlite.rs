@@ -147,6 +147,21 @@ impl Db {
         }
     }
 
+    /// The first column of the first row of `sql` (a PRAGMA's value; 0
+    /// when it returns no row).
+    pub(crate) fn query_i64(&self, sql: &str) -> Result<i64, SqliteError> {
+        let stmt = self.prepare(sql)?;
+        // SAFETY: a valid statement without parameters; the column is read
+        // only while the statement is on its row, before it is finalized
+        // (dropped) below.
+        let rc = unsafe { ffi::sqlite3_step(stmt.stmt.as_ptr()) };
+        match rc {
+            ffi::SQLITE_ROW => Ok(unsafe { ffi::sqlite3_column_int64(stmt.stmt.as_ptr(), 0) }),
+            ffi::SQLITE_DONE => Ok(0),
+            _ => Err(self.error(rc)),
+        }
+    }
+
     /// Rows changed by the last statement run.
     pub(crate) fn changes(&self) -> i64 {
         // SAFETY: open handle.

@@ -20,7 +20,7 @@ use sqlx::SqliteConnection;
 use tokio::sync::mpsc;
 
 use super::sqlite::{Db, SqliteError, Stmt};
-use super::{Command, FinishRun, Journal, JournalRow, LogRow, RunInsert, Sealed, Waiter};
+use super::{Command, FinishRun, Journal, JournalRow, LogRow, Prune, RunInsert, Sealed, Waiter};
 use crate::blobs::Blobs;
 use crate::{Error, Result};
 
@@ -71,6 +71,8 @@ struct Statements<'db> {
     record: Stmt<'db>,
     log: Stmt<'db>,
     finish: Stmt<'db>,
+    delete_run: Stmt<'db>,
+    delete_definition: Stmt<'db>,
 }
 
 impl<'db> Statements<'db> {
@@ -90,6 +92,17 @@ impl<'db> Statements<'db> {
             )?,
             finish: db.prepare(
                 "UPDATE runs SET status = ?, output = ?, error = ?, finished_at_us = ? WHERE id = ?",
+            )?,
+            // Steps and logs go with the run (ON DELETE CASCADE). Never a run
+            // in progress, nor a finished child its running parent may
+            // still read.
+            delete_run: db.prepare(
+                "DELETE FROM runs WHERE id = ?1 AND status != 'running' AND (parent_run IS NULL \
+                 OR NOT EXISTS (SELECT 1 FROM runs p WHERE p.id = runs.parent_run AND p.status = 'running'))",
+            )?,
+            delete_definition: db.prepare(
+                "DELETE FROM definitions WHERE hash = ?1 \
+                 AND NOT EXISTS (SELECT 1 FROM runs WHERE definition = '#' || ?1)",
             )?,
         })
     }
@@ -262,7 +275,43 @@ impl<'db> Writer<'db> {
             Command::Log(row) => self.insert_log(row),
             Command::Finish(finish, _) => self.finish_run(finish),
             Command::Flush(_) => Ok(()),
+            Command::Prune(prune, _) => self.prune(prune),
         }
+    }
+
+    /// A retention step: runs, then the definitions only they pinned
+    /// (forgotten as stored, so a later run of one stores it again), then
+    /// free pages.
+    fn prune(&mut self, p: &Prune) -> Result<(), WriteError> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let mut runs = 0u64;
+        for id in &p.runs {
+            runs += u64::try_from(self.st.delete_run.run(&[(&**id).into()])?).unwrap_or(0);
+        }
+        let mut definitions = 0u64;
+        for d in &p.definitions {
+            let Some(hash) = d.strip_prefix('#') else {
+                continue;
+            };
+            if self.st.delete_definition.run(&[hash.into()])? > 0 {
+                self.stored_definitions.remove(hash);
+                definitions += 1;
+            }
+        }
+        let mut returned = 0u64;
+        if p.vacuum_pages > 0 {
+            let before = self.db.query_i64("PRAGMA freelist_count")?;
+            self.db.exec(&format!(
+                "PRAGMA incremental_vacuum({})",
+                p.vacuum_pages.min(1 << 30)
+            ))?;
+            let after = self.db.query_i64("PRAGMA freelist_count")?;
+            returned = u64::try_from(before - after).unwrap_or(0);
+        }
+        p.deleted_runs.store(runs, Relaxed);
+        p.deleted_definitions.store(definitions, Relaxed);
+        p.returned_pages.store(returned, Relaxed);
+        Ok(())
     }
 
     /// A run row (a sealed run's with how it ended), and the definition it
@@ -369,7 +418,9 @@ impl<'db> Writer<'db> {
                         lost_now += 1;
                     }
                 }
-                Command::CreateRun(_, done) | Command::Seal(_, done) => reply(done, outcome),
+                Command::CreateRun(_, done) | Command::Seal(_, done) | Command::Prune(_, done) => {
+                    reply(done, outcome)
+                }
                 Command::Finish(finish, done) => {
                     let result =
                         outcome.and_then(|()| match self.lost_by_run.remove(&finish.run_id) {
