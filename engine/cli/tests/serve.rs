@@ -539,3 +539,88 @@ async fn every_acknowledged_webhook_run_survives_a_sigkill_under_load() {
     s.child.kill().unwrap();
     s.child.wait().unwrap();
 }
+
+/// A serving engine prunes by itself (`[runs] keep_max`), and reports its
+/// storage to the token holder only.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_serving_engine_prunes_its_run_history_by_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("config.toml"), "[runs]\nkeep_max = 3\n").unwrap();
+    let mut s = start(dir.path());
+    let c = client();
+    let wf = json!({"format": "sluice.workflow/v1", "id": "hits", "nodes": [
+        {"id": "hook", "kind": "trigger.webhook", "config": {"path": "go", "respond": "when_finished"}},
+        {"id": "end", "kind": "output.end", "config": {"value": "{{ input.body.n }}"}}],
+        "edges": [{"from": "hook", "to": "end"}]});
+    let r = c
+        .put(format!("{}/api/v1/workflows/hits?publish=true", s.base))
+        .bearer_auth(&s.token)
+        .json(&wf)
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    for n in 0..10 {
+        let r = c
+            .post(format!("{}/hook/hits/go", s.base))
+            .json(&json!({"n": n}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    }
+    let storage = format!("{}/api/v1/storage", s.base);
+    let r = c.get(&storage).send().await.unwrap();
+    assert_eq!(r.status(), 401, "the storage report needs the token");
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let report = loop {
+        let report: Value = c
+            .get(&storage)
+            .bearer_auth(&s.token)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if report["runs"]["total"] == 3 {
+            break report;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the engine did not prune by itself: {report:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(report["last_prune"]["runs_deleted"], 7, "{report:#}");
+    assert_eq!(report["runs"]["by_workflow"], json!([{"workflow": "hits", "runs": 3}]));
+    let runs: Value = c
+        .get(format!("{}/api/v1/runs?workflow=hits", s.base))
+        .bearer_auth(&s.token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let outputs: Vec<Value> = runs["runs"]
+        .as_array()
+        .or(runs.as_array())
+        .unwrap()
+        .iter()
+        .map(|r| r["output"]["end"].clone())
+        .collect();
+    assert_eq!(outputs, [json!(9), json!(8), json!(7)], "the newest stay");
+    let r = c
+        .post(format!("{}/api/v1/storage/prune", s.base))
+        .bearer_auth(&s.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let again: Value = r.json().await.unwrap();
+    assert_eq!(again["runs_deleted"], 0, "{again:#}");
+    s.child.kill().unwrap();
+    s.child.wait().unwrap();
+}
