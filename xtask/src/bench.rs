@@ -10,6 +10,7 @@ use crate::toolchain::{ensure_apt, ensure_js_toolchain, ensure_target};
 
 mod desktop;
 mod memory;
+mod soak;
 mod webhook;
 
 pub(crate) fn run(which: &str, args: &[String]) -> Result<()> {
@@ -22,6 +23,7 @@ pub(crate) fn run(which: &str, args: &[String]) -> Result<()> {
             run_bench_bin("sluice-bench-engine")
         }
         "webhook" => webhook::run(args),
+        "soak" => soak::run(args),
         "http" => {
             step(
                 "http.request benchmark (release build): 1,000 calls via flow.split vs raw reqwest",
@@ -101,7 +103,7 @@ pub(crate) fn run(which: &str, args: &[String]) -> Result<()> {
         }
         other => {
             bail!(
-                "unknown benchmark `{other}` (available: engine, webhook, http, docs, peers, sandbox, js-engines, editor, desktop, worker)"
+                "unknown benchmark `{other}` (available: engine, webhook, soak, http, docs, peers, sandbox, js-engines, editor, desktop, worker)"
             )
         }
     }

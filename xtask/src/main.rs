@@ -21,9 +21,10 @@ usage: cargo xtask <command>
                     app when there is a display, else `sluice serve` (the editor in a browser)
   test              fmt check, clippy -D warnings, the whole test suite, wasm32 build of the model and the core
   dist              build the desktop app's .deb into target/dist
-  bench [engine|webhook|http|docs|peers|sandbox|js-engines|editor|desktop|worker]
+  bench [engine|webhook|soak|http|docs|peers|sandbox|js-engines|editor|desktop|worker]
                     print the engine figures, or load the trigger port with wrk (docs/benchmarks.md);
                     webhook takes --secs N (per measurement) and --flame FILE.svg
+                    soak takes --minutes N (default 60), --svg FILE and --no-ab
   docs              regenerate docs/nodes.md from the node schemas
   frontend          build the editor into target/frontend/dist
 ";

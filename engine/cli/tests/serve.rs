@@ -594,7 +594,10 @@ async fn a_serving_engine_prunes_its_run_history_by_itself() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     assert_eq!(report["last_prune"]["runs_deleted"], 7, "{report:#}");
-    assert_eq!(report["runs"]["by_workflow"], json!([{"workflow": "hits", "runs": 3}]));
+    assert_eq!(
+        report["runs"]["by_workflow"],
+        json!([{"workflow": "hits", "runs": 3}])
+    );
     let runs: Value = c
         .get(format!("{}/api/v1/runs?workflow=hits", s.base))
         .bearer_auth(&s.token)

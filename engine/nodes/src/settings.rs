@@ -23,16 +23,75 @@ pub struct Settings {
     pub user: UserSettings,
     pub peers: PeersSettings,
     pub worker: WorkerSettings,
-    /// `[runs]`: how long finished runs are kept (`keep_for`, `keep_max`,
-    /// `keep_failed_for`; defaults in [`sluice_api::Retention::DEFAULT`]).
-    /// A workflow's `settings.runs` overrides them for its runs.
-    pub runs: sluice_api::RetentionOverride,
+    pub runs: RunsSettings,
 }
 
 impl Settings {
     /// The retention of runs whose workflow does not override it.
     pub fn retention(&self) -> sluice_api::Retention {
-        sluice_api::Retention::DEFAULT.with(&self.runs)
+        sluice_api::Retention::DEFAULT.with(&sluice_api::RetentionOverride {
+            keep_for: self.runs.keep_for,
+            keep_max: self.runs.keep_max,
+            keep_failed_for: self.runs.keep_failed_for,
+        })
+    }
+}
+
+/// `[runs]`: how long finished runs are kept (defaults in
+/// [`sluice_api::Retention::DEFAULT`]; a workflow's `settings.runs`
+/// overrides the first three for its runs), and how often the engine
+/// prunes (docs/storage.md).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct RunsSettings {
+    pub keep_for: Option<sluice_api::KeepFor>,
+    pub keep_max: Option<sluice_api::KeepMax>,
+    pub keep_failed_for: Option<sluice_api::KeepFor>,
+    /// How often a serving engine prunes (at least every second).
+    #[serde(with = "span")]
+    pub prune_every: std::time::Duration,
+    /// How often blobs are collected (after a pass that deleted runs).
+    #[serde(with = "span")]
+    pub collect_blobs_every: std::time::Duration,
+    /// A blob stored (or stored again) more recently than this is never
+    /// collected (at least a minute: a value stored but not yet committed
+    /// keeps its blob).
+    #[serde(with = "span")]
+    pub blob_grace: std::time::Duration,
+}
+
+impl Default for RunsSettings {
+    fn default() -> Self {
+        RunsSettings {
+            keep_for: None,
+            keep_max: None,
+            keep_failed_for: None,
+            prune_every: std::time::Duration::from_secs(60),
+            collect_blobs_every: std::time::Duration::from_secs(3_600),
+            blob_grace: std::time::Duration::from_secs(3_600),
+        }
+    }
+}
+
+/// A span in settings: `"90s"`, `"1m"`, `"1h"` (as [`sluice_api::KeepFor`],
+/// without `forever`).
+mod span {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&sluice_api::KeepFor::Span(*d))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        match String::deserialize(d)?.parse::<sluice_api::KeepFor>() {
+            Ok(sluice_api::KeepFor::Span(d)) => Ok(d),
+            Ok(sluice_api::KeepFor::Forever) => Err(serde::de::Error::custom(
+                "a span is needed here, e.g. \"1m\"; not \"forever\"",
+            )),
+            Err(e) => Err(serde::de::Error::custom(e)),
+        }
     }
 }
 

@@ -368,10 +368,10 @@ impl Target {
 }
 
 #[derive(Clone, Copy, Debug)]
-struct Measured {
-    rps: f64,
-    p50_ms: f64,
-    p99_ms: f64,
+pub(super) struct Measured {
+    pub(super) rps: f64,
+    pub(super) p50_ms: f64,
+    pub(super) p99_ms: f64,
     non_2xx: u64,
     /// Bytes the server process caused to be written to storage, per request.
     written_per_request: Option<f64>,
@@ -531,7 +531,7 @@ fn write_bytes(pid: u32) -> Result<u64> {
         .map_err(Into::into)
 }
 
-fn parse_wrk(out: &str) -> Result<Measured> {
+pub(super) fn parse_wrk(out: &str) -> Result<Measured> {
     let field = |prefix: &str| {
         out.lines()
             .find(|l| l.trim_start().starts_with(prefix))
@@ -589,15 +589,15 @@ fn millis(text: &str) -> Result<f64> {
 }
 
 /// `sluice serve` on a loopback port of its own, in a new data dir.
-struct Sluice {
-    child: Child,
-    base: String,
-    token: String,
+pub(super) struct Sluice {
+    pub(super) child: Child,
+    pub(super) base: String,
+    pub(super) token: String,
     data: PathBuf,
 }
 
 impl Sluice {
-    fn start(bin: &Path, data: &Path) -> Result<Sluice> {
+    pub(super) fn start(bin: &Path, data: &Path) -> Result<Sluice> {
         std::fs::create_dir_all(data)?;
         let mut child = Command::new(bin)
             .args(["serve", "--listen", "127.0.0.1:0"])
@@ -624,7 +624,7 @@ impl Sluice {
         })
     }
 
-    fn curl(&self, args: &[&str]) -> Result<String> {
+    pub(super) fn curl(&self, args: &[&str]) -> Result<String> {
         let out = Command::new("curl")
             .args([
                 "-sf",
@@ -642,7 +642,7 @@ impl Sluice {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
-    fn put_workflow(&self, id: &str, wf: &str) -> Result<()> {
+    pub(super) fn put_workflow(&self, id: &str, wf: &str) -> Result<()> {
         self.curl(&[
             "-X",
             "PUT",

@@ -19,12 +19,9 @@ const RUNS_PER_BATCH: u32 = 64;
 /// Free pages given back per journal command (4 MiB of 4 KiB pages).
 const PAGES_PER_STEP: u32 = 1024;
 
-/// How often the pass runs while the engine serves.
-pub const PRUNE_EVERY: Duration = Duration::from_secs(60);
-
-/// Blobs are collected at most this often (the scan reads every value
-/// column), and only after a pass that deleted runs.
-const COLLECT_BLOBS_EVERY: Duration = Duration::from_secs(60 * 60);
+/// The shortest `[runs] prune_every` and `blob_grace` honoured.
+const MIN_PRUNE_EVERY: Duration = Duration::from_secs(1);
+const MIN_BLOB_GRACE: Duration = Duration::from_secs(60);
 
 /// A pause between batches, so a pass that has much to delete shares the
 /// writer instead of keeping it busy.
@@ -69,7 +66,8 @@ impl Engine {
             }
         }
         if collect_blobs {
-            let collected = store.collect_blobs().await?;
+            let grace = self.settings().runs.blob_grace.max(MIN_BLOB_GRACE);
+            let collected = store.collect_blobs_older_than(grace).await?;
             report.blobs_deleted = collected.blobs;
             report.blob_bytes_freed = collected.bytes;
         }
@@ -91,16 +89,20 @@ impl Engine {
         Ok(report)
     }
 
-    /// Prunes every [`PRUNE_EVERY`] (the first pass soon after start),
-    /// until the task is dropped. A pass that fails is logged and tried
-    /// again next time.
+    /// Prunes every `[runs] prune_every` (the first pass soon after
+    /// start), blobs every `collect_blobs_every` after a pass that deleted
+    /// runs, until the task is dropped. A pass that fails is logged and
+    /// tried again next time.
     pub async fn keep_pruning(self) {
+        let runs = &self.settings().runs;
+        let every = runs.prune_every.max(MIN_PRUNE_EVERY);
+        let collect_every = runs.collect_blobs_every;
         let mut last_collect: Option<Instant> = None;
         let mut deleted_since_collect = true;
-        tokio::time::sleep(Duration::from_secs(5)).await;
+        tokio::time::sleep(every.min(Duration::from_secs(5))).await;
         loop {
-            let collect = deleted_since_collect
-                && last_collect.is_none_or(|t| t.elapsed() >= COLLECT_BLOBS_EVERY);
+            let collect =
+                deleted_since_collect && last_collect.is_none_or(|t| t.elapsed() >= collect_every);
             match self.prune(collect).await {
                 Ok(report) => {
                     if collect {
@@ -121,10 +123,10 @@ impl Engine {
                     }
                 }
                 Err(e) => super::tracing_log(&format!(
-                    "retention: pruning failed (trying again in a minute): {e}"
+                    "retention: pruning failed (trying again later): {e}"
                 )),
             }
-            tokio::time::sleep(PRUNE_EVERY).await;
+            tokio::time::sleep(every).await;
         }
     }
 
