@@ -182,6 +182,18 @@ enum Command {
         #[command(subcommand)]
         command: WorkflowsCommand,
     },
+    /// Write the data dir (runs, workflows, credentials, blobs, config.toml)
+    /// to one archive, consistent even while an engine runs. The vault key
+    /// stays out unless --with-key: without it, restored credentials cannot
+    /// be read.
+    Backup {
+        file: PathBuf,
+        #[arg(long)]
+        with_key: bool,
+    },
+    /// Restore a backup into a new or empty data dir (--data-dir). Runs
+    /// that were in progress resume when an engine starts on it.
+    Restore { file: PathBuf },
     /// What the data dir holds (database, WAL, blobs, runs per workflow)
     /// and the retention in force (`config.toml [runs]`, docs/storage.md).
     Storage {
@@ -628,6 +640,54 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
                     println!("deleted credential `{name}`");
                 }
             }
+            Ok(0)
+        }
+        Command::Backup { file, with_key } => {
+            let engine = open(cli.data_dir).await?;
+            let w = sluice_host::backup::backup(&engine, &file, with_key)
+                .await
+                .map_err(internal)?;
+            println!(
+                "wrote {} ({}): {} runs, {} blobs, workflows, credentials, config.toml",
+                file.display(),
+                bytes(w.bytes),
+                w.manifest.runs,
+                w.manifest.blobs
+            );
+            if w.manifest.with_key {
+                println!(
+                    "the vault key is inside: keep this file as safe as the credentials it opens"
+                );
+            } else if w.credentials_need_key {
+                println!(
+                    "the vault key is not inside: restored credentials can be read only with it (`sluice backup --with-key`, or copy vault.key by hand)"
+                );
+            }
+            Ok(0)
+        }
+        Command::Restore { file } => {
+            let dir = data_dir(cli.data_dir)?;
+            let r = sluice_host::backup::restore(&file, &dir)
+                .await
+                .map_err(|e| match e {
+                    sluice_host::backup::Error::NotEmpty(_)
+                    | sluice_host::backup::Error::NotABackup { .. } => usage(e),
+                    other => internal(other),
+                })?;
+            println!(
+                "restored {} into {}: {} runs ({} to resume when an engine starts), backed up {} by Sluice {}{}",
+                file.display(),
+                dir.display(),
+                r.runs,
+                r.unfinished,
+                local_time(r.manifest.created_at_us),
+                r.manifest.version,
+                if r.manifest.with_key {
+                    ", with its vault key"
+                } else {
+                    "; without the vault key: put vault.key back to read its credentials"
+                }
+            );
             Ok(0)
         }
         Command::Storage { command, json } => {

@@ -627,3 +627,234 @@ async fn a_serving_engine_prunes_its_run_history_by_itself() {
     s.child.kill().unwrap();
     s.child.wait().unwrap();
 }
+
+/// All finished runs of `base`'s engine (or of a data dir, through the
+/// CLI), by id: status and output.
+async fn finished_runs(c: &reqwest::Client, base: &str, token: &str) -> Vec<(String, Value)> {
+    let mut out = Vec::new();
+    let mut before: Option<String> = None;
+    loop {
+        let mut url = format!("{base}/api/v1/runs?limit=500");
+        if let Some(b) = &before {
+            url.push_str(&format!("&before={b}"));
+        }
+        let page: Value = c
+            .get(url)
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let runs = page["runs"].as_array().or(page.as_array()).unwrap().clone();
+        if runs.is_empty() {
+            break;
+        }
+        before = runs.last().unwrap()["id"].as_str().map(str::to_string);
+        for r in runs {
+            if r["status"] != "running" {
+                out.push((
+                    r["id"].as_str().unwrap().to_string(),
+                    json!([r["status"], r["output"]]),
+                ));
+            }
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+/// `sluice backup` of an engine under load, restored into a new dir: the
+/// same finished runs, the vault key only when asked for, the runs that
+/// were waiting finish there; restore refuses a dir that is not empty and
+/// an archive that is not a backup, leaving nothing behind.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_backup_taken_under_load_restores_the_same_finished_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let mut s = start(&data);
+    let c = client();
+    let put = |id: &str, wf: Value| {
+        c.put(format!("{}/api/v1/workflows/{id}?publish=true", s.base))
+            .bearer_auth(&s.token)
+            .json(&wf)
+            .send()
+    };
+    let quick = json!({"format": "sluice.workflow/v1", "id": "quick", "nodes": [
+        {"id": "hook", "kind": "trigger.webhook", "config": {"path": "go", "respond": "when_finished"}},
+        {"id": "end", "kind": "output.end", "config": {"value": "{{ input.body.n }}"}}],
+        "edges": [{"from": "hook", "to": "end"}]});
+    let slow = json!({"format": "sluice.workflow/v1", "id": "slow", "nodes": [
+        {"id": "hook", "kind": "trigger.webhook", "config": {"path": "go", "respond": "immediately"}},
+        {"id": "w", "kind": "flow.wait", "config": {"duration_ms": 6000}},
+        {"id": "end", "kind": "output.end", "config": {"value": "{{ input.body.n }}"}}],
+        "edges": [{"from": "hook", "to": "w"}, {"from": "w", "to": "end"}]});
+    assert!(put("quick", quick).await.unwrap().status().is_success());
+    assert!(put("slow", slow).await.unwrap().status().is_success());
+    let o = Command::new(SLUICE)
+        .args([
+            "credentials",
+            "set",
+            "api",
+            "--kind",
+            "bearer",
+            "--json",
+            r#"{"token": "s3cret"}"#,
+        ])
+        .env("SLUICE_DATA_DIR", &data)
+        .env("SLUICE_VAULT_KEY", "file")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+
+    let mut waiting = Vec::new();
+    for n in 0..5 {
+        let r: Value = c
+            .post(format!("{}/hook/slow/go", s.base))
+            .json(&json!({"n": n}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        waiting.push(r["run_id"].as_str().unwrap().to_string());
+    }
+    // Load while the backup is taken.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut load = Vec::new();
+    for k in 0..4 {
+        let (c, base, stop) = (c.clone(), s.base.clone(), stop.clone());
+        load.push(tokio::spawn(async move {
+            let mut n = k * 1_000_000;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let r = c
+                    .post(format!("{base}/hook/quick/go"))
+                    .json(&json!({"n": n}))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(r.status(), 200);
+                n += 1;
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = finished_runs(&c, &s.base, &s.token).await;
+    let archive = tmp.path().join("backup.tar.gz");
+    let o = support::open(&data, &["backup", archive.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let said = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(said.contains("the vault key is not inside"), "{said}");
+    let o = support::open(
+        &data,
+        &[
+            "backup",
+            "--with-key",
+            tmp.path().join("keyed.tar.gz").to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for l in load {
+        l.await.unwrap();
+    }
+    let source_after = finished_runs(&c, &s.base, &s.token).await;
+    s.child.kill().unwrap();
+    s.child.wait().unwrap();
+
+    // Restore: the finished runs are those the source had finished when
+    // the backup was taken (each exactly as the source has it), the runs
+    // that were waiting resume, the key is there only when asked for.
+    let restored = tmp.path().join("restored");
+    let o = support::open(&restored, &["restore", archive.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("5 to resume"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    assert!(!restored.join("vault.key").exists());
+    assert!(
+        !restored.join("api-token").exists(),
+        "a restore gets its own token"
+    );
+    let mut r = start(&restored);
+    let got = finished_runs(&c, &r.base, &r.token).await;
+    let source: std::collections::HashMap<_, _> = source_after.iter().cloned().collect();
+    for run in &before {
+        assert!(
+            got.contains(run),
+            "{} was finished before the backup",
+            run.0
+        );
+    }
+    for (id, v) in &got {
+        assert_eq!(source.get(id), Some(v), "{id} as the source has it");
+    }
+    assert!(
+        got.len() > before.len(),
+        "runs finished during the backup are in it too"
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for id in &waiting {
+        loop {
+            let run: Value = c
+                .get(format!("{}/api/v1/runs/{id}", r.base))
+                .bearer_auth(&r.token)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            if run["status"] == "succeeded" {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{id} did not resume: {run}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    r.child.kill().unwrap();
+    r.child.wait().unwrap();
+    let keyed = tmp.path().join("keyed");
+    let o = support::open(
+        &keyed,
+        &["restore", tmp.path().join("keyed.tar.gz").to_str().unwrap()],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        std::fs::read_to_string(keyed.join("vault.key"))
+            .unwrap()
+            .trim(),
+        std::fs::read_to_string(data.join("vault.key"))
+            .unwrap()
+            .trim()
+    );
+    let o = support::open(&keyed, &["credentials", "list"]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("api"));
+
+    // Refusals leave things as they were.
+    let o = support::open(&keyed, &["restore", archive.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("not empty"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(keyed.join("vault.key").exists());
+    let junk = tmp.path().join("junk.tar.gz");
+    std::fs::write(&junk, b"this is not an archive").unwrap();
+    let fresh = tmp.path().join("fresh");
+    let o = support::open(&fresh, &["restore", junk.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("not a Sluice backup"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(!fresh.exists(), "a failed restore leaves nothing behind");
+}

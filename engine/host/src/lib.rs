@@ -8,6 +8,8 @@
 //! in flight finish or journals them, and flushes the journal: unfinished
 //! runs resume at the next start.
 
+pub mod backup;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

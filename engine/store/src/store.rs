@@ -29,7 +29,7 @@ mod peers;
 mod retention;
 pub use deployments::DeploymentRow;
 pub use peers::{GrantRow, LinkRow, NewShare, Redeem, Refusal, ShareRow};
-pub use retention::{BLOB_GRACE, Collected, Deleted, Prunable, StorageFacts};
+pub use retention::{BLOB_GRACE, Collected, Cutoffs, Deleted, Prunable, StorageFacts};
 
 static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
 

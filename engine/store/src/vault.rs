@@ -111,6 +111,26 @@ fn write_new(dir: &Path, path: &Path, content: &[u8]) -> std::io::Result<()> {
     std::fs::File::open(dir)?.sync_all()
 }
 
+/// The key of an existing vault, as stored (hex); None when there is no
+/// vault yet. For `sluice backup --with-key`.
+pub(crate) fn key_hex(dir: &Path) -> Result<Option<String>> {
+    let file = dir.join(KEY_FILE);
+    match std::fs::read_to_string(&file) {
+        Ok(text) => return Ok(Some(text.trim().to_string())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(source) => return Err(Error::Io { path: file, source }),
+    }
+    let marker = dir.join(MARKER_FILE);
+    match std::fs::read_to_string(&marker) {
+        Ok(account) => Ok(Some(os_keyring::read(account.trim())?.trim().to_string())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(Error::Io {
+            path: marker,
+            source,
+        }),
+    }
+}
+
 impl Vault {
     /// Finds the key (file or keyring), creating it in `home` when there is
     /// none yet. Refuses to make a new key when credentials already exist:

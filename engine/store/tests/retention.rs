@@ -90,8 +90,11 @@ async fn run(
 
 async fn prune(store: &Store, r: &Retention) -> Result<sluice_store::Deleted> {
     let mut total = sluice_store::Deleted::default();
+    let Some(cut) = store.cutoffs("wf", r, NOW).await? else {
+        return Ok(total);
+    };
     loop {
-        let p = store.prunable_runs("wf", r, NOW, 2).await?;
+        let p = store.prunable_runs("wf", &cut, 2).await?;
         if p.runs.is_empty() {
             return Ok(total);
         }

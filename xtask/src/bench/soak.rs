@@ -181,7 +181,7 @@ fn soak(opts: &Options, bin: &Path, scratch: &Path) -> Result<()> {
             dir_mb: dir_bytes(&data) as f64 / 1e6,
             runs: runs_kept(&sluice)?,
         };
-        if samples.len() % 6 == 0 {
+        if samples.len().is_multiple_of(6) {
             println!(
                 "{:6.1} min  RSS {:6.1} MB  data dir {:8.1} MB  runs kept {:>7}",
                 s.minutes, s.rss_mb, s.dir_mb, s.runs
@@ -339,7 +339,8 @@ fn chart(samples: &[Sample], minutes: u64) -> String {
 "##,
         2.0 * h + 40.0
     );
-    let panels: [(&str, &str, fn(&Sample) -> f64); 2] = [
+    type Panel = (&'static str, &'static str, fn(&Sample) -> f64);
+    let panels: [Panel; 2] = [
         ("RSS of sluice serve (MB)", "#2563eb", |s| s.rss_mb),
         ("data dir: database, WAL, blobs (MB)", "#16a34a", |s| {
             s.dir_mb

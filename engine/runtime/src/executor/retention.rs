@@ -23,8 +23,8 @@ const PAGES_PER_STEP: u32 = 1024;
 const MIN_PRUNE_EVERY: Duration = Duration::from_secs(1);
 const MIN_BLOB_GRACE: Duration = Duration::from_secs(60);
 
-/// A pause between batches, so a pass that has much to delete shares the
-/// writer instead of keeping it busy.
+/// The shortest pause between batches, so a pass that has much to delete
+/// shares the writer instead of keeping it busy.
 const BETWEEN_BATCHES: Duration = Duration::from_millis(2);
 
 impl Engine {
@@ -49,11 +49,13 @@ impl Engine {
         let now = nodes::now_us();
         for workflow in store.workflows_with_runs().await? {
             let retention = self.retention_of(&workflow).await?;
+            let Some(cut) = store.cutoffs(&workflow, &retention, now).await? else {
+                continue;
+            };
             loop {
-                let batch = store
-                    .prunable_runs(&workflow, &retention, now, RUNS_PER_BATCH)
-                    .await?;
+                let batch = store.prunable_runs(&workflow, &cut, RUNS_PER_BATCH).await?;
                 let full = batch.runs.len() == RUNS_PER_BATCH as usize;
+                let took = Instant::now();
                 let deleted = store.delete_runs(batch).await?;
                 report.runs_deleted += deleted.runs;
                 report.versions_deleted += deleted.definitions;
@@ -62,7 +64,9 @@ impl Engine {
                 if !full || deleted.runs == 0 {
                     break;
                 }
-                tokio::time::sleep(BETWEEN_BATCHES).await;
+                // Pruning takes at most a quarter of the writer's time, so
+                // a large backlog goes slowly rather than in a burst.
+                tokio::time::sleep(BETWEEN_BATCHES.max(took.elapsed() * 3)).await;
             }
         }
         if collect_blobs {

@@ -26,6 +26,19 @@ pub struct Prunable {
     pub definitions: Vec<Arc<str>>,
 }
 
+/// Where retention cuts a workflow's runs (see [`Store::cutoffs`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cutoffs {
+    /// No run started after this goes.
+    upto: i64,
+    /// The newest run beyond `keep_max`: its start and rowid.
+    max_at: i64,
+    max_rowid: i64,
+    /// Finished (not failed) runs started before this go.
+    ok_before: i64,
+    failed_before: i64,
+}
+
 /// What [`Store::delete_runs`] deleted.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Deleted {
@@ -93,17 +106,16 @@ impl Store {
         Ok(ids.into_iter().flatten().collect())
     }
 
-    /// Up to `limit` finished runs of `workflow` that `retention` lets go at
-    /// `now_us`, oldest first: beyond its newest `keep_max`, or started
-    /// longer ago than `keep_for` (`keep_failed_for` for failed runs).
-    /// Never a run in progress, nor the finished child of one.
-    pub async fn prunable_runs(
+    /// Where `retention` cuts `workflow`'s runs at `now_us`: beyond its
+    /// newest `keep_max` (as of now: runs that come later do not move the
+    /// cut until the next pass), or started longer ago than `keep_for`
+    /// (`keep_failed_for` for failed runs). None: nothing can go.
+    pub async fn cutoffs(
         &self,
         workflow: &str,
         retention: &Retention,
         now_us: i64,
-        limit: u32,
-    ) -> Result<Prunable> {
+    ) -> Result<Option<Cutoffs>> {
         let before = |keep: sluice_api::KeepFor| match keep.span() {
             None => i64::MIN,
             Some(d) => now_us.saturating_sub(i64::try_from(d.as_micros()).unwrap_or(i64::MAX)),
@@ -129,9 +141,30 @@ impl Store {
         let upto = max_at
             .max(ok_before.saturating_sub(1))
             .max(failed_before.saturating_sub(1));
-        if upto == i64::MIN {
-            return Ok(Prunable::default());
-        }
+        Ok((upto != i64::MIN).then_some(Cutoffs {
+            upto,
+            max_at,
+            max_rowid,
+            ok_before,
+            failed_before,
+        }))
+    }
+
+    /// Up to `limit` finished runs of `workflow` past `cut`, oldest first.
+    /// Never a run in progress, nor the finished child of one.
+    pub async fn prunable_runs(
+        &self,
+        workflow: &str,
+        cut: &Cutoffs,
+        limit: u32,
+    ) -> Result<Prunable> {
+        let Cutoffs {
+            upto,
+            max_at,
+            max_rowid,
+            ok_before,
+            failed_before,
+        } = *cut;
         let rows: Vec<(String, Option<String>)> = sqlx::query_as(
             "SELECT id, CASE WHEN definition LIKE '#%' THEN definition END FROM runs INDEXED BY runs_workflow \
              WHERE workflow_id = ?1 AND created_at_us <= ?2 AND status != 'running' \
@@ -291,6 +324,37 @@ impl Store {
             .execute(&mut *conn)
             .await?;
         Ok(())
+    }
+
+    /// Writes a consistent copy of the database to `dest` (a new file),
+    /// everything committed so far included, while writers go on (SQLite's
+    /// `VACUUM INTO`: one read transaction).
+    pub async fn snapshot_into(&self, dest: &std::path::Path) -> Result<()> {
+        self.inner.journal.flush().await?;
+        let dest = dest.to_str().ok_or_else(|| Error::Io {
+            path: dest.to_path_buf(),
+            source: std::io::Error::other("the path is not UTF-8"),
+        })?;
+        sqlx::query("VACUUM INTO ?")
+            .bind(dest)
+            .execute(&self.inner.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// `PRAGMA integrity_check`: "ok", or what is wrong.
+    pub async fn integrity_check(&self) -> Result<String> {
+        let rows: Vec<String> = sqlx::query_scalar("PRAGMA integrity_check")
+            .fetch_all(&self.inner.pool)
+            .await?;
+        Ok(rows.join("; "))
+    }
+
+    /// The vault key (hex) for a backup that asks for it: from `vault.key`
+    /// or the OS keyring; None when no credential was ever stored.
+    pub async fn vault_key(&self) -> Result<Option<String>> {
+        let dir = self.inner.dir.clone();
+        tokio::task::spawn_blocking(move || crate::vault::key_hex(&dir)).await?
     }
 
     /// What the data dir holds: database pages, WAL, blobs, runs.
