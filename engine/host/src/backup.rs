@@ -220,7 +220,11 @@ fn allowed(name: &Path) -> bool {
             _ => "\0",
         })
         .collect();
-    let hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit());
+    let hex = |s: &str, n: usize| {
+        s.len() == n
+            && s.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    };
     match parts.as_slice() {
         [MANIFEST | "sluice.db" | "config.toml" | "vault.key"] => true,
         ["blobs", shard, rest] => hex(shard, 2) && hex(rest, 62),
@@ -384,7 +388,7 @@ mod tests {
             "vault.key",
             "sluice-backup.json",
             "workflows/orders.flow.json",
-            "blobs/ab/0123456789abcdef0123456789abcdef0123456789abcdef0123456789ab",
+            "blobs/ab/0123456789abcdef0123456789abcdef0123456789abcdef0123456789",
         ] {
             assert!(allowed(Path::new(ok)), "{ok}");
         }
@@ -394,7 +398,9 @@ mod tests {
             "api-token",
             "peer.key",
             "blobs/ab/../../x",
-            "blobs/zz/0123456789abcdef0123456789abcdef0123456789abcdef0123456789ab",
+            "blobs/zz/0123456789abcdef0123456789abcdef0123456789abcdef0123456789",
+            "blobs/AB/0123456789abcdef0123456789abcdef0123456789abcdef0123456789",
+            "blobs/ab/0123456789abcdef0123456789abcdef0123456789abcdef012345678",
             "workflows/../../x.flow.json",
             "workflows/a/b.flow.json",
             "workflows/.hidden.flow.json",
