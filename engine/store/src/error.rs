@@ -86,6 +86,33 @@ pub enum Error {
 
     #[error("background task failed: {0}")]
     Task(#[from] tokio::task::JoinError),
+
+    /// `sluice.db` is not a SQLite database at all (damaged, or another
+    /// kind of file): never opened for writing.
+    #[error(
+        "{}: not a database Sluice can read ({detail}): it is damaged or not Sluice's; it was left as it is. Move it away to start with an empty history, or restore a backup (`sluice restore FILE --data-dir DIR`)",
+        path.display()
+    )]
+    NotADatabase { path: PathBuf, detail: String },
+
+    /// `sluice.db` is another program's SQLite database.
+    #[error(
+        "{}: a SQLite database that is not Sluice's (its tables: {tables}); it was left as it is. Point --data-dir elsewhere, or move the file away",
+        path.display()
+    )]
+    Foreign { path: PathBuf, tables: String },
+
+    /// `sluice.db` was written by a newer Sluice.
+    #[error(
+        "{}: written by a newer Sluice (database schema {schema}; this Sluice {version} knows up to {known}); it was left as it is. Upgrade Sluice to open it",
+        path.display()
+    )]
+    Newer {
+        path: PathBuf,
+        schema: i64,
+        known: i64,
+        version: &'static str,
+    },
 }
 
 impl Error {

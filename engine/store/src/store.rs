@@ -33,6 +33,76 @@ pub use retention::{BLOB_GRACE, Collected, Cutoffs, Deleted, Prunable, StorageFa
 
 static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
 
+/// Refuses, before anything writes to it, a `sluice.db` that is not a
+/// SQLite database, is another program's, or was written by a newer Sluice
+/// (opened read-only, without the pragmas that would change its header).
+async fn check_database(path: &Path) -> Result<()> {
+    let exists = match tokio::fs::metadata(path).await {
+        Ok(m) => m.len() > 0,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(source) => {
+            return Err(Error::Io {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+    };
+    if !exists {
+        return Ok(());
+    }
+    let not_db = |e: sqlx::Error| match &e {
+        sqlx::Error::Database(d) if matches!(d.code().as_deref(), Some("26" | "11")) => {
+            Error::NotADatabase {
+                path: path.to_path_buf(),
+                detail: d.message().to_string(),
+            }
+        }
+        _ => Error::Db(e),
+    };
+    let options = SqliteConnectOptions::new()
+        .filename(path)
+        .read_only(true)
+        .busy_timeout(Duration::from_secs(5));
+    let mut conn = SqliteConnection::connect_with(&options)
+        .await
+        .map_err(not_db)?;
+    let tables: Vec<String> = sqlx::query_scalar(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .map_err(not_db)?;
+    let checked = if tables.is_empty() {
+        Ok(())
+    } else if !tables.iter().any(|t| t == "_sqlx_migrations") || !tables.iter().any(|t| t == "runs")
+    {
+        Err(Error::Foreign {
+            path: path.to_path_buf(),
+            tables: tables.join(", "),
+        })
+    } else {
+        let newest: Option<i64> =
+            sqlx::query_scalar("SELECT MAX(version) FROM _sqlx_migrations WHERE success = 1")
+                .fetch_one(&mut conn)
+                .await
+                .map_err(not_db)?;
+        let known = MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
+        match newest {
+            Some(schema) if schema > known => Err(Error::Newer {
+                path: path.to_path_buf(),
+                schema,
+                known,
+                version: env!("CARGO_PKG_VERSION"),
+            }),
+            _ => Ok(()),
+        }
+    };
+    if let Err(e) = conn.close().await {
+        tracing::debug!(error = %e, "closing the check connection");
+    }
+    checked
+}
+
 /// Page size of a new database (ignored for an existing one). 16 KiB pages
 /// helped bulk throughput of 1 KiB records in isolation, but every group
 /// commit writes whole pages to the WAL: with many small commits (webhooks),
@@ -420,6 +490,7 @@ impl Store {
             })
             .await??
         };
+        check_database(&dir.join("sluice.db")).await?;
         let mut writer = SqliteConnection::connect_with(&options).await?;
         MIGRATOR.run(&mut writer).await?;
         let pool = SqlitePoolOptions::new()

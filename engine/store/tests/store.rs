@@ -1062,3 +1062,55 @@ async fn references_and_sealed_runs_read_back_as_values() -> Result<()> {
     })
     .await
 }
+
+/// A `sluice.db` that is not Sluice's is refused at open and left byte for
+/// byte as it was: garbage, another program's SQLite database, and one
+/// written by a newer Sluice.
+#[tokio::test]
+async fn foreign_damaged_and_newer_databases_are_refused_and_left_alone() -> Result<()> {
+    timed(async {
+        use sqlx::Connection;
+        let dir = tempfile::tempdir()?;
+        let data = dir.path().join("data");
+        std::fs::create_dir_all(&data)?;
+        let db = data.join("sluice.db");
+
+        std::fs::write(&db, b"these are my notes, not a database\n".repeat(200))?;
+        let before = std::fs::read(&db)?;
+        let e = Store::open(&data).await.unwrap_err().to_string();
+        assert!(e.contains("not a database Sluice can read") && e.contains("sluice restore"), "{e}");
+        assert_eq!(std::fs::read(&db)?, before, "left as it was");
+
+        std::fs::remove_file(&db)?;
+        {
+            let mut c = sqlx::SqliteConnection::connect(&format!("sqlite://{}?mode=rwc", db.display())).await?;
+            sqlx::query("CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT)").execute(&mut c).await?;
+            sqlx::query("INSERT INTO notes (text) VALUES ('mine')").execute(&mut c).await?;
+            c.close().await?;
+        }
+        let before = std::fs::read(&db)?;
+        let e = Store::open(&data).await.unwrap_err().to_string();
+        assert!(e.contains("not Sluice's (its tables: notes)"), "{e}");
+        assert_eq!(std::fs::read(&db)?, before, "left as it was");
+        assert!(!data.join("sluice.db-wal").exists());
+
+        std::fs::remove_file(&db)?;
+        let store = Store::open(&data).await?;
+        store.journal().flush().await?;
+        drop(store);
+        {
+            let mut c = sqlx::SqliteConnection::connect(&format!("sqlite://{}", db.display())).await?;
+            sqlx::query(
+                "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
+                 VALUES (9999, 'from the future', 1, x'00', 0)",
+            )
+            .execute(&mut c)
+            .await?;
+            c.close().await?;
+        }
+        let e = Store::open(&data).await.unwrap_err().to_string();
+        assert!(e.contains("written by a newer Sluice (database schema 9999"), "{e}");
+        Ok(())
+    })
+    .await
+}
