@@ -858,3 +858,127 @@ async fn a_backup_taken_under_load_restores_the_same_finished_runs() {
     );
     assert!(!fresh.exists(), "a failed restore leaves nothing behind");
 }
+
+/// The data dir's disk fills up under a serving engine: new runs get 507
+/// naming the reason, reads go on, it recovers by itself once space is
+/// free again, and every run acknowledged before is there after a restart.
+/// Needs a small filesystem: a tmpfs mounted as root (skipped, saying so,
+/// where that is not allowed).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_full_disk_refuses_new_runs_with_507_keeps_reads_and_recovers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mnt = tmp.path().join("small");
+    std::fs::create_dir(&mnt).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=16m", "tmpfs"])
+        .arg(&mnt)
+        .stderr(std::process::Stdio::null())
+        .status();
+    if !matches!(mounted, Ok(s) if s.success()) {
+        eprintln!("skipped: cannot mount a 16 MiB tmpfs here (needs root) to fill a disk");
+        return;
+    }
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _unmounted = Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(mnt.clone());
+    let data = mnt.join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let mut s = start(&data);
+    let c = client();
+    let wf = json!({"format": "sluice.workflow/v1", "id": "hits", "nodes": [
+        {"id": "hook", "kind": "trigger.webhook", "config": {"path": "go", "respond": "when_finished"}},
+        {"id": "end", "kind": "output.end", "config": {"value": "{{ input.body.n }}"}}],
+        "edges": [{"from": "hook", "to": "end"}]});
+    let r = c
+        .put(format!("{}/api/v1/workflows/hits?publish=true", s.base))
+        .bearer_auth(&s.token)
+        .json(&wf)
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    let hit = |n: u64| {
+        c.post(format!("{}/hook/hits/go", s.base))
+            .json(&json!({"n": n, "pad": "x".repeat(2000)}))
+            .send()
+    };
+    let mut acked = Vec::new();
+    for n in 0..20 {
+        let r = hit(n).await.unwrap();
+        assert_eq!(r.status(), 200);
+        acked.push(r.headers()["x-sluice-run"].to_str().unwrap().to_string());
+    }
+
+    // Fill the disk.
+    let filler = mnt.join("filler");
+    {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&filler).unwrap();
+        let chunk = vec![0u8; 64 * 1024];
+        while f.write_all(&chunk).is_ok() {}
+        let _synced = f.sync_all();
+    }
+    let mut refused = None;
+    for n in 100..400 {
+        let r = hit(n).await.unwrap();
+        match r.status().as_u16() {
+            200 => acked.push(r.headers()["x-sluice-run"].to_str().unwrap().to_string()),
+            507 => {
+                refused = Some(r.json::<Value>().await.unwrap());
+                break;
+            }
+            // A run admitted just before the disk filled fails to record.
+            500 => {}
+            other => panic!("unexpected {other}"),
+        }
+    }
+    let refused = refused.expect("no 507 while the disk was full");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("cannot be written") && message.contains("free some disk space"),
+        "{message}"
+    );
+    let r = c
+        .get(format!("{}/api/v1/runs/{}", s.base, acked[0]))
+        .bearer_auth(&s.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "reads go on");
+    assert_eq!(hit(1000).await.unwrap().status(), 507, "still refused");
+
+    // Space returns: the engine takes runs again by itself.
+    std::fs::remove_file(&filler).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = hit(2000).await.unwrap();
+        if r.status() == 200 {
+            acked.push(r.headers()["x-sluice-run"].to_str().unwrap().to_string());
+            break;
+        }
+        assert!(Instant::now() < deadline, "did not recover: {}", r.status());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    s.child.kill().unwrap();
+    s.child.wait().unwrap();
+
+    let mut s = start(&data);
+    for id in &acked {
+        let run: Value = c
+            .get(format!("{}/api/v1/runs/{id}", s.base))
+            .bearer_auth(&s.token)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(run["status"], "succeeded", "{id}: {run}");
+    }
+    s.child.kill().unwrap();
+    s.child.wait().unwrap();
+}

@@ -86,6 +86,13 @@ pub enum Error {
     NotPublished(String),
     #[error("run `{run}`: the journal cannot be replayed: {message}")]
     Corrupt { run: String, message: String },
+    /// The data dir cannot be written (disk full, read-only, I/O error):
+    /// new runs are refused until it can; reads go on.
+    #[error(
+        "the data dir cannot be written ({reason}): new runs are refused until it can{}; runs and their history can still be read",
+        if *full { " (free some disk space)" } else { "" }
+    )]
+    Storage { reason: String, full: bool },
     /// Too many runs in progress: try again later.
     #[error("the engine has {0} runs in progress, its limit: try again later")]
     Busy(usize),
@@ -249,6 +256,8 @@ struct Inner {
     worker: Option<handoff::Worker>,
     /// What the last retention pass did (`retention.rs`).
     last_prune: Mutex<Option<sluice_api::PruneReport>>,
+    /// When `admit_storage` last tried a write while storage was failing.
+    last_probe: Mutex<Option<Instant>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -374,6 +383,7 @@ impl Engine {
                 plans: Mutex::new(HashMap::new()),
                 plans_generation: std::sync::atomic::AtomicU64::new(0),
                 last_prune: Mutex::new(None),
+                last_probe: Mutex::new(None),
             }),
         };
         engine.materialize_stale().await?;

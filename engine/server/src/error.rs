@@ -53,7 +53,10 @@ impl IntoResponse for ApiError {
             },
         };
         let mut resp = (self.status, Json(body)).into_response();
-        if self.status == StatusCode::TOO_MANY_REQUESTS {
+        if self.status == StatusCode::TOO_MANY_REQUESTS
+            || self.status == StatusCode::SERVICE_UNAVAILABLE
+            || self.status == StatusCode::INSUFFICIENT_STORAGE
+        {
             resp.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
                 axum::http::HeaderValue::from_static("1"),
@@ -73,6 +76,12 @@ impl From<sluice_runtime::executor::Error> for ApiError {
     fn from(e: sluice_runtime::executor::Error) -> Self {
         use sluice_runtime::executor::Error as E;
         match e {
+            e @ E::Storage { full: true, .. } => {
+                ApiError::new(StatusCode::INSUFFICIENT_STORAGE, e.to_string())
+            }
+            e @ E::Storage { full: false, .. } => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
+            }
             E::Invalid(invalid) => ApiError::bad_request("invalid workflow")
                 .with_detail(serde_json::to_value(&invalid.0).unwrap_or(Value::Null)),
             // Refusals a caller can act on.

@@ -89,11 +89,93 @@ pub struct LogLine {
 pub struct Journal {
     tx: mpsc::Sender<Command>,
     blobs: Blobs,
+    health: Arc<Health>,
+}
+
+/// Whether the journal can write: the writer records a failure of the
+/// storage itself (disk full, read-only, I/O error) and clears it at its
+/// next commit.
+#[derive(Debug, Default)]
+pub(crate) struct Health {
+    /// Set while `failure` is: the webhook path reads only this.
+    failing: std::sync::atomic::AtomicBool,
+    failure: std::sync::Mutex<Option<WriteFailure>>,
+}
+
+/// Why the data dir cannot be written, as the journal writer last found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteFailure {
+    /// SQLite's message and code.
+    pub reason: String,
+    /// The disk (or the user's quota) is full.
+    pub full: bool,
+    /// When it was first seen (microseconds since the epoch).
+    pub since_us: i64,
+}
+
+impl Health {
+    pub(crate) fn failed(&self, e: &SqliteError) {
+        let code = e.code & 0xff;
+        let storage = matches!(
+            code,
+            libsqlite3_sys::SQLITE_FULL
+                | libsqlite3_sys::SQLITE_IOERR
+                | libsqlite3_sys::SQLITE_READONLY
+                | libsqlite3_sys::SQLITE_CANTOPEN
+                | libsqlite3_sys::SQLITE_NOTADB
+                | libsqlite3_sys::SQLITE_CORRUPT
+        );
+        if !storage {
+            return;
+        }
+        let mut f = self.failure.lock().unwrap_or_else(|p| p.into_inner());
+        if f.is_none() {
+            self.failing
+                .store(true, std::sync::atomic::Ordering::Release);
+            *f = Some(WriteFailure {
+                reason: e.to_string(),
+                full: code == libsqlite3_sys::SQLITE_FULL,
+                since_us: crate::store::now_us(),
+            });
+        }
+    }
+
+    pub(crate) fn committed(&self) {
+        if !self.failing.load(std::sync::atomic::Ordering::Acquire) {
+            return;
+        }
+        let mut f = self.failure.lock().unwrap_or_else(|p| p.into_inner());
+        *f = None;
+        self.failing
+            .store(false, std::sync::atomic::Ordering::Release);
+    }
+
+    pub(crate) fn failure(&self) -> Option<WriteFailure> {
+        if !self.failing.load(std::sync::atomic::Ordering::Acquire) {
+            return None;
+        }
+        self.failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
 }
 
 impl Journal {
-    pub(crate) fn new(tx: mpsc::Sender<Command>, blobs: Blobs) -> Journal {
-        Journal { tx, blobs }
+    pub(crate) fn new(tx: mpsc::Sender<Command>, blobs: Blobs, health: Arc<Health>) -> Journal {
+        Journal { tx, blobs, health }
+    }
+
+    /// Why the data dir cannot be written, if the last commit failed for
+    /// that reason (cleared by the next commit that succeeds).
+    pub fn write_failure(&self) -> Option<WriteFailure> {
+        self.health.failure()
+    }
+
+    /// Tries a small write (a transaction that rewrites the database's
+    /// header), to learn whether storage works again.
+    pub async fn probe(&self) -> Result<()> {
+        self.wait(Command::Probe).await
     }
 
     /// Queues a record. Returns once it is queued (waiting only for queue
@@ -336,6 +418,8 @@ pub(crate) enum Command {
     /// Retention: delete finished runs and the definitions they alone
     /// pinned; or return free pages to the OS (see [`Prune`]).
     Prune(Arc<Prune>, Waiter),
+    /// A write that only tests storage (see [`Journal::probe`]).
+    Probe(Waiter),
 }
 
 /// A retention step the writer carries out in its queue order, so it never

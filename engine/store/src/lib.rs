@@ -15,7 +15,9 @@ mod vault;
 
 pub use blobs::{Blobs, BytesWriter, INLINE_LIMIT, Stored, ValueRef};
 pub use error::{Error, Result};
-pub use journal::{Journal, LogLine, MAX_LOG_MESSAGE, Record, RecordKind, RunEnd, SqliteError};
+pub use journal::{
+    Journal, LogLine, MAX_LOG_MESSAGE, Record, RecordKind, RunEnd, SqliteError, WriteFailure,
+};
 /// Run statuses: one type, shared with the engine, the API and the editor.
 pub use sluice_api::{RunError, RunStatus};
 pub use store::{

@@ -596,6 +596,12 @@ impl Store {
         &self.inner.dir
     }
 
+    /// Why the data dir cannot be written, while the journal's last commit
+    /// failed for that reason (disk full, read-only, I/O error).
+    pub fn write_failure(&self) -> Option<crate::WriteFailure> {
+        self.inner.journal.write_failure()
+    }
+
     pub fn journal(&self) -> Journal {
         self.inner.journal.clone()
     }

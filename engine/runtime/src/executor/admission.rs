@@ -30,6 +30,37 @@ impl Engine {
         Ok(())
     }
 
+    /// Refuses a new run while the data dir cannot be written (the
+    /// journal's last commit failed: disk full, read-only, I/O error),
+    /// trying a small write at most once a second to learn that it can
+    /// again: a run admitted then is recorded, and nothing acknowledged is
+    /// lost. Reads go on meanwhile.
+    pub(super) async fn admit_storage(&self) -> Result<()> {
+        let store = &self.inner.store;
+        let Some(failure) = store.write_failure() else {
+            return Ok(());
+        };
+        let probe = {
+            let mut last = self
+                .inner
+                .last_probe
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            let due = last.is_none_or(|t| t.elapsed() >= std::time::Duration::from_secs(1));
+            if due {
+                *last = Some(std::time::Instant::now());
+            }
+            due
+        };
+        if probe && store.journal().probe().await.is_ok() && store.write_failure().is_none() {
+            return Ok(());
+        }
+        Err(Error::Storage {
+            reason: failure.reason,
+            full: failure.full,
+        })
+    }
+
     /// The semaphore limiting runs of this plan's workflow, if it has a limit.
     pub(super) fn workflow_limit(&self, plan: &Plan) -> Option<Arc<Semaphore>> {
         let limit = plan.concurrency?;

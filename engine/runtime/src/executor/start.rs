@@ -26,6 +26,7 @@ impl Engine {
         input: Msg,
     ) -> Result<RunHandle> {
         self.admit()?;
+        self.admit_storage().await?;
         self.start_detached(plan, trigger, input, true, None).await
     }
 
@@ -41,6 +42,7 @@ impl Engine {
         for_result: bool,
     ) -> Result<RunHandle> {
         self.admit()?;
+        self.admit_storage().await?;
         if for_result && plan.in_one_go {
             return self
                 .start_inner(new_run_id(), plan, trigger, input, None, false, on)

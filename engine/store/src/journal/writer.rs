@@ -20,7 +20,9 @@ use sqlx::SqliteConnection;
 use tokio::sync::mpsc;
 
 use super::sqlite::{Db, SqliteError, Stmt};
-use super::{Command, FinishRun, Journal, JournalRow, LogRow, Prune, RunInsert, Sealed, Waiter};
+use super::{
+    Command, FinishRun, Health, Journal, JournalRow, LogRow, Prune, RunInsert, Sealed, Waiter,
+};
 use crate::blobs::Blobs;
 use crate::{Error, Result};
 
@@ -39,21 +41,23 @@ const KNOWN_DEFINITIONS: usize = 1024;
 
 pub(crate) fn spawn_writer(conn: SqliteConnection, blobs: Blobs) -> Journal {
     let (tx, rx) = mpsc::channel(QUEUE);
+    let health = Arc::new(Health::default());
+    let writer_health = health.clone();
     // Detached on purpose: the thread ends when the last handle is dropped,
     // after committing what was queued.
     let spawned = std::thread::Builder::new()
         .name("sluice-journal".into())
-        .spawn(move || writer_thread(conn, rx));
+        .spawn(move || writer_thread(conn, rx, writer_health));
     if let Err(e) = spawned {
         // `rx` is gone with the closure: every write fails as WriterClosed.
         tracing::error!(error = %e, "could not start the journal writer");
     }
-    Journal::new(tx, blobs)
+    Journal::new(tx, blobs, health)
 }
 
-fn writer_thread(mut conn: SqliteConnection, rx: mpsc::Receiver<Command>) {
+fn writer_thread(mut conn: SqliteConnection, rx: mpsc::Receiver<Command>, health: Arc<Health>) {
     let locked = Db::with_locked(&mut conn, |db| match Statements::prepare(db) {
-        Ok(statements) => Writer::new(db, statements, rx).run(),
+        Ok(statements) => Writer::new(db, statements, rx, health).run(),
         Err(e) => tracing::error!(error = %e, "could not prepare the journal's statements"),
     });
     if let Err(e) = locked {
@@ -122,6 +126,7 @@ struct Writer<'db> {
     lost_since_flush: Option<Lost>,
     /// Fire-and-forget writes that failed, per run, until its finish_run.
     lost_by_run: HashMap<Arc<str>, Lost>,
+    health: Arc<Health>,
 }
 
 struct Lost {
@@ -132,8 +137,14 @@ struct Lost {
 type Outcome = Result<()>;
 
 impl<'db> Writer<'db> {
-    fn new(db: &'db Db, st: Statements<'db>, rx: mpsc::Receiver<Command>) -> Writer<'db> {
+    fn new(
+        db: &'db Db,
+        st: Statements<'db>,
+        rx: mpsc::Receiver<Command>,
+        health: Arc<Health>,
+    ) -> Writer<'db> {
         Writer {
+            health,
             db,
             st,
             rx,
@@ -176,11 +187,15 @@ impl<'db> Writer<'db> {
     fn write(&mut self, batch: &[Command]) -> Vec<Outcome> {
         let e = match self.write_batch(batch) {
             Ok(()) => {
+                self.health.committed();
                 self.learn_definitions(batch);
                 return batch.iter().map(|_| Ok(())).collect();
             }
             Err(e) => e,
         };
+        if let WriteError::Sqlite(e) = &e {
+            self.health.failed(e);
+        }
         // Again command by command: the one that failed gets its own error
         // (a finish naming no run: that run is not found), the others are
         // written.
@@ -188,7 +203,12 @@ impl<'db> Writer<'db> {
             tracing::error!(commands = batch.len(), error = %e, "journal batch failed; retrying command by command");
         }
         match self.write_one_by_one(batch) {
-            Ok(outcomes) => outcomes,
+            Ok(outcomes) => {
+                if outcomes.iter().all(Result::is_ok) {
+                    self.health.committed();
+                }
+                outcomes
+            }
             Err(e2) => {
                 tracing::error!(commands = batch.len(), error = %e2, "journal batch could not be committed");
                 fail_all(batch.len(), e2)
@@ -276,6 +296,11 @@ impl<'db> Writer<'db> {
             Command::Finish(finish, _) => self.finish_run(finish),
             Command::Flush(_) => Ok(()),
             Command::Prune(prune, _) => self.prune(prune),
+            Command::Probe(_) => {
+                let v = self.db.query_i64("PRAGMA user_version")?;
+                self.db.exec(&format!("PRAGMA user_version = {v}"))?;
+                Ok(())
+            }
         }
     }
 
@@ -418,9 +443,10 @@ impl<'db> Writer<'db> {
                         lost_now += 1;
                     }
                 }
-                Command::CreateRun(_, done) | Command::Seal(_, done) | Command::Prune(_, done) => {
-                    reply(done, outcome)
-                }
+                Command::CreateRun(_, done)
+                | Command::Seal(_, done)
+                | Command::Prune(_, done)
+                | Command::Probe(done) => reply(done, outcome),
                 Command::Finish(finish, done) => {
                     let result =
                         outcome.and_then(|()| match self.lost_by_run.remove(&finish.run_id) {
