@@ -258,6 +258,8 @@ struct Inner {
     last_prune: Mutex<Option<sluice_api::PruneReport>>,
     /// When `admit_storage` last tried a write while storage was failing.
     last_probe: Mutex<Option<Instant>>,
+    /// Held by a retention pass.
+    prune_lock: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -384,6 +386,7 @@ impl Engine {
                 plans_generation: std::sync::atomic::AtomicU64::new(0),
                 last_prune: Mutex::new(None),
                 last_probe: Mutex::new(None),
+                prune_lock: tokio::sync::Mutex::new(()),
             }),
         };
         engine.materialize_stale().await?;

@@ -101,15 +101,16 @@ pub(super) fn run(args: &[String]) -> Result<()> {
 }
 
 fn soak(opts: &Options, bin: &Path, scratch: &Path) -> Result<()> {
-    let data = scratch.join("data");
-    std::fs::create_dir_all(&data)?;
-    std::fs::write(data.join("config.toml"), CONFIG)?;
-    let sluice = Sluice::start(bin, &data)?;
     let orders = |runs: &str| ORDERS.replace("RUNS", runs);
     let small = scratch.join("small.json");
     std::fs::write(&small, r#"{"id": 7, "total": 250, "note": "soak"}"#)?;
 
     if opts.ab {
+        // An engine of its own whose only passes are the ones asked for.
+        let data = scratch.join("ab");
+        std::fs::create_dir_all(&data)?;
+        std::fs::write(data.join("config.toml"), "[runs]\nprune_every = \"1h\"\n")?;
+        let sluice = Sluice::start(bin, &data)?;
         step("webhook p99 with and without a pruning pass under way (wrk -t2 -c64, 10 s each)");
         let post = lua_post(scratch, "ab", &small, None)?;
         let url = format!("{}/hook/orders/orders", sluice.base);
@@ -146,7 +147,14 @@ fn soak(opts: &Options, bin: &Path, scratch: &Path) -> Result<()> {
         for l in &lines {
             println!("{l}");
         }
+        drop(sluice);
+        std::fs::remove_dir_all(&data)?;
     }
+
+    let data = scratch.join("data");
+    std::fs::create_dir_all(&data)?;
+    std::fs::write(data.join("config.toml"), CONFIG)?;
+    let sluice = Sluice::start(bin, &data)?;
 
     step(&format!(
         "soak: {} min of paced mixed load with retention on (keep_max 20000, uploads 100, a pass every 10 s)",

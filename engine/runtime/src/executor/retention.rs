@@ -43,6 +43,9 @@ impl Engine {
     /// (`collect_blobs`) the blobs nothing refers to any more, then gives
     /// free pages back.
     pub async fn prune(&self, collect_blobs: bool) -> Result<PruneReport> {
+        // One pass at a time (the engine's own and one asked for through
+        // the API or the CLI): two would pick the same runs.
+        let _one = self.inner.prune_lock.lock().await;
         let started = Instant::now();
         let store = &self.inner.store;
         let mut report = PruneReport::default();
