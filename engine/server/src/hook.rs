@@ -177,7 +177,9 @@ pub const SIGNATURE_HEADER: &str = "x-sluice-signature";
         (status = 202, description = "`immediately`, or still running after 30 s: `{run_id}`"),
         (status = 401, description = "Missing or wrong `X-Sluice-Signature`"), (status = 404, description = "No such webhook"),
         (status = 413, description = "Body too large"), (status = 429, description = "Too many runs in progress"),
-        (status = 500, description = "The run failed: the error names the node")),
+        (status = 500, description = "The run failed: the error names the node"),
+        (status = 503, description = "The data dir cannot be written (read-only, I/O error): new runs are refused until it can"),
+        (status = 507, description = "The data dir's disk is full: new runs are refused until there is space")),
     security(()))]
 pub(crate) async fn hook(
     State(s): State<AppState>,
