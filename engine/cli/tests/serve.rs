@@ -552,14 +552,7 @@ async fn a_serving_engine_prunes_its_run_history_by_itself() {
         {"id": "hook", "kind": "trigger.webhook", "config": {"path": "go", "respond": "when_finished"}},
         {"id": "end", "kind": "output.end", "config": {"value": "{{ input.body.n }}"}}],
         "edges": [{"from": "hook", "to": "end"}]});
-    let r = c
-        .put(format!("{}/api/v1/workflows/hits?publish=true", s.base))
-        .bearer_auth(&s.token)
-        .json(&wf)
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success());
+    support::put_workflow(&c, &s, &wf).await;
     for n in 0..10 {
         let r = c
             .post(format!("{}/hook/hits/go", s.base))
@@ -575,15 +568,7 @@ async fn a_serving_engine_prunes_its_run_history_by_itself() {
 
     let deadline = Instant::now() + Duration::from_secs(30);
     let report = loop {
-        let report: Value = c
-            .get(&storage)
-            .bearer_auth(&s.token)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let report = support::get_json(&c, &s, "storage").await;
         if report["runs"]["total"] == 3 {
             break report;
         }
@@ -598,15 +583,7 @@ async fn a_serving_engine_prunes_its_run_history_by_itself() {
         report["runs"]["by_workflow"],
         json!([{"workflow": "hits", "runs": 3}])
     );
-    let runs: Value = c
-        .get(format!("{}/api/v1/runs?workflow=hits", s.base))
-        .bearer_auth(&s.token)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let runs = support::get_json(&c, &s, "runs?workflow=hits").await;
     let outputs: Vec<Value> = runs["runs"]
         .as_array()
         .or(runs.as_array())
@@ -676,12 +653,6 @@ async fn a_backup_taken_under_load_restores_the_same_finished_runs() {
     std::fs::create_dir_all(&data).unwrap();
     let mut s = start(&data);
     let c = client();
-    let put = |id: &str, wf: Value| {
-        c.put(format!("{}/api/v1/workflows/{id}?publish=true", s.base))
-            .bearer_auth(&s.token)
-            .json(&wf)
-            .send()
-    };
     let quick = json!({"format": "sluice.workflow/v1", "id": "quick", "nodes": [
         {"id": "hook", "kind": "trigger.webhook", "config": {"path": "go", "respond": "when_finished"}},
         {"id": "end", "kind": "output.end", "config": {"value": "{{ input.body.n }}"}}],
@@ -691,8 +662,8 @@ async fn a_backup_taken_under_load_restores_the_same_finished_runs() {
         {"id": "w", "kind": "flow.wait", "config": {"duration_ms": 6000}},
         {"id": "end", "kind": "output.end", "config": {"value": "{{ input.body.n }}"}}],
         "edges": [{"from": "hook", "to": "w"}, {"from": "w", "to": "end"}]});
-    assert!(put("quick", quick).await.unwrap().status().is_success());
-    assert!(put("slow", slow).await.unwrap().status().is_success());
+    support::put_workflow(&c, &s, &quick).await;
+    support::put_workflow(&c, &s, &slow).await;
     let o = Command::new(SLUICE)
         .args([
             "credentials",
@@ -802,15 +773,7 @@ async fn a_backup_taken_under_load_restores_the_same_finished_runs() {
     let deadline = Instant::now() + Duration::from_secs(30);
     for id in &waiting {
         loop {
-            let run: Value = c
-                .get(format!("{}/api/v1/runs/{id}", r.base))
-                .bearer_auth(&r.token)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let run = support::get_json(&c, &r, &format!("runs/{id}")).await;
             if run["status"] == "succeeded" {
                 break;
             }
@@ -893,14 +856,7 @@ async fn a_full_disk_refuses_new_runs_with_507_keeps_reads_and_recovers() {
         {"id": "hook", "kind": "trigger.webhook", "config": {"path": "go", "respond": "when_finished"}},
         {"id": "end", "kind": "output.end", "config": {"value": "{{ input.body.n }}"}}],
         "edges": [{"from": "hook", "to": "end"}]});
-    let r = c
-        .put(format!("{}/api/v1/workflows/hits?publish=true", s.base))
-        .bearer_auth(&s.token)
-        .json(&wf)
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success());
+    support::put_workflow(&c, &s, &wf).await;
     let hit = |n: u64| {
         c.post(format!("{}/hook/hits/go", s.base))
             .json(&json!({"n": n, "pad": "x".repeat(2000)}))
@@ -968,15 +924,7 @@ async fn a_full_disk_refuses_new_runs_with_507_keeps_reads_and_recovers() {
 
     let mut s = start(&data);
     for id in &acked {
-        let run: Value = c
-            .get(format!("{}/api/v1/runs/{id}", s.base))
-            .bearer_auth(&s.token)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let run = support::get_json(&c, &s, &format!("runs/{id}")).await;
         assert_eq!(run["status"], "succeeded", "{id}: {run}");
     }
     s.child.kill().unwrap();

@@ -88,6 +88,24 @@ async fn run(
     Ok(())
 }
 
+/// A succeeded step record of `run` with `data` as its outputs.
+fn step(run: &str, seq: u64, node: &str, data: Stored) -> Record {
+    Record {
+        run_id: run.into(),
+        seq,
+        kind: RecordKind::Succeeded,
+        node: node.into(),
+        lineage: String::new(),
+        activation: "0".into(),
+        attempt: 0,
+        at_us: NOW,
+        data: Some(data),
+        input: None,
+        error: None,
+        duration_us: None,
+    }
+}
+
 async fn prune(store: &Store, r: &Retention) -> Result<sluice_store::Deleted> {
     let mut total = sluice_store::Deleted::default();
     let Some(cut) = store.cutoffs("wf", r, NOW).await? else {
@@ -280,21 +298,8 @@ async fn blobs_no_kept_value_refers_to_are_collected_and_the_rest_stay() -> Resu
                 )),
             ),
         ] {
-            j.append(Record {
-                run_id: "kept".into(),
-                seq,
-                kind: RecordKind::Succeeded,
-                node: format!("n{seq}").into(),
-                lineage: String::new(),
-                activation: "0".into(),
-                attempt: 0,
-                at_us: NOW,
-                data: Some(data),
-                input: None,
-                error: None,
-                duration_us: None,
-            })
-            .await?;
+            j.append(step("kept", seq, &format!("n{seq}"), data))
+                .await?;
         }
         j.flush().await?;
         let exists = |h: &str| store.blobs().blob_path(h).is_ok();
@@ -362,23 +367,12 @@ async fn free_pages_go_back_to_the_os_and_the_report_adds_up() -> Result<()> {
             // Some weight per run: a 20 KiB step output.
             store
                 .journal()
-                .append(Record {
-                    run_id: format!("r{i:02}").into(),
-                    seq: 2,
-                    kind: RecordKind::Succeeded,
-                    node: "heavy".into(),
-                    lineage: String::new(),
-                    activation: "0".into(),
-                    attempt: 0,
-                    at_us: NOW,
-                    data: Some(Stored::Loaded(Arc::new(json!([[
-                        "out",
-                        "y".repeat(20_000)
-                    ]])))),
-                    input: None,
-                    error: None,
-                    duration_us: None,
-                })
+                .append(step(
+                    &format!("r{i:02}"),
+                    2,
+                    "heavy",
+                    Stored::Loaded(Arc::new(json!([["out", "y".repeat(20_000)]]))),
+                ))
                 .await?;
         }
         run(&store, "live", 0, RunStatus::Running, 1, None).await?;

@@ -27,7 +27,7 @@ use anyhow::{Context, Result, bail};
 
 use super::memory;
 use super::webhook::{Sluice, parse_wrk};
-use crate::cmd::{cargo, check, output, project_root, step};
+use crate::cmd::{output, project_root, step};
 use crate::toolchain::ensure_apt;
 
 const ORDERS: &str = r#"{"format": "sluice.workflow/v1", "id": "orders", "settings": {"runs": RUNS}, "nodes": [
@@ -82,17 +82,7 @@ pub(super) fn run(args: &[String]) -> Result<()> {
     let opts = options(args)?;
     ensure_apt("wrk", "wrk")?;
     ensure_apt("curl", "curl")?;
-    step("building the sluice binary (release)");
-    check(cargo().args([
-        "build",
-        "--release",
-        "-p",
-        "sluice-cli",
-        "--bin",
-        "sluice",
-        "--locked",
-    ]))?;
-    let bin = crate::cmd::target_dir()?.join("release").join("sluice");
+    let bin = super::webhook::release_sluice()?;
     let scratch = std::env::temp_dir().join(format!("sluice-bench-soak-{}", std::process::id()));
     std::fs::create_dir_all(&scratch)?;
     let result = soak(&opts, &bin, &scratch);

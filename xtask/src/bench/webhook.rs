@@ -82,6 +82,20 @@ pub(super) fn run(args: &[String]) -> Result<()> {
     ensure_apt("wrk", "wrk")?;
     ensure_apt("curl", "curl")?;
     let (node, red) = ensure_node_red()?;
+    let bin = release_sluice()?;
+    let scratch = std::env::temp_dir().join(format!("sluice-bench-webhook-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch)?;
+    let result = measure(&opts, &bin, &node, &red, &scratch);
+    std::fs::remove_dir_all(&scratch).ok();
+    result?;
+    if opts.startup {
+        startup(&bin)?;
+    }
+    Ok(())
+}
+
+/// Builds the `sluice` binary (release) and returns its path.
+pub(super) fn release_sluice() -> Result<PathBuf> {
     step("building the sluice binary (release)");
     check(cargo().args([
         "build",
@@ -92,16 +106,7 @@ pub(super) fn run(args: &[String]) -> Result<()> {
         "sluice",
         "--locked",
     ]))?;
-    let bin = target_dir()?.join("release").join("sluice");
-    let scratch = std::env::temp_dir().join(format!("sluice-bench-webhook-{}", std::process::id()));
-    std::fs::create_dir_all(&scratch)?;
-    let result = measure(&opts, &bin, &node, &red, &scratch);
-    std::fs::remove_dir_all(&scratch).ok();
-    result?;
-    if opts.startup {
-        startup(&bin)?;
-    }
-    Ok(())
+    Ok(target_dir()?.join("release").join("sluice"))
 }
 
 /// Bumped when the populated data dir must be made again.

@@ -73,3 +73,28 @@ pub fn open(data: &Path, args: &[&str]) -> std::process::Output {
         .output()
         .unwrap()
 }
+
+/// Stores and publishes `wf` on the running engine.
+pub async fn put_workflow(c: &reqwest::Client, s: &Serve, wf: &serde_json::Value) {
+    let id = wf["id"].as_str().unwrap();
+    let r = c
+        .put(format!("{}/api/v1/workflows/{id}?publish=true", s.base))
+        .bearer_auth(&s.token)
+        .json(wf)
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+}
+
+/// `GET /api/v1/{path}` with the token, as JSON.
+pub async fn get_json(c: &reqwest::Client, s: &Serve, path: &str) -> serde_json::Value {
+    c.get(format!("{}/api/v1/{path}", s.base))
+        .bearer_auth(&s.token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
