@@ -54,14 +54,7 @@ async fn acknowledged_webhook_runs_complete_after_a_sigkill() {
         {"id": "w", "kind": "flow.wait", "config": {"duration_ms": 300}},
         {"id": "end", "kind": "output.end", "config": {"value": "{{ input.body.n }}"}}],
         "edges": [{"from": "hook", "to": "w"}, {"from": "w", "to": "end"}]});
-    let r = c
-        .put(format!("{}/api/v1/workflows/acks?publish=true", s.base))
-        .bearer_auth(&s.token)
-        .json(&wf)
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success());
+    support::put_workflow(&c, &s, &wf).await;
 
     let mut acked = Vec::new();
     for n in 0..60 {
@@ -82,15 +75,7 @@ async fn acknowledged_webhook_runs_complete_after_a_sigkill() {
     let deadline = Instant::now() + Duration::from_secs(20);
     for (id, n) in &acked {
         loop {
-            let run: Value = c
-                .get(format!("{}/api/v1/runs/{id}", s.base))
-                .bearer_auth(&s.token)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let run = support::get_json(&c, &s, &format!("runs/{id}")).await;
             if run["status"] == "succeeded" {
                 assert_eq!(run["output"], json!({"end": n}));
                 break;
@@ -188,14 +173,7 @@ async fn two_thousand_idle_connections_do_not_stop_a_webhook() {
         {"id": "hook", "kind": "trigger.webhook", "config": {"path": "p"}},
         {"id": "end", "kind": "output.end", "config": {"value": "pong"}}],
         "edges": [{"from": "hook", "to": "end"}]});
-    let r = c
-        .put(format!("{}/api/v1/workflows/ping?publish=true", s.base))
-        .bearer_auth(&s.token)
-        .json(&wf)
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success());
+    support::put_workflow(&c, &s, &wf).await;
     let addr: std::net::SocketAddr = s.base.trim_start_matches("http://").parse().unwrap();
     let mut idle = Vec::new();
     for _ in 0..2000 {
@@ -392,18 +370,8 @@ async fn every_acknowledged_webhook_run_survives_a_sigkill_under_load() {
     let mut s = start(dir.path());
     let c = client();
     let put = |wf: Value| {
-        let (c, s) = (c.clone(), (s.base.clone(), s.token.clone()));
-        async move {
-            let id = wf["id"].as_str().unwrap().to_string();
-            let r = c
-                .put(format!("{}/api/v1/workflows/{id}?publish=true", s.0))
-                .bearer_auth(&s.1)
-                .json(&wf)
-                .send()
-                .await
-                .unwrap();
-            assert!(r.status().is_success(), "{}", r.text().await.unwrap());
-        }
+        let (c, s) = (&c, &s);
+        async move { support::put_workflow(c, s, &wf).await }
     };
     put(json!({"format": "sluice.workflow/v1", "id": "fast", "nodes": [
         {"id": "hook", "kind": "trigger.webhook", "config": {"path": "go", "respond": "when_finished"}},
@@ -481,15 +449,7 @@ async fn every_acknowledged_webhook_run_survives_a_sigkill_under_load() {
     let deadline = Instant::now() + Duration::from_secs(30);
     for (id, wf, n) in &acked {
         loop {
-            let run: Value = c
-                .get(format!("{}/api/v1/runs/{id}", s.base))
-                .bearer_auth(&s.token)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let run = support::get_json(&c, &s, &format!("runs/{id}")).await;
             if run["status"] == "succeeded" {
                 if *wf == "fast" {
                     let output = run["output"].to_string();

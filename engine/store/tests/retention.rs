@@ -14,17 +14,8 @@ use tempfile::TempDir;
 const DAY_US: i64 = 86_400 * 1_000_000;
 const NOW: i64 = 1_000 * DAY_US;
 
-async fn timed<F: Future<Output = Result<()>>>(f: F) -> Result<()> {
-    tokio::time::timeout(Duration::from_secs(60), f)
-        .await
-        .context("test timed out")?
-}
-
-async fn open() -> Result<(TempDir, Store)> {
-    let dir = tempfile::tempdir()?;
-    let store = Store::open(&dir.path().join("data")).await?;
-    Ok((dir, store))
-}
+mod common;
+use common::{open, timed};
 
 fn definition(version: u32) -> String {
     format!(r#"{{"format":"sluice.workflow/v1","id":"wf","name":"v{version}","nodes":[]}}"#)

@@ -1,7 +1,7 @@
 //! Store tests on real SQLite files with the real migrations.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
@@ -9,20 +9,9 @@ use sluice_store::{
     CredentialRow, Error, LogLine, NewRun, Record, RecordKind, RunError, RunFilter, RunStatus,
     Store, Stored, VersionMark, VersionRow,
 };
-use tempfile::TempDir;
 
-/// Every test gets a hard timeout.
-async fn timed<F: Future<Output = Result<()>>>(f: F) -> Result<()> {
-    tokio::time::timeout(Duration::from_secs(60), f)
-        .await
-        .context("test timed out")?
-}
-
-async fn open() -> Result<(TempDir, Store)> {
-    let dir = tempfile::tempdir()?;
-    let store = Store::open(&dir.path().join("data")).await?;
-    Ok((dir, store))
-}
+mod common;
+use common::{open, timed};
 
 fn new_run(id: &str, created_at_us: i64) -> NewRun {
     NewRun {
