@@ -6,7 +6,7 @@
 
 use std::collections::HashSet;
 use std::io::Read;
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, SystemTime};
@@ -452,7 +452,7 @@ fn is_hash(s: &str) -> bool {
 
 /// Blob references inside a value's blob file, read in pieces (a large
 /// value is never held whole).
-fn scan_file(path: &std::path::Path, out: &mut HashSet<String>) {
+fn scan_file(path: &Path, out: &mut HashSet<String>) {
     let Ok(mut file) = std::fs::File::open(path) else {
         return;
     };
@@ -475,7 +475,7 @@ fn scan_file(path: &std::path::Path, out: &mut HashSet<String>) {
 }
 
 /// A WebAssembly module (binary or text): kept, whatever refers to it.
-fn is_module(path: &PathBuf) -> bool {
+fn is_module(path: &Path) -> bool {
     let mut head = [0u8; 10];
     let Ok(mut f) = std::fs::File::open(path) else {
         return false;
