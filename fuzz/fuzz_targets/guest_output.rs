@@ -1,11 +1,6 @@
-//! The host side of guest I/O: whatever bytes a guest hands back (the
-//! JavaScript runtime's tagged answer, a component's output string) must
-//! become an output value or an error that says what is wrong, never a
-//! panic or a hang.
+//! What a guest hands back (the JavaScript runtime's tagged answer, its output,
+//! pointers into its memory).
+//! The body is `sluice_fuzz_targets::guest_output`, replayed over `fuzz/corpus/guest_output` by `cargo xtask test`.
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-
-fuzz_target!(|data: &[u8]| {
-    sluice_sandbox::fuzz_guest_output(data);
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| sluice_fuzz_targets::guest_output(data));

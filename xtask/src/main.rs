@@ -3,9 +3,11 @@
 //! installs what it needs (rustup targets, tools) when it is missing.
 
 mod bench;
+mod chaos;
 mod cmd;
 mod dist;
 mod frontend;
+mod fuzz;
 mod run;
 mod test;
 mod toolchain;
@@ -25,6 +27,10 @@ usage: cargo xtask <command>
                     print the engine figures, or load the trigger port with wrk (docs/benchmarks.md);
                     webhook takes --secs N (per measurement) and --flame FILE.svg
                     soak takes --minutes N (default 60), --svg FILE and --no-ab
+  chaos [--kills N] [--seed S]
+                    SIGKILL a loaded `sluice serve` N times (default 100), check every run and side effect
+  fuzz [TARGET...] [--secs N]
+                    run the fuzz targets (fuzz/) under libFuzzer, N seconds each (default 60)
   docs              regenerate docs/nodes.md from the node schemas
   frontend          build the editor into target/frontend/dist
 ";
@@ -40,6 +46,8 @@ fn main() -> Result<()> {
             args.get(1).map(String::as_str).unwrap_or("engine"),
             args.get(2..).unwrap_or_default(),
         ),
+        Some("fuzz") => fuzz::run(&args[1..]),
+        Some("chaos") => chaos::run(&args[1..]),
         Some("docs") => docs(),
         Some("frontend") => frontend::build().map(|_| ()),
         Some("dist") => dist::build().map(|_| ()),

@@ -789,25 +789,10 @@ async fn a_backup_taken_under_load_restores_the_same_finished_runs() {
 /// where that is not allowed).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_full_disk_refuses_new_runs_with_507_keeps_reads_and_recovers() {
-    let tmp = tempfile::tempdir().unwrap();
-    let mnt = tmp.path().join("small");
-    std::fs::create_dir(&mnt).unwrap();
-    let mounted = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=16m", "tmpfs"])
-        .arg(&mnt)
-        .stderr(std::process::Stdio::null())
-        .status();
-    if !matches!(mounted, Ok(s) if s.success()) {
-        eprintln!("skipped: cannot mount a 16 MiB tmpfs here (needs root) to fill a disk");
+    let Some(disk) = SmallDisk::mount() else {
         return;
-    }
-    struct Unmount(std::path::PathBuf);
-    impl Drop for Unmount {
-        fn drop(&mut self) {
-            let _unmounted = Command::new("umount").arg("-l").arg(&self.0).status();
-        }
-    }
-    let _unmount = Unmount(mnt.clone());
+    };
+    let mnt = disk.path().to_path_buf();
     let data = mnt.join("data");
     std::fs::create_dir_all(&data).unwrap();
     let mut s = start(&data);
@@ -829,15 +814,7 @@ async fn a_full_disk_refuses_new_runs_with_507_keeps_reads_and_recovers() {
         acked.push(r.headers()["x-sluice-run"].to_str().unwrap().to_string());
     }
 
-    // Fill the disk.
-    let filler = mnt.join("filler");
-    {
-        use std::io::Write;
-        let mut f = std::fs::File::create(&filler).unwrap();
-        let chunk = vec![0u8; 64 * 1024];
-        while f.write_all(&chunk).is_ok() {}
-        let _synced = f.sync_all();
-    }
+    let filler = disk.fill(0);
     let mut refused = None;
     for n in 100..400 {
         let r = hit(n).await.unwrap();
@@ -886,6 +863,119 @@ async fn a_full_disk_refuses_new_runs_with_507_keeps_reads_and_recovers() {
     for id in &acked {
         let run = support::get_json(&c, &s, &format!("runs/{id}")).await;
         assert_eq!(run["status"], "succeeded", "{id}: {run}");
+    }
+    s.child.kill().unwrap();
+    s.child.wait().unwrap();
+}
+
+/// A 16 MiB tmpfs (a small disk to fill), unmounted when dropped. None,
+/// saying why, where it cannot be mounted (it needs root).
+struct SmallDisk {
+    _dir: tempfile::TempDir,
+    mnt: std::path::PathBuf,
+}
+
+impl SmallDisk {
+    fn mount() -> Option<SmallDisk> {
+        let dir = tempfile::tempdir().unwrap();
+        let mnt = dir.path().join("small");
+        std::fs::create_dir(&mnt).unwrap();
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=16m", "tmpfs"])
+            .arg(&mnt)
+            .stderr(std::process::Stdio::null())
+            .status();
+        if !matches!(mounted, Ok(s) if s.success()) {
+            eprintln!("skipped: cannot mount a 16 MiB tmpfs here (needs root) to fill a disk");
+            return None;
+        }
+        Some(SmallDisk { _dir: dir, mnt })
+    }
+
+    fn path(&self) -> &std::path::Path {
+        &self.mnt
+    }
+
+    /// Fills the disk with a file, then gives `leave` bytes back; the file.
+    fn fill(&self, leave: u64) -> std::path::PathBuf {
+        use std::io::Write;
+        let filler = self.mnt.join("filler");
+        let mut f = std::fs::File::create(&filler).unwrap();
+        let chunk = vec![0u8; 64 * 1024];
+        while f.write_all(&chunk).is_ok() {}
+        let _synced = f.sync_all();
+        let len = f.metadata().unwrap().len();
+        f.set_len(len.saturating_sub(leave)).unwrap();
+        filler
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _unmounted = Command::new("umount").arg("-l").arg(&self.mnt).status();
+    }
+}
+
+/// A webhook body too big to keep inline goes to the blob store; when the
+/// disk has no room for it (though the journal still has room for small
+/// runs) the request gets 507 naming the cause, not a 500; runs that fit go
+/// on, and once space returns the big one is taken again by itself.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_blob_the_disk_has_no_room_for_is_a_507_and_recovers() {
+    let Some(disk) = SmallDisk::mount() else {
+        return;
+    };
+    let data = disk.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let mut s = start(&data);
+    let c = client();
+    let wf = json!({"format": "sluice.workflow/v1", "id": "big", "nodes": [
+        {"id": "hook", "kind": "trigger.webhook", "config": {"path": "go", "respond": "when_finished"}},
+        {"id": "end", "kind": "output.end", "config": {"value": "{{ input.body.n }}"}}],
+        "edges": [{"from": "hook", "to": "end"}]});
+    support::put_workflow(&c, &s, &wf).await;
+    let hit = |n: u64, pad: usize| {
+        c.post(format!("{}/hook/big/go", s.base))
+            .json(&json!({"n": n, "pad": "x".repeat(pad)}))
+            .send()
+    };
+    // 3 MiB: a blob.
+    let r = hit(1, 3 << 20).await.unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+
+    // Room for small runs, not for a 3 MiB blob.
+    let filler = disk.fill(1 << 20);
+    let r = hit(2, 3 << 20).await.unwrap();
+    let status = r.status();
+    let body = r.text().await.unwrap();
+    assert_eq!(status, 507, "{body}");
+    let message = serde_json::from_str::<Value>(&body).unwrap()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.contains("blobs") && message.contains("free some disk space"),
+        "{message}"
+    );
+    // The refusal holds until a probe (a 64 KiB file) finds room: there is,
+    // for small runs; a big one is refused again, each time.
+    let r = hit(3, 10).await.unwrap();
+    assert_eq!(r.status(), 200, "a small run fits");
+    assert_eq!(r.json::<Value>().await.unwrap(), json!({"end": 3}));
+    let r = hit(4, 3 << 20).await.unwrap();
+    assert_eq!(r.status(), 507);
+
+    std::fs::remove_file(&filler).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = hit(5, 3 << 20).await.unwrap();
+        if r.status() == 200 {
+            assert_eq!(r.json::<Value>().await.unwrap(), json!({"end": 5}));
+            break;
+        }
+        assert_eq!(r.status(), 507);
+        assert!(Instant::now() < deadline, "did not recover");
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
     s.child.kill().unwrap();
     s.child.wait().unwrap();

@@ -53,11 +53,25 @@ use crate::events::LiveEvent;
 use crate::machine::Status;
 use crate::plan::{Invalid, Plan};
 
+/// A blob the disk had no room for is the storage failing, as a failed
+/// commit is: refused the same way (507), not an engine fault (500).
+impl From<sluice_store::Error> for Error {
+    fn from(e: sluice_store::Error) -> Error {
+        match e.storage_failure() {
+            Some(full) => Error::Storage {
+                reason: e.to_string(),
+                full,
+            },
+            None => Error::Store(e),
+        }
+    }
+}
+
 /// Errors of the executor (not of runs: a failed run is a [`RunResult`]).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(transparent)]
-    Store(#[from] sluice_store::Error),
+    Store(sluice_store::Error),
     #[error(transparent)]
     Invalid(#[from] Invalid),
     /// The trigger asked for cannot start a run (or none was named and

@@ -693,6 +693,74 @@ async fn http_retries_reuse_the_idempotency_key() {
     assert_eq!(keys.len(), 3, "each element has its own key");
 }
 
+/// A step that acts on the world starts only once its run and its Started
+/// record are committed: when the request arrives, the journal (read on
+/// another connection, which sees only what is committed) already holds
+/// both, also for a run started for its result (whose row is otherwise
+/// queued, not waited for). Otherwise a crash right after the call leaves
+/// an effect that no run records, and the caller's retry makes it again
+/// under a new run's idempotency key.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_effect_is_made_only_after_its_run_and_step_are_committed() {
+    let h = harness().await;
+    // What the journal held when each request arrived: (run, Started found).
+    let seen: Arc<Mutex<Vec<(String, bool)>>> = Arc::default();
+    let app = Router::new()
+        .route(
+            "/effect",
+            axum::routing::post(
+                |State((engine, seen)): State<(Engine, Arc<Mutex<Vec<(String, bool)>>>)>,
+                 headers: HeaderMap| async move {
+                    let key = headers["idempotency-key"].to_str().unwrap().to_string();
+                    let run = key.split('/').next().unwrap().to_string();
+                    let records = engine.store().run_records(&run).await.unwrap_or_default();
+                    let started = engine.store().get_run(&run).await.unwrap().is_some()
+                        && records.iter().any(|r| {
+                            &*r.node == "call" && r.kind == sluice_store::RecordKind::Started
+                        });
+                    seen.lock().unwrap().push((run, started));
+                    "ok"
+                },
+            ),
+        )
+        .with_state((h.engine.clone(), seen.clone()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+    let p = plan(
+        json!([
+            {"id": "t", "kind": "trigger.manual"},
+            {"id": "set", "kind": "data.set", "config": {"values": {"x": 1}}},
+            {"id": "call", "kind": "http.request", "config": {"method": "POST",
+             "url": format!("http://{addr}/effect"), "idempotency_key": true, "response": "text"}},
+            {"id": "out", "kind": "output.end"}
+        ]),
+        json!([{"from": "t", "to": "set"}, {"from": "set", "to": "call"}, {"from": "call", "to": "out"}]),
+    );
+    for i in 0..20 {
+        let handle = if i % 2 == 0 {
+            h.engine
+                .start_for_result(p.clone(), None, Arc::new(json!({})))
+                .await
+        } else {
+            h.engine.start(p.clone(), None, Arc::new(json!({}))).await
+        }
+        .unwrap();
+        let r = tokio::time::timeout(Duration::from_secs(30), handle.wait())
+            .await
+            .unwrap();
+        assert_eq!(r.status, Status::Succeeded, "{:?}", r.error);
+    }
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 20);
+    let untraced: Vec<&String> = seen.iter().filter(|(_, ok)| !ok).map(|(r, _)| r).collect();
+    assert!(
+        untraced.is_empty(),
+        "effects made before their run and step were committed: {untraced:?}"
+    );
+}
+
 /// An HTTPS server for 127.0.0.1 with a certificate from the test CA: it
 /// answers every request with a small JSON body and closes.
 async fn https_server(cert: &Path, key: &Path) -> SocketAddr {

@@ -163,7 +163,13 @@ pub fn message(
         "path": path,
         "query": query,
         "headers": header_map(headers, &keep),
-        "body": parse_body(headers, body)?,
+        "body": parse_body(
+            headers
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or(""),
+            body
+        )?,
     }))
 }
 
@@ -238,6 +244,20 @@ pub(crate) async fn hook(
         s.engine.store().journal().flush().await?;
         return Ok(accepted(&run_id));
     };
+    // A run that failed because the data dir could not take its values
+    // (a blob the disk had no room for) is the engine's storage failing,
+    // not the workflow: the caller gets what a refused run gets.
+    if result.status == Status::Failed
+        && let Some(f) = s.engine.store().write_failure()
+    {
+        let e = sluice_runtime::executor::Error::Storage {
+            reason: f.reason,
+            full: f.full,
+        };
+        let mut resp = ApiError::from(e).into_response();
+        set_run_id(&mut resp, &run_id);
+        return Ok(resp);
+    }
     Ok(answer(
         &run_id,
         result.status,
@@ -464,15 +484,12 @@ fn header_map(headers: &HeaderMap, keep: &[String]) -> Value {
 
 /// The body by content type: JSON, form fields, text, or `{"base64"}` bytes.
 /// It is always under `body`: a request can never set other fields of the message.
-fn parse_body(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
+/// `content_type` is the request's header (empty when it had none).
+pub fn parse_body(content_type: &str, body: &[u8]) -> Result<Value, ApiError> {
     if body.is_empty() {
         return Ok(Value::Null);
     }
-    let ct = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    let mime = ct
+    let mime = content_type
         .split(';')
         .next()
         .unwrap_or("")

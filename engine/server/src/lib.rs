@@ -29,6 +29,7 @@ use axum::extract::DefaultBodyLimit;
 use sluice_runtime::Engine;
 
 pub use error::ApiError;
+pub use live::{Incoming, Refused, decode as decode_ws_message};
 pub use security::{ensure_token, ensure_token_new};
 
 /// The port Sluice listens on when none is given (127.0.0.1 only).

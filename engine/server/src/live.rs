@@ -225,32 +225,12 @@ impl Client {
     }
 
     async fn handle(&mut self, text: &str) -> Next {
-        let value: Value = match serde_json::from_str(text) {
-            Ok(v) => v,
-            Err(e) => return self.error(None, format!("not JSON: {e}")).await,
-        };
-        // The `ref` is echoed even when the rest of the message is bad.
-        let reference = value.get("ref").cloned();
-        let msg: ClientMessage = match serde_json::from_value(value) {
+        let (msg, reference) = match decode(text) {
             Ok(m) => m,
-            Err(e) => return self.error(reference, format!("bad message: {e}")).await,
-        };
-        let payload = |field: &str, text: Option<&str>| -> Result<Vec<u8>, String> {
-            match text {
-                None | Some("") => Ok(Vec::new()),
-                Some(s) => B64
-                    .decode(s)
-                    .map_err(|e| format!("`{field}` is not base64: {e}")),
-            }
+            Err(Refused { reference, message }) => return self.error(reference, message).await,
         };
         match msg {
-            ClientMessage::Subscribe {
-                workflow, version, ..
-            } => {
-                let since = match payload("version", version.as_deref()) {
-                    Ok(v) => v,
-                    Err(e) => return self.error(reference, e).await,
-                };
+            Incoming::Subscribe { workflow, since } => {
                 if !self.subscribed.contains_key(&workflow)
                     && self.subscribed.len() >= MAX_SUBSCRIPTIONS
                 {
@@ -264,22 +244,16 @@ impl Client {
                 self.subscribed.entry(workflow.clone()).or_default();
                 self.sync(&workflow, &since).await
             }
-            ClientMessage::Unsubscribe { workflow, .. } => {
+            Incoming::Unsubscribe { workflow } => {
                 if let Some(keys) = self.subscribed.remove(&workflow) {
                     self.engine.presence_leave(&workflow, &keys, self.id);
                 }
                 Next::Go
             }
-            ClientMessage::Update {
-                workflow, update, ..
-            } => {
-                let bytes = match payload("update", Some(&update)) {
-                    Ok(b) => b,
-                    Err(e) => return self.error(reference, e).await,
-                };
+            Incoming::Update { workflow, update } => {
                 match self
                     .engine
-                    .import_doc_update_from(&workflow, &bytes, self.id)
+                    .import_doc_update_from(&workflow, &update, self.id)
                     .await
                 {
                     Ok(_) => {
@@ -295,9 +269,7 @@ impl Client {
                     }
                 }
             }
-            ClientMessage::Presence {
-                workflow, update, ..
-            } => {
+            Incoming::Presence { workflow, update } => {
                 if !self.subscribed.contains_key(&workflow) {
                     return self
                         .error(
@@ -306,11 +278,7 @@ impl Client {
                         )
                         .await;
                 }
-                let bytes = match payload("update", Some(&update)) {
-                    Ok(b) => b,
-                    Err(e) => return self.error(reference, e).await,
-                };
-                match self.engine.presence_update(&workflow, &bytes, self.id) {
+                match self.engine.presence_update(&workflow, &update, self.id) {
                     Ok(keys) => {
                         let mine = self.subscribed.entry(workflow).or_default();
                         for k in keys {
@@ -334,4 +302,83 @@ impl Client {
         })
         .await
     }
+}
+
+/// A client's text frame, decoded: what it asks, with its base64 payload
+/// as bytes.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Incoming {
+    /// Follow `workflow`; `since` is the client's version vector (empty: it has nothing).
+    Subscribe {
+        workflow: String,
+        since: Vec<u8>,
+    },
+    Unsubscribe {
+        workflow: String,
+    },
+    /// A Loro update to merge into `workflow`'s document.
+    Update {
+        workflow: String,
+        update: Vec<u8>,
+    },
+    /// A Loro ephemeral-store update: the client's presence.
+    Presence {
+        workflow: String,
+        update: Vec<u8>,
+    },
+}
+
+/// A frame that says nothing the server can act on: the error to send
+/// back, with the frame's `ref` when it had one (even when the rest is bad).
+#[derive(Debug, PartialEq)]
+pub struct Refused {
+    pub reference: Option<Value>,
+    pub message: String,
+}
+
+/// Decode one text frame from a client (untrusted: any page that got the
+/// token, or a buggy editor). Never panics; the payloads are only decoded
+/// here, not applied.
+pub fn decode(text: &str) -> Result<(Incoming, Option<Value>), Refused> {
+    let value: Value = serde_json::from_str(text).map_err(|e| Refused {
+        reference: None,
+        message: format!("not JSON: {e}"),
+    })?;
+    let reference = value.get("ref").cloned();
+    let refuse = |message: String| Refused {
+        reference: reference.clone(),
+        message,
+    };
+    let msg: ClientMessage =
+        serde_json::from_value(value).map_err(|e| refuse(format!("bad message: {e}")))?;
+    let payload = |field: &str, text: Option<&str>| -> Result<Vec<u8>, Refused> {
+        match text {
+            None | Some("") => Ok(Vec::new()),
+            Some(s) => B64
+                .decode(s)
+                .map_err(|e| refuse(format!("`{field}` is not base64: {e}"))),
+        }
+    };
+    let msg = match msg {
+        ClientMessage::Subscribe {
+            workflow, version, ..
+        } => Incoming::Subscribe {
+            since: payload("version", version.as_deref())?,
+            workflow,
+        },
+        ClientMessage::Unsubscribe { workflow, .. } => Incoming::Unsubscribe { workflow },
+        ClientMessage::Update {
+            workflow, update, ..
+        } => Incoming::Update {
+            update: payload("update", Some(&update))?,
+            workflow,
+        },
+        ClientMessage::Presence {
+            workflow, update, ..
+        } => Incoming::Presence {
+            update: payload("update", Some(&update))?,
+            workflow,
+        },
+    };
+    Ok((msg, reference))
 }

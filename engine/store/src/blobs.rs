@@ -15,6 +15,7 @@ use std::time::{Duration, SystemTime};
 use serde_json::Value;
 use tempfile::NamedTempFile;
 
+use crate::journal::Health;
 use crate::{Error, Result};
 
 /// Values whose serialized text is shorter than this are stored inline, in
@@ -83,6 +84,9 @@ pub struct Blobs {
 struct Dirs {
     dir: PathBuf,
     tmp: PathBuf,
+    /// Shared with the journal writer: a blob the disk had no room for
+    /// makes the engine refuse new runs as a failed commit does.
+    health: Arc<Health>,
 }
 
 impl Blobs {
@@ -92,8 +96,50 @@ impl Blobs {
         fs::create_dir_all(&tmp).map_err(Error::io(&tmp))?;
         remove_stale_temps(&tmp);
         Ok(Blobs {
-            inner: Arc::new(Dirs { dir, tmp }),
+            inner: Arc::new(Dirs {
+                dir,
+                tmp,
+                health: Arc::default(),
+            }),
         })
+    }
+
+    pub(crate) fn health(&self) -> Arc<Health> {
+        self.inner.health.clone()
+    }
+
+    /// Notes a write that failed for want of storage (see [`Health`]).
+    fn watch<T>(&self, r: Result<T>) -> Result<T> {
+        if let Err(Error::Io { source, .. }) = &r {
+            self.inner.health.blob_failed(source);
+        }
+        r
+    }
+
+    /// After a blob write failed for want of storage: whether a 64 KiB file
+    /// can be written and synced in the blob store now (clearing the
+    /// failure if so). Nothing to do otherwise.
+    pub(crate) fn probe_if_failing(&self) -> Result<()> {
+        let failing = self.inner.health.failure().is_some();
+        if !failing {
+            return Ok(());
+        }
+        let tmp = &self.inner.tmp;
+        let written = (|| -> io::Result<()> {
+            let mut f = tempfile::Builder::new().prefix("probe-").tempfile_in(tmp)?;
+            f.write_all(&[0u8; 64 * 1024])?;
+            f.as_file().sync_all()
+        })();
+        match written {
+            Ok(()) => {
+                self.inner.health.blob_written();
+                Ok(())
+            }
+            Err(source) => self.watch(Err(Error::Io {
+                path: tmp.clone(),
+                source,
+            })),
+        }
     }
 
     pub fn dir(&self) -> &Path {
@@ -112,9 +158,11 @@ impl Blobs {
             failed: None,
         };
         if let Err(e) = serde_json::to_writer(&mut spill, v) {
-            return Err(spill.failed.take().unwrap_or(Error::Serialize(e)));
+            let e = spill.failed.take().unwrap_or(Error::Serialize(e));
+            return self.watch(Err(e));
         }
-        spill.finish()
+        let stored = spill.finish();
+        self.watch(stored)
     }
 
     /// Reads a blob back, checking its hash. Refuses anything that is not 64
@@ -178,10 +226,12 @@ impl Blobs {
     /// Starts a blob of raw bytes (a downloaded file, say), hashed as it is
     /// written. Nothing is visible under the hash until [`BytesWriter::finish`].
     pub fn bytes_writer(&self) -> Result<BytesWriter> {
-        let tmp = tempfile::Builder::new()
-            .prefix("blob-")
-            .tempfile_in(&self.inner.tmp)
-            .map_err(Error::io(&self.inner.tmp))?;
+        let tmp = self.watch(
+            tempfile::Builder::new()
+                .prefix("blob-")
+                .tempfile_in(&self.inner.tmp)
+                .map_err(Error::io(&self.inner.tmp)),
+        )?;
         Ok(BytesWriter {
             blobs: self.clone(),
             tmp,
@@ -289,6 +339,7 @@ impl Blobs {
         if new_shard {
             sync_dir(&self.inner.dir)?;
         }
+        self.inner.health.blob_written();
         Ok(())
     }
 }
@@ -325,21 +376,26 @@ impl std::fmt::Debug for BytesWriter {
 impl BytesWriter {
     pub fn write(&mut self, bytes: &[u8]) -> Result<()> {
         self.hasher.update(bytes);
-        self.tmp
+        let written = self
+            .tmp
             .write_all(bytes)
-            .map_err(Error::io(self.tmp.path()))?;
+            .map_err(Error::io(self.tmp.path()));
+        self.blobs.watch(written)?;
         self.size += bytes.len() as u64;
         Ok(())
     }
 
     /// Fsyncs and installs the blob; returns its hash and size.
     pub fn finish(self) -> Result<(String, u64)> {
-        self.tmp
+        let synced = self
+            .tmp
             .as_file()
             .sync_all()
-            .map_err(Error::io(self.tmp.path()))?;
+            .map_err(Error::io(self.tmp.path()));
+        self.blobs.watch(synced)?;
         let hash = self.hasher.finalize().to_hex().to_string();
-        self.blobs.install(self.tmp, &hash)?;
+        let installed = self.blobs.install(self.tmp, &hash);
+        self.blobs.watch(installed)?;
         Ok((hash, self.size))
     }
 }

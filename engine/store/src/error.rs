@@ -120,4 +120,13 @@ impl Error {
         let path = path.into();
         move |source| Error::Io { path, source }
     }
+
+    /// Whether this is the storage failing under a write (disk or quota
+    /// full, a read-only file system, an I/O error): `Some(full)`.
+    pub fn storage_failure(&self) -> Option<bool> {
+        match self {
+            Error::Io { source, .. } => crate::journal::storage_io(source),
+            _ => None,
+        }
+    }
 }

@@ -92,20 +92,27 @@ pub struct Journal {
     health: Arc<Health>,
 }
 
-/// Whether the journal can write: the writer records a failure of the
-/// storage itself (disk full, read-only, I/O error) and clears it at its
-/// next commit.
+/// Whether the data dir can be written: the journal writer records a
+/// failure of the storage itself (disk full, read-only, I/O error) and
+/// clears it at its next commit; the blob store likewise for a blob file
+/// it could not write, cleared by the next blob it writes.
 #[derive(Debug, Default)]
 pub(crate) struct Health {
-    /// Set while `failure` is: the webhook path reads only this.
+    /// Set while either failure is: the webhook path reads only this.
     failing: std::sync::atomic::AtomicBool,
-    failure: std::sync::Mutex<Option<WriteFailure>>,
+    failure: std::sync::Mutex<Failures>,
+}
+
+#[derive(Debug, Default)]
+struct Failures {
+    journal: Option<WriteFailure>,
+    blobs: Option<WriteFailure>,
 }
 
 /// Why the data dir cannot be written, as the journal writer last found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WriteFailure {
-    /// SQLite's message and code.
+    /// SQLite's message and code, or the blob file and the OS error.
     pub reason: String,
     /// The disk (or the user's quota) is full.
     pub full: bool,
@@ -113,7 +120,29 @@ pub struct WriteFailure {
     pub since_us: i64,
 }
 
+/// Whether an I/O error is the storage failing (and whether it is full),
+/// rather than something about one file.
+pub(crate) fn storage_io(e: &std::io::Error) -> Option<bool> {
+    use std::io::ErrorKind as K;
+    match e.kind() {
+        K::StorageFull | K::QuotaExceeded => Some(true),
+        K::ReadOnlyFilesystem => Some(false),
+        // EIO: the device failed under the write.
+        _ if cfg!(unix) && e.raw_os_error() == Some(5) => Some(false),
+        _ => None,
+    }
+}
+
 impl Health {
+    fn update(&self, f: impl FnOnce(&mut Failures)) {
+        let mut all = self.failure.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut all);
+        self.failing.store(
+            all.journal.is_some() || all.blobs.is_some(),
+            std::sync::atomic::Ordering::Release,
+        );
+    }
+
     pub(crate) fn failed(&self, e: &SqliteError) {
         let code = e.code & 0xff;
         let storage = matches!(
@@ -128,36 +157,59 @@ impl Health {
         if !storage {
             return;
         }
-        let mut f = self.failure.lock().unwrap_or_else(|p| p.into_inner());
-        if f.is_none() {
-            self.failing
-                .store(true, std::sync::atomic::Ordering::Release);
-            *f = Some(WriteFailure {
+        self.update(|f| {
+            f.journal.get_or_insert_with(|| WriteFailure {
                 reason: e.to_string(),
                 full: code == libsqlite3_sys::SQLITE_FULL,
                 since_us: crate::store::now_us(),
             });
-        }
+        });
+    }
+
+    /// A blob file could not be written: counts when the storage failed.
+    pub(crate) fn blob_failed(&self, e: &std::io::Error) {
+        let Some(full) = storage_io(e) else {
+            return;
+        };
+        self.update(|f| {
+            f.blobs.get_or_insert_with(|| WriteFailure {
+                // Not the full path: webhook callers read the reason.
+                reason: format!("writing a value to blobs/: {e}"),
+                full,
+                since_us: crate::store::now_us(),
+            });
+        });
     }
 
     pub(crate) fn committed(&self) {
-        if !self.failing.load(std::sync::atomic::Ordering::Acquire) {
-            return;
+        if self.failing.load(std::sync::atomic::Ordering::Acquire) {
+            self.update(|f| f.journal = None);
         }
-        let mut f = self.failure.lock().unwrap_or_else(|p| p.into_inner());
-        *f = None;
-        self.failing
-            .store(false, std::sync::atomic::Ordering::Release);
+    }
+
+    pub(crate) fn blob_written(&self) {
+        if self.failing.load(std::sync::atomic::Ordering::Acquire) {
+            self.update(|f| f.blobs = None);
+        }
+    }
+
+    /// Whether the journal (not only the blob store) has failed.
+    pub(crate) fn journal_failing(&self) -> bool {
+        self.failing.load(std::sync::atomic::Ordering::Acquire)
+            && self
+                .failure
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .journal
+                .is_some()
     }
 
     pub(crate) fn failure(&self) -> Option<WriteFailure> {
         if !self.failing.load(std::sync::atomic::Ordering::Acquire) {
             return None;
         }
-        self.failure
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        let all = self.failure.lock().unwrap_or_else(|p| p.into_inner());
+        all.journal.clone().or_else(|| all.blobs.clone())
     }
 }
 
@@ -173,9 +225,14 @@ impl Journal {
     }
 
     /// Tries a small write (a transaction that rewrites the database's
-    /// header), to learn whether storage works again.
+    /// header) when the journal failed, and a 64 KiB blob-sized file when
+    /// the blob store did, to learn whether storage works again.
     pub async fn probe(&self) -> Result<()> {
-        self.wait(Command::Probe).await
+        if self.health.journal_failing() {
+            self.wait(Command::Probe).await?;
+        }
+        let blobs = self.blobs.clone();
+        tokio::task::spawn_blocking(move || blobs.probe_if_failing()).await?
     }
 
     /// Queues a record. Returns once it is queued (waiting only for queue
@@ -183,7 +240,18 @@ impl Journal {
     /// `Ok`. A `Stored::Loaded` value is serialized here, on the caller's task.
     pub async fn append(&self, rec: Record) -> Result<()> {
         let row = self.journal_row(rec)?;
-        self.send(Command::Append(row)).await
+        self.send(Command::Append(row, None)).await
+    }
+
+    /// Queues a record like [`Journal::append`] (in the same order with the
+    /// rest) and returns what resolves once that record is committed: a step
+    /// that acts on the world waits for it before it does, so that no effect
+    /// happens for a step (or a run) that a crash could leave without a trace.
+    pub async fn append_committed(&self, rec: Record) -> Result<Committed> {
+        let row = self.journal_row(rec)?;
+        let (done, rx) = oneshot::channel();
+        self.send(Command::Append(row, Some(done))).await?;
+        Ok(Committed(rx))
     }
 
     fn journal_row(&self, rec: Record) -> Result<JournalRow> {
@@ -404,12 +472,24 @@ pub(crate) fn resolve_text(blobs: &Blobs, text: &str) -> Result<Value> {
 
 type Waiter = oneshot::Sender<Result<()>>;
 
+/// A queued record's commit (see [`Journal::append_committed`]).
+#[derive(Debug)]
+pub struct Committed(oneshot::Receiver<Result<()>>);
+
+impl Committed {
+    /// Waits until the record is committed.
+    pub async fn wait(self) -> Result<()> {
+        self.0.await.map_err(|_| Error::WriterClosed)?
+    }
+}
+
 /// What handles send to the writer. Text is `Arc<str>` so the writer can bind
 /// it without copying and still keep the batch for a retry.
 #[derive(Debug)]
 pub(crate) enum Command {
     CreateRun(RunInsert, Waiter),
-    Append(JournalRow),
+    /// A record; with a waiter, told once it is committed (or lost).
+    Append(JournalRow, Option<Waiter>),
     Log(LogRow),
     Finish(FinishRun, Waiter),
     /// A whole run that has ended (see [`Journal::seal_run`]).

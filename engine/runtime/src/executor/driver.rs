@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use sluice_api::{RunError, StepStatus};
 use sluice_nodes as nodes;
-use sluice_store::{LogLine, Record, RecordKind, Stored, ValueRef};
+use sluice_store::{Committed, LogLine, Record, RecordKind, Stored, ValueRef};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 
@@ -199,6 +199,8 @@ struct Extra<'a> {
     stored: Option<Stored>,
     /// `input` as a reference to a value journaled before.
     input_ref: Option<ValueRef>,
+    /// Return what resolves once the record is committed (not sealed runs).
+    committed: bool,
 }
 
 /// Values of a run journaled so far that a later step may get again (the
@@ -346,13 +348,14 @@ impl Driver {
         attempt: u32,
         data: Option<&T>,
         extra: Extra<'_>,
-    ) -> Result<()> {
+    ) -> Result<Option<Committed>> {
         let Extra {
             input,
             error,
             duration_us,
             stored,
             input_ref,
+            committed,
         } = extra;
         let (node, lineage, activation) = self.key_strings(key);
         let blobs = self.engine.store().blobs();
@@ -409,9 +412,14 @@ impl Driver {
         };
         match &mut self.sealed {
             Some(sealed) => sealed.records.push(rec),
+            None if committed => {
+                return Ok(Some(
+                    self.engine.store().journal().append_committed(rec).await?,
+                ));
+            }
             None => self.engine.store().journal().append(rec).await?,
         }
-        Ok(())
+        Ok(None)
     }
 
     /// Records the run and what it kept so far (see [`Sealed`]) and goes on
@@ -492,6 +500,7 @@ impl Driver {
                                 duration_us: duration,
                                 stored,
                                 input_ref,
+                                committed: false,
                             };
                             let journaled = self
                                 .journal(
@@ -533,6 +542,7 @@ impl Driver {
                                 duration_us: duration,
                                 stored: None,
                                 input_ref,
+                                committed: false,
                             };
                             self.journal(
                                 RecordKind::Failed,
@@ -610,6 +620,8 @@ impl Driver {
                     if node.role == crate::plan::Role::Trigger && self.seq == 0 {
                         self.journaled.remember(&input, ValueRef::RunInput);
                     }
+                    let mut committed = None;
+                    let acts = !node.kind.only_waits();
                     if node.disabled || node.kind.is_pure() {
                         // Pure steps run at once and have no side effects: they
                         // are journaled once, after they ran, with their input.
@@ -627,21 +639,29 @@ impl Driver {
                         }
                     } else {
                         self.unseal().await?;
-                        // Started records hold the step's input.
+                        // Started records hold the step's input. A step that acts on
+                        // the world (anything but a timer or a child run, which
+                        // is recorded itself) starts only once its Started
+                        // record, and so its run, is committed: an effect is
+                        // never made by a step a crash could leave untraced,
+                        // and a step in flight resumes under the same
+                        // idempotency key instead of a new run's.
                         let stored = self.journaled.find(&input).cloned().map(Stored::Ref);
-                        self.journal(
-                            RecordKind::Started,
-                            &key,
-                            attempt,
-                            Some(&*input),
-                            Extra {
-                                stored,
-                                ..Extra::default()
-                            },
-                        )
-                        .await?;
+                        committed = self
+                            .journal(
+                                RecordKind::Started,
+                                &key,
+                                attempt,
+                                Some(&*input),
+                                Extra {
+                                    stored,
+                                    committed: acts,
+                                    ..Extra::default()
+                                },
+                            )
+                            .await?;
                     }
-                    self.spawn_step(key, attempt, input, hist, first);
+                    self.spawn_step(key, attempt, input, hist, first, committed);
                 }
                 Action::Retry { key, delay_ms, .. } => {
                     // A run that waits is recorded while it does.
@@ -724,6 +744,7 @@ impl Driver {
         input: Msg,
         hist: Option<Arc<Hist>>,
         first_started_at_us: i64,
+        committed: Option<Committed>,
     ) {
         let node = &self.plan.nodes[key.node];
         let step = Prepared::new(self, &key, attempt, &input, hist);
@@ -751,6 +772,16 @@ impl Driver {
         // those children (or unrelated runs) need.
         let waits = node.kind.only_waits();
         let handle = self.tasks.spawn(async move {
+            if let Some(committed) = committed
+                && let Err(e) = committed.wait().await
+            {
+                let error = nodes::Error::terminal(format!(
+                    "not run: the journal could not record that it started ({e})"
+                ));
+                let done = step.done(key, attempt, Err(error), None);
+                tx.send(Wake::Step(done)).ok();
+                return;
+            }
             let permit = if waits {
                 None
             } else {

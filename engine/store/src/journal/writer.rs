@@ -41,7 +41,7 @@ const KNOWN_DEFINITIONS: usize = 1024;
 
 pub(crate) fn spawn_writer(conn: SqliteConnection, blobs: Blobs) -> Journal {
     let (tx, rx) = mpsc::channel(QUEUE);
-    let health = Arc::new(Health::default());
+    let health = blobs.health();
     let writer_health = health.clone();
     // Detached on purpose: the thread ends when the last handle is dropped,
     // after committing what was queued.
@@ -291,7 +291,7 @@ impl<'db> Writer<'db> {
                 records.iter().try_for_each(|r| self.insert_record(r))?;
                 logs.iter().try_for_each(|l| self.insert_log(l))
             }
-            Command::Append(row) => self.insert_record(row),
+            Command::Append(row, _) => self.insert_record(row),
             Command::Log(row) => self.insert_log(row),
             Command::Finish(finish, _) => self.finish_run(finish),
             Command::Flush(_) => Ok(()),
@@ -436,8 +436,17 @@ impl<'db> Writer<'db> {
         let mut lost_now = 0u64;
         for (cmd, outcome) in batch.zip(outcomes) {
             match cmd {
-                Command::Append(JournalRow { run_id, .. })
-                | Command::Log(LogRow { run_id, .. }) => {
+                Command::Append(JournalRow { run_id, .. }, done) => {
+                    if let Some(done) = done {
+                        // Its waiter learns of the loss; the run's finish too.
+                        reply(done, outcome.as_ref().map(|_| ()).map_err(copy_error));
+                    }
+                    if let Err(e) = outcome {
+                        self.lose(run_id, e);
+                        lost_now += 1;
+                    }
+                }
+                Command::Log(LogRow { run_id, .. }) => {
                     if let Err(e) = outcome {
                         self.lose(run_id, e);
                         lost_now += 1;
@@ -523,6 +532,17 @@ impl Lost {
             count: self.count,
             first: self.first,
         }
+    }
+}
+
+/// The same failure for a second listener (a write's error is not `Clone`).
+fn copy_error(e: &Error) -> Error {
+    match e {
+        Error::Journal(e) => Error::Journal(e.clone()),
+        other => Error::Journal(Arc::new(SqliteError {
+            code: 0,
+            message: other.to_string(),
+        })),
     }
 }
 
