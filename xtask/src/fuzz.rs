@@ -63,6 +63,13 @@ pub fn run(args: &[String]) -> Result<()> {
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("target"))
         .join("fuzz");
+    // Built first, where its progress shows; each run then reuses it.
+    step("building the fuzz targets (instrumented, release; the first build takes a while)");
+    check(
+        Command::new("cargo")
+            .args(["fuzz", "build", "--sanitizer", "none", "--target-dir"])
+            .arg(&target_dir),
+    )?;
     let mut summary = Vec::new();
     for t in &targets {
         step(&format!("fuzzing `{t}` for {secs} s (fuzz/corpus/{t})"));

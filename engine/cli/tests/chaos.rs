@@ -5,7 +5,9 @@
 //! request by run and node): `sync` answers when finished, `async` answers
 //! at once and calls two effects in a row after a wait. At every kill the
 //! journal must pass `PRAGMA integrity_check`, and the effect steps it holds
-//! as succeeded are noted with the server's counts at that moment. At the
+//! as succeeded are noted with the server's counts at that moment. After
+//! each restart every run acknowledged so far finishes before new load
+//! comes (one kill in four instead lands while the engine resumes). At the
 //! end every run acknowledged to a client has finished as it should, every
 //! run in the journal has finished, no effect the journal held as done was
 //! ever called again (a step killed mid-call may be called twice: that is
@@ -189,6 +191,40 @@ async fn runs(data: &Path) -> Vec<(String, String, String)> {
         .unwrap()
 }
 
+/// Waits (up to 60 s) until no run is in progress and every acknowledged
+/// run has succeeded; how many acknowledged runs that is.
+async fn all_finish(data: &Path, acked: &[Acked]) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let runs = runs(data).await;
+        let status: HashMap<&str, &str> = runs
+            .iter()
+            .map(|(id, _, st)| (id.as_str(), st.as_str()))
+            .collect();
+        let running = runs.iter().filter(|r| r.2 == "running").count();
+        let unfinished: Vec<&Acked> = acked
+            .iter()
+            .filter(|a| status.get(a.id.as_str()) != Some(&"succeeded"))
+            .collect();
+        if running == 0 && unfinished.is_empty() {
+            return acked.len();
+        }
+        if Instant::now() > deadline {
+            let lost: Vec<_> = unfinished
+                .iter()
+                .map(|a| (a.id.as_str(), status.get(a.id.as_str()).copied()))
+                .take(10)
+                .collect();
+            panic!(
+                "after a restart {running} runs are still running and {} acknowledged runs \
+                 have not succeeded, e.g. {lost:?}",
+                unfinished.len()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
 fn xorshift(seed: &mut u64) -> u64 {
     *seed ^= *seed << 13;
     *seed ^= *seed >> 7;
@@ -225,7 +261,24 @@ async fn acknowledged_runs_finish_and_no_finished_effect_repeats_across_random_s
     // At each kill: the effects the journal held as done, and their counts then.
     let mut done_at_kill: Vec<(BTreeSet<String>, HashMap<String, u32>)> = Vec::new();
     let started = Instant::now();
+    let (mut during_resume, mut checked) = (0, 0);
     for k in 0..kills {
+        // One kill in four lands while the engine resumes what the last
+        // one cut off, before any new load.
+        if k > 0 && xorshift(&mut seed).is_multiple_of(4) {
+            let wait = xorshift(&mut seed) % 150;
+            tokio::time::sleep(Duration::from_millis(wait)).await;
+            s.child.kill().unwrap(); // SIGKILL
+            s.child.wait().unwrap();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let done = inspect(dir.path()).await;
+            done_at_kill.push((done, counts.lock().unwrap().clone()));
+            s = start(dir.path());
+            during_resume += 1;
+            continue;
+        }
+        // After a restart, every run acknowledged so far finishes.
+        checked += all_finish(dir.path(), &acked).await;
         let stop = Arc::new(AtomicBool::new(false));
         let tasks = load(&c, &s.base, 16, (k as u64 + 1) * 100_000_000, &stop);
         // A random moment: 150 ms to 1.2 s into the load.
@@ -243,8 +296,9 @@ async fn acknowledged_runs_finish_and_no_finished_effect_repeats_across_random_s
         done_at_kill.push((done, counts.lock().unwrap().clone()));
         s = start(dir.path());
     }
+    checked += all_finish(dir.path(), &acked).await;
     assert!(
-        acked.len() > 50 * kills,
+        acked.len() > 40 * kills,
         "too little load to mean anything: {} runs acknowledged over {kills} kills",
         acked.len()
     );
@@ -351,7 +405,8 @@ async fn acknowledged_runs_finish_and_no_finished_effect_repeats_across_random_s
     let twice = counts.values().filter(|n| **n > 1).count();
     let answered_sync = acked.iter().filter(|a| a.workflow == "sync").count();
     println!(
-        "chaos totals after {kills} SIGKILLs in {:.1} s: {} runs acknowledged ({answered_sync} answered when finished, {} accepted), \
+        "chaos totals after {kills} SIGKILLs ({during_resume} of them while resuming) in {:.1} s: \
+         {checked} checks that acknowledged runs finished after a restart; {} runs acknowledged ({answered_sync} answered when finished, {} accepted), \
          {} runs in the journal ({} taken but never answered), all succeeded; {} effects, {calls} calls, \
          {twice} called twice because the kill came mid-call, 0 repeated after being journaled; \
          integrity_check ok {} times",

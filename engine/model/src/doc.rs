@@ -709,29 +709,46 @@ impl WorkflowDoc {
 #[derive(Debug)]
 pub struct Presence {
     store: loro::awareness::EphemeralStore,
-    timeout_ms: i64,
 }
 
 impl Presence {
     pub fn new(timeout_ms: i64) -> Presence {
         Presence {
             store: loro::awareness::EphemeralStore::new(timeout_ms),
-            timeout_ms,
         }
     }
 
-    /// Merges a peer's encoded update. Returns the keys it sets.
+    /// Merges a peer's encoded update (Loro's ephemeral-store encoding).
+    /// Returns the keys it sets or clears.
+    ///
+    /// The sender's clock decides nothing: an entry counts from when it
+    /// arrived here. Loro's own `apply` trusts the timestamp in the update,
+    /// so an entry stamped in the future never expired (a peer could pile
+    /// them up) and one stamped near `i64::MIN` overflowed its arithmetic
+    /// (found by the `doc_update` fuzz target). The update is decoded here
+    /// (values depth-limited by Loro's own decoder) and applied entry by
+    /// entry, as if set locally.
     pub fn apply(&mut self, bytes: &[u8]) -> Result<Vec<String>, DocError> {
-        let probe = loro::awareness::EphemeralStore::new(self.timeout_ms);
-        probe
-            .apply(bytes)
+        #[derive(serde::Deserialize)]
+        struct Entry {
+            key: String,
+            value: Option<LoroValue>,
+            #[allow(dead_code)] // the sender's clock: ignored
+            timestamp: i64,
+        }
+        let entries: Vec<Entry> = postcard::from_bytes(bytes)
             .map_err(|e| DocError::Invalid(format!("presence update: {e}")))?;
         self.store.remove_outdated();
-        self.store
-            .apply(bytes)
-            .map_err(|e| DocError::Invalid(format!("presence update: {e}")))?;
-        let mut keys = probe.keys();
+        let mut keys = Vec::with_capacity(entries.len());
+        for Entry { key, value, .. } in entries {
+            match value {
+                Some(v) => self.store.set(&key, v),
+                None => self.store.delete(&key),
+            }
+            keys.push(key);
+        }
         keys.sort();
+        keys.dedup();
         Ok(keys)
     }
 

@@ -644,3 +644,34 @@ fn deeply_nested_containers_cannot_overflow_the_stack() {
         .join()
         .unwrap();
 }
+
+/// A presence update's timestamps come from the sender's clock: an entry
+/// stamped far in the future must still expire by this machine's clock,
+/// and one stamped near `i64::MIN` must not overflow (found by the
+/// `doc_update` fuzz target; `fuzz/regressions/doc_update/`).
+#[test]
+fn presence_entries_expire_by_the_local_clock_whatever_their_timestamp() {
+    use sluice_model::doc::Presence;
+    // Loro's encoding: a list of (key, Option<value>, timestamp).
+    let update = |key: &str, ts: i64| {
+        postcard::to_allocvec(&vec![(key, Some(loro::LoroValue::from("here")), ts)]).unwrap()
+    };
+    let mut p = Presence::new(50);
+    assert_eq!(p.apply(&update("future", i64::MAX)).unwrap(), ["future"]);
+    assert_eq!(p.apply(&update("past", i64::MIN)).unwrap(), ["past"]);
+    assert_eq!(p.apply(&update("stale", 0)).unwrap(), ["stale"]);
+    assert_eq!(
+        p.states().keys().collect::<Vec<_>>(),
+        ["future", "past", "stale"]
+    );
+    std::thread::sleep(std::time::Duration::from_millis(120));
+    // Any update sweeps out what has not been refreshed within the timeout.
+    p.apply(&update("now", 0)).unwrap();
+    assert_eq!(p.states().keys().collect::<Vec<_>>(), ["now"]);
+    // A deletion clears a key; garbage is an error naming what it is.
+    let gone = postcard::to_allocvec(&vec![("now", None::<loro::LoroValue>, 0i64)]).unwrap();
+    assert_eq!(p.apply(&gone).unwrap(), ["now"]);
+    assert!(p.is_empty());
+    let e = p.apply(&[0xff, 0xff]).unwrap_err();
+    assert!(e.to_string().contains("presence update"), "{e}");
+}

@@ -704,13 +704,13 @@ async fn http_retries_reuse_the_idempotency_key() {
 async fn an_effect_is_made_only_after_its_run_and_step_are_committed() {
     let h = harness().await;
     // What the journal held when each request arrived: (run, Started found).
-    let seen: Arc<Mutex<Vec<(String, bool)>>> = Arc::default();
+    type Seen = Arc<Mutex<Vec<(String, bool)>>>;
+    let seen: Seen = Arc::default();
     let app = Router::new()
         .route(
             "/effect",
             axum::routing::post(
-                |State((engine, seen)): State<(Engine, Arc<Mutex<Vec<(String, bool)>>>)>,
-                 headers: HeaderMap| async move {
+                |State((engine, seen)): State<(Engine, Seen)>, headers: HeaderMap| async move {
                     let key = headers["idempotency-key"].to_str().unwrap().to_string();
                     let run = key.split('/').next().unwrap().to_string();
                     let records = engine.store().run_records(&run).await.unwrap_or_default();
