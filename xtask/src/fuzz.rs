@@ -1,6 +1,7 @@
 //! `cargo xtask fuzz [TARGET…] [--secs N]`: every fuzz target (or the ones
 //! named) under libFuzzer for N seconds each (default 60), starting from
-//! and growing its corpus in `fuzz/corpus/<target>/`.
+//! and growing its corpus in `fuzz/corpus/<target>/`, then minimized
+//! (`cargo fuzz cmin`) so that it stays small enough to commit.
 //!
 //! cargo-fuzz is installed when missing. libFuzzer's instrumentation flags
 //! are stable; without a sanitizer (`-s none`: Sluice has no `unsafe` of
@@ -104,8 +105,19 @@ pub fn run(args: &[String]) -> Result<()> {
                  `cargo xtask test` replays it from then on."
             );
         }
+        // Kept small enough to commit: the fewest inputs with the same coverage.
+        let minimized = Command::new("cargo")
+            .args(["fuzz", "cmin", "--sanitizer", "none", "--target-dir"])
+            .arg(&target_dir)
+            .args([*t, corpus.as_str(), "--", "-timeout=10", "-rss_limit_mb=4096"])
+            .output()?;
+        if !minimized.status.success() {
+            eprintln!("{}", String::from_utf8_lossy(&minimized.stderr));
+            bail!("minimizing fuzz/corpus/{t} failed");
+        }
+        let kept = std::fs::read_dir(&corpus)?.count();
         summary.push(format!(
-            "{t:<14} {runs:>10} runs in {secs} s, corpus {before} -> {after} inputs, no crash"
+            "{t:<14} {runs:>10} runs in {secs} s, corpus {before} -> {after} inputs ({kept} after cmin), no crash"
         ));
     }
     step("fuzzing done");
