@@ -109,7 +109,13 @@ pub fn run(args: &[String]) -> Result<()> {
         let minimized = Command::new("cargo")
             .args(["fuzz", "cmin", "--sanitizer", "none", "--target-dir"])
             .arg(&target_dir)
-            .args([*t, corpus.as_str(), "--", "-timeout=10", "-rss_limit_mb=4096"])
+            .args([
+                *t,
+                corpus.as_str(),
+                "--",
+                "-timeout=10",
+                "-rss_limit_mb=4096",
+            ])
             .output()?;
         if !minimized.status.success() {
             eprintln!("{}", String::from_utf8_lossy(&minimized.stderr));

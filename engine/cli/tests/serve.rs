@@ -398,26 +398,13 @@ async fn every_acknowledged_webhook_run_survives_a_sigkill_under_load() {
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 n += 1;
                 let wf = if n % 4 == 0 { "later" } else { "fast" };
-                let Ok(r) = c
-                    .post(format!("{base}/hook/{wf}/go"))
-                    .json(&json!({"n": n}))
-                    .send()
-                    .await
+                let Some(support::HookAnswer {
+                    status,
+                    run: Some(id),
+                    body,
+                }) = support::post_hook(&c, &base, wf, n).await
                 else {
                     break; // the engine is gone
-                };
-                let status = r.status().as_u16();
-                let Some(id) = r
-                    .headers()
-                    .get("x-sluice-run")
-                    .and_then(|v| v.to_str().ok())
-                    .map(str::to_string)
-                else {
-                    break;
-                };
-                // Only a complete answer acknowledges a run.
-                let Ok(body) = r.json::<Value>().await else {
-                    break;
                 };
                 if wf == "fast" {
                     assert_eq!(status, 200, "{body}");

@@ -98,3 +98,36 @@ pub async fn get_json(c: &reqwest::Client, s: &Serve, path: &str) -> serde_json:
         .await
         .unwrap()
 }
+
+/// An answer to one webhook request of a load test.
+pub struct HookAnswer {
+    pub status: u16,
+    /// The run it names (`X-Sluice-Run`), if one was made.
+    pub run: Option<String>,
+    pub body: serde_json::Value,
+}
+
+/// `POST {base}/hook/{workflow}/go` with `{"n": n}`. None once the engine is
+/// gone: no answer, or one cut off (only a complete answer acknowledges a
+/// run).
+pub async fn post_hook(
+    c: &reqwest::Client,
+    base: &str,
+    workflow: &str,
+    n: u64,
+) -> Option<HookAnswer> {
+    let r = c
+        .post(format!("{base}/hook/{workflow}/go"))
+        .json(&serde_json::json!({"n": n}))
+        .send()
+        .await
+        .ok()?;
+    let status = r.status().as_u16();
+    let run = r
+        .headers()
+        .get("x-sluice-run")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let body = r.json().await.ok()?;
+    Some(HookAnswer { status, run, body })
+}
