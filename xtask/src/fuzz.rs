@@ -11,7 +11,6 @@
 //! the run and names its input: copy it to `fuzz/regressions/<target>/`
 //! with a name saying what it found, where `cargo xtask test` replays it.
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use anyhow::{Result, bail};
@@ -59,11 +58,10 @@ pub fn run(args: &[String]) -> Result<()> {
         only
     };
     ensure_cargo_fuzz()?;
-    // Its own target dir: instrumented builds share nothing with the others.
-    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("target"))
-        .join("fuzz");
+    // Its own target dir, beside the fuzz crate: instrumented builds share
+    // nothing with the others, and kept out of `CARGO_TARGET_DIR` they do
+    // not grow the cache CI reuses.
+    let target_dir = crate::cmd::project_root().join("fuzz").join("target");
     // Built first, where its progress shows; each run then reuses it.
     step("building the fuzz targets (instrumented, release; the first build takes a while)");
     check(
