@@ -60,6 +60,16 @@ pub enum What {
         node: Arc<str>,
         lineage: String,
     },
+    /// A `flow.approval` step waits for its decision.
+    StepWaiting {
+        #[cfg_attr(feature = "openapi", schema(value_type = String))]
+        node: Arc<str>,
+        lineage: String,
+        activation: String,
+    },
+    /// The run is parked: all it has left is waiting for decisions (the
+    /// run's detail lists them).
+    RunWaiting {},
     Log {
         #[cfg_attr(feature = "openapi", schema(value_type = String))]
         node: Arc<str>,

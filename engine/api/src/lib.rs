@@ -21,8 +21,9 @@ pub use peers::{
     ShareEntry, Shares, TicketInfo,
 };
 pub use runs::{
-    LogLine, NodeTested, Retry, RetryFrom, RunDetail, RunError, RunOn, RunOutcome, RunStarted,
-    RunStatus, RunSummary, StartRun, Step, StepStatus, TestCall, TestNode,
+    Decision, LogLine, NodeTested, Retry, RetryFrom, RunDetail, RunError, RunOn, RunOutcome,
+    RunStarted, RunStatus, RunSummary, Signalled, StartRun, Step, StepStatus, TestCall, TestNode,
+    Waiting,
 };
 pub use storage::{KeepFor, KeepMax, PruneReport, Retention, RetentionOverride, StorageReport};
 pub use worker::{

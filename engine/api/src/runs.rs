@@ -14,14 +14,18 @@ use serde_json::Value;
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
     Running,
+    /// Parked at a `flow.approval` (see `RunSummary::waiting`) until a
+    /// signal or its timeout: it holds no task or memory meanwhile.
+    Waiting,
     Succeeded,
     Failed,
     Cancelled,
 }
 
 impl RunStatus {
-    pub const ALL: [RunStatus; 4] = [
+    pub const ALL: [RunStatus; 5] = [
         RunStatus::Running,
+        RunStatus::Waiting,
         RunStatus::Succeeded,
         RunStatus::Failed,
         RunStatus::Cancelled,
@@ -31,6 +35,7 @@ impl RunStatus {
     pub fn as_str(self) -> &'static str {
         match self {
             RunStatus::Running => "running",
+            RunStatus::Waiting => "waiting",
             RunStatus::Succeeded => "succeeded",
             RunStatus::Failed => "failed",
             RunStatus::Cancelled => "cancelled",
@@ -39,7 +44,7 @@ impl RunStatus {
 
     /// Whether the run has ended.
     pub fn is_finished(self) -> bool {
-        self != RunStatus::Running
+        !matches!(self, RunStatus::Running | RunStatus::Waiting)
     }
 }
 
@@ -49,7 +54,7 @@ impl fmt::Display for RunStatus {
     }
 }
 
-/// A status that is not one of `running`, `succeeded`, `failed`, `cancelled`.
+/// A status that is not one of `running`, `waiting`, `succeeded`, `failed`, `cancelled`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnknownStatus(pub String);
 
@@ -57,7 +62,7 @@ impl fmt::Display for UnknownStatus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "status `{}`: expected running, succeeded, failed or cancelled",
+            "status `{}`: expected running, waiting, succeeded, failed or cancelled",
             self.0
         )
     }
@@ -88,6 +93,8 @@ pub enum StepStatus {
     Skipped,
     /// Started, then cut short by a crash (run again after the restart).
     Interrupted,
+    /// A `flow.approval` waiting for its decision.
+    Waiting,
 }
 
 impl StepStatus {
@@ -98,6 +105,7 @@ impl StepStatus {
             StepStatus::Failed => "failed",
             StepStatus::Skipped => "skipped",
             StepStatus::Interrupted => "interrupted",
+            StepStatus::Waiting => "waiting",
         }
     }
 }
@@ -174,6 +182,72 @@ pub struct RunSummary {
     /// the shared worker (its steps and logs are mirrored back here).
     #[serde(default, skip_serializing_if = "RunOn::is_local")]
     pub executor: RunOn,
+    /// The approvals it waits at (in a run's detail; empty in lists).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting: Vec<Waiting>,
+}
+
+/// A `flow.approval` step waiting for its decision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Waiting {
+    pub node: String,
+    /// Split indices ("" outside splits).
+    pub lineage: String,
+    pub activation: String,
+    /// What is asked (the node's `message`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Microseconds since the Unix epoch.
+    pub since_us: i64,
+    /// When its timeout passes (absent: no limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_at_us: Option<i64>,
+    /// The one-time link that decides it (POST; GET shows a page).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_url: Option<String>,
+}
+
+/// How a signal decides an approval (`POST /api/v1/runs/{id}/signal`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    /// The body goes out on `approved`.
+    Approved,
+    /// The body goes out on `rejected`.
+    Rejected,
+}
+
+impl Decision {
+    /// The output port it sends the body on.
+    pub fn port(self) -> &'static str {
+        match self {
+            Decision::Approved => "approved",
+            Decision::Rejected => "rejected",
+        }
+    }
+
+    /// `approved`/`approve`, `rejected`/`reject`.
+    pub fn parse(s: &str) -> Option<Decision> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "approved" | "approve" => Some(Decision::Approved),
+            "rejected" | "reject" => Some(Decision::Rejected),
+            _ => None,
+        }
+    }
+}
+
+/// What a signal did (the answer of `POST /api/v1/runs/{id}/signal` and of
+/// a resume link).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Signalled {
+    pub run_id: String,
+    /// The approval it decided.
+    pub node: String,
+    pub lineage: String,
+    pub decision: Decision,
 }
 
 /// Where a run executes (`settings.run_on`, `StartRun::run_on`,
@@ -412,7 +486,7 @@ mod tests {
         }
         assert_eq!(
             "done".parse::<RunStatus>().unwrap_err().to_string(),
-            "status `done`: expected running, succeeded, failed or cancelled"
+            "status `done`: expected running, waiting, succeeded, failed or cancelled"
         );
     }
 

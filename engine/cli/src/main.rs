@@ -285,7 +285,7 @@ enum RunsCommand {
         /// Only this workflow's runs.
         #[arg(long)]
         workflow: Option<String>,
-        /// Only runs with this status: running, succeeded, failed, cancelled.
+        /// Only runs with this status: running, waiting, succeeded, failed, cancelled.
         #[arg(long)]
         status: Option<String>,
         /// Only runs started since: a time (`2026-12-04T08:00:00Z`) or a
@@ -304,6 +304,24 @@ enum RunsCommand {
     },
     /// Resume unfinished runs (all, or one) and wait for them.
     Resume { run: Option<String> },
+    /// Decide an approval a run waits at (`flow.approval`): the JSON
+    /// becomes its output; through the engine serving the data dir when one
+    /// runs, else here (then the run goes on here until it ends or waits).
+    Signal {
+        run: String,
+        /// The approval's node (needed when the run waits at several).
+        #[arg(long)]
+        node: Option<String>,
+        /// Its split lineage (`""` outside splits).
+        #[arg(long)]
+        lineage: Option<String>,
+        /// Reject instead of approve (the body goes out on `rejected`).
+        #[arg(long)]
+        reject: bool,
+        /// The output: JSON, or `@file` (default `{}`).
+        #[arg(long)]
+        json: Option<String>,
+    },
 }
 
 /// An error that decides the exit code.
@@ -984,6 +1002,16 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
             };
             report(&result)
         }
+        Command::Runs {
+            command:
+                RunsCommand::Signal {
+                    run,
+                    node,
+                    lineage,
+                    reject,
+                    json,
+                },
+        } => runs_signal(cli.data_dir, run, node, lineage, reject, json).await,
         Command::Runs { command } => {
             let engine = open(cli.data_dir).await?;
             match command {
@@ -1053,8 +1081,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
                         }
                         return Ok(0);
                     }
-                    let records = engine.store().run_records(&run).await.map_err(internal)?;
-                    let v = report::run_detail(&row, &records);
+                    let v = engine.run_detail(&row).await.map_err(internal)?;
                     if json {
                         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
                     } else {
@@ -1062,6 +1089,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
                     }
                     Ok(0)
                 }
+                RunsCommand::Signal { .. } => Err(usage("runs signal: handled before")),
                 RunsCommand::Resume { run } => {
                     let _lock = lock_data_dir(engine.store().data_dir())?;
                     let handles = match run {
@@ -1087,6 +1115,67 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
             }
         }
     }
+}
+
+/// `sluice runs signal` (see `RunsCommand::Signal`).
+async fn runs_signal(
+    data_dir_flag: Option<PathBuf>,
+    run: String,
+    node: Option<String>,
+    lineage: Option<String>,
+    reject: bool,
+    json: Option<String>,
+) -> Result<u8, Exit> {
+    let body: Value = match json.as_deref() {
+        None => Value::Object(Default::default()),
+        Some(text) => {
+            let text = match text.strip_prefix('@') {
+                Some(path) => std::fs::read_to_string(path)
+                    .map_err(|e| usage(format!("--json {text}: {e}")))?,
+                None => text.to_string(),
+            };
+            serde_json::from_str(&text).map_err(|e| usage(format!("--json: {e}")))?
+        }
+    };
+    let decision = if reject {
+        sluice_api::Decision::Rejected
+    } else {
+        sluice_api::Decision::Approved
+    };
+    let dir = data_dir(data_dir_flag.clone())?;
+    let done: sluice_api::Signalled = if let Some(running) = running_engine(&dir).await {
+        let mut path = format!("/runs/{run}/signal?decision={}", decision.port());
+        if let Some(n) = &node {
+            path.push_str(&format!("&node={n}"));
+        }
+        if let Some(l) = &lineage {
+            path.push_str(&format!("&lineage={l}"));
+        }
+        running.post(&run, &path, &body).await?
+    } else {
+        let engine = open(data_dir_flag).await?;
+        // This process drives the run from here: nobody else may.
+        let _lock = lock_data_dir(engine.store().data_dir())?;
+        let run = resolve_run(&engine, &run).await?;
+        let signal = sluice_runtime::executor::Signal {
+            node,
+            lineage,
+            activation: None,
+            kind: sluice_runtime::executor::SignalKind::Decide(decision, body),
+        };
+        let done = engine.signal(&run, signal).await.map_err(usage)?;
+        // The run goes on in this process: until it ends or waits.
+        if let Some(handle) = engine.attach(&run) {
+            let r = handle.wait().await;
+            eprintln!("sluice: run {} {}", r.id, r.status.as_str());
+        }
+        done
+    };
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&done).unwrap_or_default()
+    );
+    Ok(0)
 }
 
 /// Only one process resumes and drives a data dir's unfinished runs at a
@@ -1566,6 +1655,14 @@ fn report(result: &RunResult) -> Result<u8, Exit> {
         .map_err(|e| internal(format!("cannot write the output: {e}")))?;
     match result.status {
         Status::Succeeded => Ok(0),
+        Status::Waiting => {
+            eprintln!(
+                "sluice: run {id} waits for a decision: `sluice runs show {id}` says where, \
+                 `sluice runs signal {id}` decides",
+                id = result.id
+            );
+            Ok(0)
+        }
         status => {
             let err = result.error.as_ref();
             let node = err

@@ -336,6 +336,9 @@ impl Host {
         // Run history retention: finished runs past `[runs]` go, with
         // their blobs, and free pages go back to the OS.
         tasks.push(tokio::spawn(engine.clone().keep_pruning()));
+        // Approvals' timeouts, as they fall due (those that passed while
+        // stopped fire now).
+        tasks.push(tokio::spawn(engine.clone().keep_waking()));
         // Runs the shared worker started for deployed workflows, into history.
         tasks.push(tokio::spawn(engine.clone().follow_deployments()));
         // Schedules and file watches, re-armed as workflows change.

@@ -23,6 +23,7 @@ pub enum Kind {
     Split,
     Join,
     Wait,
+    Approval,
     Subworkflow,
     Set,
     Transform,
@@ -62,7 +63,7 @@ impl Kind {
 
     /// Only waits (a timer, another run): holds no step permit while it does.
     pub fn only_waits(self) -> bool {
-        matches!(self, Kind::Wait | Kind::Subworkflow)
+        matches!(self, Kind::Wait | Kind::Approval | Kind::Subworkflow)
     }
 
     /// The credential kinds a node of this kind accepts (empty: it takes none).
@@ -339,6 +340,8 @@ static CATALOG: &[KindSpec] = &[
         "Collects the messages of one split back into an array ordered by index."),
     kind!(Wait, "flow.wait", "flow", WaitConfig, ["out"], raw [],
         "Waits for a duration or until a time, then passes the message on. Survives restarts."),
+    kind!(Approval, "flow.approval", "flow", ApprovalConfig, ["approved", "rejected", "timeout"], raw [],
+        "Waits for a person or another program to decide (a one-time link, the API, the CLI, the editor); the run is parked meanwhile, holding nothing."),
     kind!(Subworkflow, "flow.subworkflow", "flow", SubworkflowConfig, ["out"], raw [],
         "Runs another workflow with this message (or `input`) and emits its output. Calls nest at most 16 deep."),
     kind!(Set, "data.set", "data", SetConfig, ["out"], raw [],
@@ -700,6 +703,47 @@ impl Config for WaitConfig {
             _ => Ok(()),
         }
     }
+}
+
+/// A `flow.approval`: the run waits (parked: no task, no memory) until a
+/// signal decides, or its timeout passes.
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalConfig {
+    /// What is asked, shown with the Approve and Reject buttons, on the
+    /// page of the resume link and in the run (a template).
+    #[serde(default)]
+    pub message: Option<String>,
+    /// The longest wait for a decision, in milliseconds from when the step
+    /// started (a number, or a template giving one); absent: no limit.
+    #[serde(default)]
+    pub timeout_ms: Option<Value>,
+    /// What a timeout does: `port` (the input goes out on `timeout`) or
+    /// `fail` (the step fails; the node's `on_error` decides what follows).
+    #[serde(default)]
+    pub on_timeout: OnTimeout,
+}
+impl Config for ApprovalConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        match &self.timeout_ms {
+            Some(Value::Number(n)) if n.as_u64().is_none() => Err(ConfigError::new(
+                "timeout_ms",
+                "must be a whole number of milliseconds ≥ 0",
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// What a `flow.approval` does when no decision came in time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OnTimeout {
+    /// The input goes out on the `timeout` port.
+    #[default]
+    Port,
+    /// The step fails ("no decision within …").
+    Fail,
 }
 
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]

@@ -99,6 +99,11 @@ impl Io {
         self.own.set(addrs);
     }
 
+    /// Where the trigger port listens (empty until it is bound).
+    pub fn own_addresses(&self) -> Vec<std::net::SocketAddr> {
+        self.own.get()
+    }
+
     /// Builds the client now, so a bad setting is reported at start.
     pub fn check(&self) -> Result<(), Error> {
         self.http().map(|_| ()).map_err(Clone::clone)

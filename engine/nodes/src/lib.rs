@@ -155,6 +155,10 @@ pub async fn execute(call: Call<'_>) -> Result<Outputs> {
     }
     match call.kind {
         Kind::Wait => wait(&call).await,
+        // Parked by the run's driver (see `approval`), never executed.
+        Kind::Approval => Err(Error::terminal(
+            "flow.approval waits for a decision; it runs only as a step of a run",
+        )),
         Kind::Subworkflow => subworkflow(&call).await,
         Kind::Transform => transform(&call).await,
         Kind::HttpRequest => http::request(&call).await,
@@ -339,6 +343,44 @@ pub fn wait_until_us(call: &Call<'_>) -> Result<i64> {
                 ))
             })?;
         (t.unix_timestamp_nanos() / 1000) as i64
+    })
+}
+
+/// What a `flow.approval` step waits for, its templates evaluated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Approval {
+    /// What is asked.
+    pub message: Option<String>,
+    /// When the timeout fires (unix µs): `timeout_ms` after the step's
+    /// first attempt started; None: never.
+    pub deadline_us: Option<i64>,
+    pub on_timeout: kinds::OnTimeout,
+}
+
+/// Reads a `flow.approval` step's config (see [`Approval`]).
+pub fn approval(call: &Call<'_>) -> Result<Approval> {
+    let cfg = config::<kinds::ApprovalConfig>(call)?;
+    let deadline_us = match &cfg.timeout_ms {
+        None | Some(Value::Null) => None,
+        Some(t) => {
+            let ms = t
+                .as_u64()
+                .or_else(|| t.as_str().and_then(|s| s.trim().parse().ok()))
+                .ok_or_else(|| {
+                    Error::terminal(format!(
+                        "config.timeout_ms: `{t}` is not a number of milliseconds"
+                    ))
+                })?;
+            Some(
+                call.first_started_at_us
+                    .saturating_add(i64::try_from(ms).unwrap_or(i64::MAX).saturating_mul(1000)),
+            )
+        }
+    };
+    Ok(Approval {
+        message: cfg.message,
+        deadline_us,
+        on_timeout: cfg.on_timeout,
     })
 }
 

@@ -161,7 +161,7 @@ impl OwnAddresses {
         *self.0.write().unwrap_or_else(|e| e.into_inner()) = addrs;
     }
 
-    fn get(&self) -> Vec<SocketAddr> {
+    pub fn get(&self) -> Vec<SocketAddr> {
         self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 }

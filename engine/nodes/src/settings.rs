@@ -315,6 +315,9 @@ pub struct ServerSettings {
     /// How long a client has to send its request headers, after connecting
     /// or after its previous response (the keep-alive idle timeout too).
     pub header_timeout_ms: NonZeroU64,
+    /// Where people reach the trigger port, as resume links start with it
+    /// (`https://sluice.example.com`); default: the address it listens on.
+    pub public_url: Option<String>,
 }
 
 impl Default for ServerSettings {
@@ -325,6 +328,7 @@ impl Default for ServerSettings {
             max_active_runs: nonzero(10_000),
             max_connections: nonzero(4096),
             header_timeout_ms: nonzero(30_000),
+            public_url: None,
         }
     }
 }

@@ -41,6 +41,7 @@ mod retry;
 mod start;
 mod step;
 mod test_node;
+mod waits;
 
 pub use documents::DocEvent;
 use documents::Documents;
@@ -48,6 +49,7 @@ use driver::Wake;
 pub use handoff::WorkerTarget;
 pub use remote_step::{RemoteStep, RemoteStepReport};
 pub use sluice_api::VersionEntry;
+pub use waits::{Signal, SignalKind};
 
 use crate::events::LiveEvent;
 use crate::machine::Status;
@@ -131,6 +133,17 @@ pub enum Error {
     /// A resume of a run that has ended.
     #[error("run `{run}` already {status}: nothing to resume")]
     AlreadyEnded { run: String, status: Status },
+    /// A signal for a run that waits for no such decision.
+    #[error("run `{run}` waits for nothing this decides: {why}")]
+    NotWaiting { run: String, why: String },
+    /// A signal that names no approval, for a run that waits at several.
+    #[error("run `{run}` waits for decisions at {}: say which (`node`)", .waits.join(", "))]
+    AmbiguousWait { run: String, waits: Vec<String> },
+    /// A workflow with an approval set to run on the shared worker.
+    #[error(
+        "node `{node}` is a flow.approval, which runs only on this machine, not on the shared worker"
+    )]
+    ApprovalOnWorker { node: String },
     /// A stored workflow's text does not parse.
     #[error("stored workflow `{id}`: {source}")]
     StoredWorkflow {
@@ -274,6 +287,10 @@ struct Inner {
     last_probe: Mutex<Option<Instant>>,
     /// Held by a retention pass.
     prune_lock: tokio::sync::Mutex<()>,
+    /// Told when an approval with a timeout starts waiting (`waits.rs`).
+    waits_changed: tokio::sync::Notify,
+    /// The data dir's key for resume links, once read.
+    resume_key: std::sync::OnceLock<[u8; 32]>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -401,6 +418,8 @@ impl Engine {
                 last_prune: Mutex::new(None),
                 last_probe: Mutex::new(None),
                 prune_lock: tokio::sync::Mutex::new(()),
+                waits_changed: tokio::sync::Notify::new(),
+                resume_key: std::sync::OnceLock::new(),
             }),
         };
         engine.materialize_stale().await?;

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use serde_json::Value;
-use sluice_api::{RunDetail, RunSummary, Step, StepStatus};
+use sluice_api::{RunDetail, RunSummary, Step, StepStatus, Waiting};
 use sluice_store::{Record, RecordKind, RunRow, Stored};
 
 /// A run without its steps.
@@ -22,6 +22,7 @@ pub fn run_summary(r: &RunRow) -> RunSummary {
         version: r.doc_version.clone(),
         draft: r.draft,
         executor: r.executor,
+        waiting: Vec::new(),
     }
 }
 
@@ -31,6 +32,24 @@ pub fn run_detail(r: &RunRow, records: &[Record]) -> RunDetail {
         run: run_summary(r),
         steps: steps(records),
     }
+}
+
+/// [`run_detail`] of a run with approvals waiting: listed in
+/// `run.waiting`, their steps `waiting` instead of `running`.
+pub fn run_detail_waiting(r: &RunRow, records: &[Record], waiting: Vec<Waiting>) -> RunDetail {
+    let mut detail = run_detail(r, records);
+    for w in &waiting {
+        if let Some(step) = detail.steps.iter_mut().rev().find(|s| {
+            s.node == w.node
+                && s.lineage == w.lineage
+                && s.activation.as_deref() == Some(w.activation.as_str())
+        }) && step.status == StepStatus::Running
+        {
+            step.status = StepStatus::Waiting;
+        }
+    }
+    detail.run.waiting = waiting;
+    detail
 }
 
 /// Step attempts from journal records: one entry per (node, lineage, activation, attempt).

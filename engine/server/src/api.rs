@@ -56,6 +56,7 @@ pub(crate) fn routes() -> axum::Router<AppState> {
         .route("/runs/{id}", get(get_run))
         .route("/runs/{id}/cancel", post(cancel_run))
         .route("/runs/{id}/retry", post(retry_run))
+        .route("/runs/{id}/signal", post(crate::resume::signal_run))
         .route("/runs/{id}/logs", get(run_logs))
         .route("/runs/{id}/workflow", get(run_workflow))
         .route("/modules", post(add_module))
@@ -570,6 +571,15 @@ pub(crate) async fn start_run(
     }
     // Bounded like a webhook: a long run answers 202 and goes on.
     match tokio::time::timeout(s.options.webhook_timeout, handle.wait()).await {
+        // Parked at an approval: not over, like a run still running.
+        Ok(r) if r.status == RunStatus::Waiting => Ok((
+            StatusCode::ACCEPTED,
+            Json(RunStarted {
+                status: RunStatus::Waiting,
+                ..started
+            }),
+        )
+            .into_response()),
         Ok(r) => {
             let outcome = RunOutcome {
                 id: r.id,
@@ -602,7 +612,7 @@ fn default_limit() -> u32 {
 
 #[utoipa::path(get, path = "/api/v1/runs", tag = "runs",
     params(("workflow" = Option<String>, Query, description = "Only this workflow's runs"),
-        ("status" = Option<String>, Query, description = "running, succeeded, failed or cancelled"),
+        ("status" = Option<String>, Query, description = "running, waiting, succeeded, failed or cancelled"),
         ("limit" = Option<u32>, Query, description = "Page size, 1–1000 (default 50)"),
         ("before" = Option<String>, Query, description = "Cursor: the id of the last run of the previous page")),
     responses((status = 200, description = "Runs, newest first, without steps", body = Vec<RunSummary>)))]
@@ -635,8 +645,7 @@ pub(crate) async fn get_run(
     Path(id): Path<String>,
 ) -> Result<Json<RunDetail>, ApiError> {
     let row = find_run(&s, &id).await?;
-    let records = s.engine.store().run_records(&id).await?;
-    Ok(Json(report::run_detail(&row, &records)))
+    Ok(Json(s.engine.run_detail(&row).await?))
 }
 
 #[utoipa::path(post, path = "/api/v1/runs/{id}/cancel", tag = "runs",
@@ -646,7 +655,7 @@ pub(crate) async fn cancel_run(
     State(s): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    if s.engine.cancel(&id) {
+    if s.engine.cancel(&id) || s.engine.cancel_waiting(&id).await? {
         return Ok(StatusCode::ACCEPTED);
     }
     match s.engine.store().get_run(&id).await? {

@@ -22,6 +22,11 @@ use crate::{ApiError, AppState};
 
 pub(crate) fn routes() -> axum::Router<AppState> {
     axum::Router::new()
+        // Before the webhooks: `resume` is not a workflow's id here.
+        .route(
+            "/hook/resume/{token}",
+            axum::routing::get(crate::resume::resume_page).post(crate::resume::resume),
+        )
         .route("/hook/{workflow}/{*path}", any(hook))
         .route("/hook-test/{workflow}/{*path}", any(test_hook))
 }
@@ -244,6 +249,10 @@ pub(crate) async fn hook(
         s.engine.store().journal().flush().await?;
         return Ok(accepted(&run_id));
     };
+    if result.status == Status::Waiting {
+        // Parked at an approval (committed): the id, to follow it.
+        return Ok(accepted(&run_id));
+    }
     // A run that failed because the data dir could not take its values
     // (a blob the disk had no room for) is the engine's storage failing,
     // not the workflow: the caller gets what a refused run gets.

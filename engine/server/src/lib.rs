@@ -14,6 +14,7 @@ pub mod hook;
 mod live;
 mod openapi;
 mod peers;
+mod resume;
 mod security;
 mod ui;
 

@@ -105,6 +105,8 @@ async fn every_api_body_and_ws_frame_decodes_into_the_api_types() {
                 What::StepStarted { .. } => "step_started",
                 What::StepFinished { .. } => "step_finished",
                 What::StepSkipped { .. } => "step_skipped",
+                What::StepWaiting { .. } => "step_waiting",
+                What::RunWaiting {} => "run_waiting",
                 What::Log { .. } => "log",
                 What::RunFinished { .. } => "run_finished",
             }),

@@ -353,6 +353,33 @@ impl Journal {
         self.wait(|done| Command::Prune(prune, done)).await
     }
 
+    /// Queues a wait (not durable yet, like `append`): queue it after the
+    /// step's Started record.
+    pub async fn open_wait(&self, wait: Wait) -> Result<()> {
+        self.send(Command::OpenWait(Box::new(wait))).await
+    }
+
+    /// Queues the end of a wait (not durable yet): queue it after the
+    /// record that decides the step, so the two commit together or in order.
+    pub async fn close_wait(&self, key: WaitKey) -> Result<()> {
+        self.send(Command::CloseWait(key)).await
+    }
+
+    /// Marks a run parked since `since_us` (its driver is ending: all it
+    /// has left is waiting), after everything queued before; waits for the
+    /// commit. A run that is not `running` is left as it is.
+    pub async fn park(&self, run_id: &str, since_us: i64) -> Result<()> {
+        self.wait(|done| Command::Park(run_id.into(), Some(since_us), done))
+            .await
+    }
+
+    /// Marks a parked run taken up again (a driver has it), and waits for
+    /// the commit: a crash from now on resumes it at the next start.
+    pub async fn unpark(&self, run_id: &str) -> Result<()> {
+        self.wait(|done| Command::Park(run_id.into(), None, done))
+            .await
+    }
+
     pub(crate) async fn insert_run(&self, run: RunInsert) -> Result<()> {
         self.wait(|done| Command::CreateRun(run, done)).await
     }
@@ -500,6 +527,33 @@ pub(crate) enum Command {
     Prune(Arc<Prune>, Waiter),
     /// A write that only tests storage (see [`Journal::probe`]).
     Probe(Waiter),
+    /// An approval step waits (see [`Journal::open_wait`]).
+    OpenWait(Box<Wait>),
+    /// An approval step was decided (see [`Journal::close_wait`]).
+    CloseWait(WaitKey),
+    /// A run parks (`Some(since)`) or is taken up again (`None`).
+    Park(Arc<str>, Option<i64>, Waiter),
+}
+
+/// An approval step waiting for its decision: a `waits` row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Wait {
+    pub key: WaitKey,
+    /// When it started waiting (unix µs).
+    pub since_us: i64,
+    /// When its timeout fires (unix µs); None: never.
+    pub deadline_us: Option<i64>,
+    /// What is asked.
+    pub message: Option<String>,
+}
+
+/// Which step waits: a run's approval node, in a lineage and activation.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct WaitKey {
+    pub run_id: Arc<str>,
+    pub node: Arc<str>,
+    pub lineage: Arc<str>,
+    pub activation: Arc<str>,
 }
 
 /// A retention step the writer carries out in its queue order, so it never

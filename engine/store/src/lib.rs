@@ -16,8 +16,8 @@ mod vault;
 pub use blobs::{Blobs, BytesWriter, INLINE_LIMIT, Stored, ValueRef};
 pub use error::{Error, Result};
 pub use journal::{
-    Committed, Journal, LogLine, MAX_LOG_MESSAGE, Record, RecordKind, RunEnd, SqliteError,
-    WriteFailure,
+    Committed, Journal, LogLine, MAX_LOG_MESSAGE, Record, RecordKind, RunEnd, SqliteError, Wait,
+    WaitKey, WriteFailure,
 };
 /// Run statuses: one type, shared with the engine, the API and the editor.
 pub use sluice_api::{RunError, RunStatus};

@@ -22,7 +22,7 @@ use crate::journal::{
     Journal, LogLine, Record, RecordKind, RunInsert, db_text, parse_ref, refers_to_input,
     resolve_text, spawn_writer,
 };
-use crate::{Error, Result, ValueRef};
+use crate::{Error, Result, ValueRef, Wait};
 
 mod deployments;
 mod peers;
@@ -423,7 +423,37 @@ const RUN_COLUMNS: &str = "id, workflow_id, \
     CASE WHEN substr(runs.definition, 1, 1) = '#' \
         THEN (SELECT text FROM definitions WHERE hash = substr(runs.definition, 2)) \
         ELSE runs.definition END AS definition, \
-    \"trigger\", input, status, output, error, created_at_us, finished_at_us, parent_run, doc_version, draft, executor";
+    \"trigger\", input, \
+    CASE WHEN status = 'running' AND waiting_since_us IS NOT NULL THEN 'waiting' ELSE status END AS status, \
+    output, error, created_at_us, finished_at_us, parent_run, doc_version, draft, executor";
+
+/// A `waits` row.
+#[derive(sqlx::FromRow)]
+struct WaitColumns {
+    run_id: String,
+    node: String,
+    lineage: String,
+    activation: String,
+    since_us: i64,
+    deadline_us: Option<i64>,
+    message: Option<String>,
+}
+
+impl WaitColumns {
+    fn into_wait(self) -> Wait {
+        Wait {
+            key: crate::WaitKey {
+                run_id: self.run_id.into(),
+                node: self.node.into(),
+                lineage: self.lineage.into(),
+                activation: self.activation.into(),
+            },
+            since_us: self.since_us,
+            deadline_us: self.deadline_us,
+            message: self.message,
+        }
+    }
+}
 
 /// A `journal` row before its values are resolved into a [`Record`].
 #[derive(sqlx::FromRow)]
@@ -590,6 +620,12 @@ impl Store {
             .execute(&self.inner.pool)
             .await?;
         Ok(done.rows_affected() > 0)
+    }
+
+    /// The key resume links are signed with: `resume.key` in the data dir
+    /// (32 random bytes as hex, mode 0600), made on first use.
+    pub fn resume_key(&self) -> Result<[u8; 32]> {
+        crate::vault::resume_key(self.data_dir())
     }
 
     pub fn data_dir(&self) -> &Path {
@@ -1008,8 +1044,18 @@ impl Store {
         if let Some(w) = &filter.workflow {
             q.push(" AND workflow_id = ").push_bind(w.clone());
         }
-        if let Some(st) = &filter.status {
-            q.push(" AND status = ").push_bind(st.as_str());
+        match filter.status {
+            // Parked runs are `running` with `waiting_since_us` set.
+            Some(RunStatus::Running) => {
+                q.push(" AND status = 'running' AND waiting_since_us IS NULL");
+            }
+            Some(RunStatus::Waiting) => {
+                q.push(" AND status = 'running' AND waiting_since_us IS NOT NULL");
+            }
+            Some(st) => {
+                q.push(" AND status = ").push_bind(st.as_str());
+            }
+            None => {}
         }
         if let Some(since) = filter.since_us {
             q.push(" AND created_at_us >= ").push_bind(since);
@@ -1070,15 +1116,51 @@ impl Store {
         Ok(n > 0)
     }
 
-    /// Runs still `running` (to resume after a restart), oldest first.
+    /// Runs still `running` (to resume after a restart), oldest first;
+    /// not the parked ones (they wait for a signal or a timeout).
     pub async fn unfinished_runs(&self) -> Result<Vec<RunRow>> {
         let sql = format!(
-            "SELECT {RUN_COLUMNS} FROM runs WHERE status = 'running' ORDER BY created_at_us, id"
+            "SELECT {RUN_COLUMNS} FROM runs WHERE status = 'running' AND waiting_since_us IS NULL \
+             ORDER BY created_at_us, id"
         );
         let rows: Vec<RunColumns> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .fetch_all(&self.inner.pool)
             .await?;
         self.decode_runs(rows).await
+    }
+
+    /// The approval steps of a run that wait for a decision, oldest first.
+    pub async fn open_waits(&self, run_id: &str) -> Result<Vec<Wait>> {
+        let rows: Vec<WaitColumns> = sqlx::query_as(
+            "SELECT run_id, node, lineage, activation, since_us, deadline_us, message FROM waits \
+             WHERE run_id = ? ORDER BY since_us, node, lineage, activation",
+        )
+        .bind(run_id)
+        .fetch_all(&self.inner.pool)
+        .await?;
+        Ok(rows.into_iter().map(WaitColumns::into_wait).collect())
+    }
+
+    /// Waits whose timeout is due at `now_us`, soonest first, at most `limit`.
+    pub async fn due_waits(&self, now_us: i64, limit: u32) -> Result<Vec<Wait>> {
+        let rows: Vec<WaitColumns> = sqlx::query_as(
+            "SELECT run_id, node, lineage, activation, since_us, deadline_us, message FROM waits \
+             WHERE deadline_us IS NOT NULL AND deadline_us <= ? ORDER BY deadline_us LIMIT ?",
+        )
+        .bind(now_us)
+        .bind(i64::from(limit))
+        .fetch_all(&self.inner.pool)
+        .await?;
+        Ok(rows.into_iter().map(WaitColumns::into_wait).collect())
+    }
+
+    /// The soonest timeout of any wait (unix µs).
+    pub async fn next_wait_deadline(&self) -> Result<Option<i64>> {
+        Ok(
+            sqlx::query_scalar("SELECT MIN(deadline_us) FROM waits WHERE deadline_us IS NOT NULL")
+                .fetch_one(&self.inner.pool)
+                .await?,
+        )
     }
 
     /// The committed journal of one run in seq order, values loaded

@@ -71,6 +71,29 @@ fn create_key(dir: &Path, path: &Path) -> std::io::Result<()> {
     write_new(dir, path, key.as_bytes())
 }
 
+/// The data dir's key for resume links (see `Store::resume_key`).
+pub(crate) fn resume_key(dir: &Path) -> Result<[u8; 32]> {
+    let path = dir.join("resume.key");
+    let read = |path: &Path| -> Result<Option<[u8; 32]>> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => {
+                let bytes = hex::decode(text.trim()).ok().filter(|b| b.len() == 32);
+                let key = bytes.ok_or_else(|| {
+                    Error::Vault(format!("{} is not a 64-digit hex key", path.display()))
+                })?;
+                Ok(Some(key.try_into().unwrap_or([0; 32])))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::Vault(format!("reading {}: {e}", path.display()))),
+        }
+    };
+    if let Some(key) = read(&path)? {
+        return Ok(key);
+    }
+    create_key(dir, &path).map_err(|e| Error::Vault(format!("writing {}: {e}", path.display())))?;
+    read(&path)?.ok_or_else(|| Error::Vault(format!("{} vanished", path.display())))
+}
+
 fn random_hex(n: usize) -> Result<String> {
     let mut bytes = vec![0u8; n];
     getrandom::fill(&mut bytes).map_err(|e| Error::Vault(e.to_string()))?;

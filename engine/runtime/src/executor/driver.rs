@@ -133,10 +133,12 @@ impl Engine {
             };
             let result = driver.drive(actions).await;
             drop(permit);
-            engine
-                .inner
-                .metrics
-                .run_finished(&workflow, result.status.as_str());
+            if result.status.is_finished() {
+                engine
+                    .inner
+                    .metrics
+                    .run_finished(&workflow, result.status.as_str());
+            }
             // The finish is durable now: a later resume sees it and refuses.
             drop(active);
             if fires_errors && result.status == Status::Failed {
@@ -183,8 +185,35 @@ pub(super) struct Sealed {
 
 /// The template context `run` (see [`sluice_model::preview::run_info`],
 /// which the editor's preview uses too).
-pub(super) fn run_info(id: &str, plan: &Plan, trigger: &str, started_at_us: i64) -> Value {
-    sluice_model::preview::run_info(id, &plan.workflow.id, trigger, started_at_us)
+///
+/// A plan with approvals outside splits adds `run.resume.<node id>`: each
+/// one's resume link, known from the start so that an earlier step (an
+/// email) can send it.
+pub(super) fn run_info(
+    engine: &Engine,
+    id: &str,
+    plan: &Plan,
+    trigger: &str,
+    started_at_us: i64,
+) -> Value {
+    let mut info = sluice_model::preview::run_info(id, &plan.workflow.id, trigger, started_at_us);
+    let mut resume = serde_json::Map::new();
+    for node in &plan.nodes {
+        if node.kind == sluice_model::kinds::Kind::Approval && node.scope.is_empty() {
+            match engine.resume_url(id, &node.id, "") {
+                Ok(url) => {
+                    resume.insert(node.id.to_string(), Value::String(url));
+                }
+                Err(e) => super::tracing_log(&format!("run {id}: no resume link: {e}")),
+            }
+        }
+    }
+    if !resume.is_empty()
+        && let Value::Object(m) = &mut info
+    {
+        m.insert("resume".into(), Value::Object(resume));
+    }
+    info
 }
 
 /// The optional parts of a journal record.
@@ -268,6 +297,18 @@ pub(super) enum Wake {
     Step(Done),
     RetryDue(StepKey),
     Cancel,
+    /// A decision (or the timeout) for a waiting `flow.approval`.
+    Signal(super::waits::Signal, super::waits::Reply),
+}
+
+/// A `flow.approval` step waiting for its decision (see [`Driver::park_step`]).
+struct ParkedStep {
+    attempt: u32,
+    input: Msg,
+    on_timeout: sluice_model::kinds::OnTimeout,
+    /// Its `timeout_ms`, for the timeout's error.
+    deadline_us: Option<i64>,
+    since_us: i64,
 }
 
 pub(super) struct Driver {
@@ -289,6 +330,10 @@ pub(super) struct Driver {
     /// yet: see [`Engine::drive_in_one_go`]); None once recorded.
     sealed: Option<Sealed>,
     journaled: Journaled,
+    /// Approval steps waiting for a decision.
+    parked: HashMap<StepKey, ParkedStep>,
+    /// Retries whose timer is running.
+    retries_pending: usize,
 }
 
 impl Driver {
@@ -298,6 +343,10 @@ impl Driver {
         let workflow: Arc<str> = Arc::from(info["workflow"].as_str().unwrap_or_default());
         let trigger = info["trigger"].as_str().unwrap_or_default().to_string();
         let run_info = Arc::new(info);
+        if let Some(first) = replay.first_wake {
+            // Handled before the driver can park again (see `drive`).
+            tx.send(first).ok();
+        }
         let driver = Driver {
             engine,
             run_id,
@@ -314,6 +363,8 @@ impl Driver {
             workflow,
             sealed: None,
             journaled: Journaled::default(),
+            parked: HashMap::new(),
+            retries_pending: 0,
         };
         let draft = driver.plan.draft;
         driver.emit(
@@ -454,8 +505,12 @@ impl Driver {
 
     async fn drive(mut self, mut actions: Vec<Action>) -> RunResult {
         // Cancelled while queued (workflow concurrency): end before starting.
-        if let Ok(Wake::Cancel) = self.rx.try_recv() {
-            actions = self.run.apply(Event::Cancel);
+        // Anything else queued (a signal that took up a parked run) is
+        // handled once the actions are carried out.
+        match self.rx.try_recv() {
+            Ok(Wake::Cancel) => actions = self.run.apply(Event::Cancel),
+            Ok(other) => self.ready.push_back(other),
+            Err(_) => {}
         }
         loop {
             match self.carry_out(std::mem::take(&mut actions)).await {
@@ -465,112 +520,360 @@ impl Driver {
             }
             let wake = match self.ready.pop_front() {
                 Some(w) => Some(w),
+                None if self.only_waits_for_decisions() => match self.rx.try_recv() {
+                    Ok(w) => Some(w),
+                    // Nothing can happen but a decision: the run parks.
+                    Err(mpsc::error::TryRecvError::Empty) => match self.park_run().await {
+                        Ok(result) => return result,
+                        Err(e) => return self.internal_failure(e).await,
+                    },
+                    Err(mpsc::error::TryRecvError::Disconnected) => None,
+                },
                 None => self.rx.recv().await,
             };
             let Some(wake) = wake else {
                 return self.internal_failure(Error::StepChannelClosed).await;
             };
             let event = match wake {
-                Wake::RetryDue(key) => Event::RetryDue { key },
+                Wake::RetryDue(key) => {
+                    self.retries_pending = self.retries_pending.saturating_sub(1);
+                    Event::RetryDue { key }
+                }
                 Wake::Cancel => Event::Cancel,
-                Wake::Step(mut done) => {
+                Wake::Step(done) => {
                     self.handles.remove(&done.key);
-                    let took = done.started.elapsed();
-                    self.engine
-                        .inner
-                        .metrics
-                        .step_finished(self.plan.nodes[done.key.node].kind.name(), took);
-                    let duration = Some(took.as_micros() as i64);
-                    let logged = self.write_logs(&done).await;
-                    let journaled = match &done.result {
-                        // Serialized straight from the shared messages: `[[port, value], ...]`.
-                        Ok(outputs) => {
-                            let input_ref = done
-                                .input
-                                .as_deref()
-                                .and_then(|v| self.journaled.find(v))
-                                .cloned();
-                            let stored = match self.journaled.outputs(outputs) {
-                                Some(refs) => Some(Stored::Refs(refs)),
-                                None => done.stored.take(),
-                            };
-                            let extra = Extra {
-                                input: done.input.as_deref(),
-                                error: None,
-                                duration_us: duration,
-                                stored,
-                                input_ref,
-                                committed: false,
-                            };
-                            let journaled = self
-                                .journal(
-                                    RecordKind::Succeeded,
-                                    &done.key,
-                                    done.attempt,
-                                    Some(outputs.as_slice()),
-                                    extra,
-                                )
-                                .await;
-                            // This record's seq: the one just taken.
-                            let seq = self.seq - 1;
-                            for (port, m) in outputs {
-                                self.journaled.remember(
-                                    m,
-                                    ValueRef::Output {
-                                        seq,
-                                        port: port.clone(),
-                                    },
-                                );
-                            }
-                            journaled
-                        }
-                        Err(e) => {
-                            let err = RunError {
-                                node: None,
-                                message: e.message.clone(),
-                                retryable: Some(e.retryable),
-                                attempts: None,
-                            };
-                            let input_ref = done
-                                .input
-                                .as_deref()
-                                .and_then(|v| self.journaled.find(v))
-                                .cloned();
-                            let extra = Extra {
-                                input: done.input.as_deref(),
-                                error: Some(err),
-                                duration_us: duration,
-                                stored: None,
-                                input_ref,
-                                committed: false,
-                            };
-                            self.journal(
-                                RecordKind::Failed,
-                                &done.key,
-                                done.attempt,
-                                None::<&Value>,
-                                extra,
-                            )
-                            .await
-                        }
-                    };
-                    if let Err(e) = logged.and(journaled) {
-                        return self.internal_failure(e).await;
-                    }
-                    match done.result {
-                        Ok(outputs) => Event::Succeeded {
-                            key: done.key,
-                            outputs,
-                        },
-                        Err(error) => Event::Failed {
-                            key: done.key,
-                            error,
-                        },
+                    match self.step_done(done).await {
+                        Ok(event) => event,
+                        Err(e) => return self.internal_failure(e).await,
                     }
                 }
+                Wake::Signal(signal, reply) => match self.decide(signal).await {
+                    Ok(Ok((event, signalled))) => {
+                        reply.send(Ok(signalled)).ok();
+                        event
+                    }
+                    Ok(Err(refused)) => {
+                        reply.send(Err(refused)).ok();
+                        continue;
+                    }
+                    Err(e) => {
+                        let failed = Error::NotWaiting {
+                            run: self.run_id.to_string(),
+                            why: format!("the decision could not be recorded: {e}"),
+                        };
+                        reply.send(Err(failed)).ok();
+                        return self.internal_failure(e).await;
+                    }
+                },
             };
             actions = self.run.apply(event);
         }
+    }
+
+    /// Whether all the run has left is waiting for decisions: approvals
+    /// waiting, and no step, retry or finished step in flight.
+    fn only_waits_for_decisions(&self) -> bool {
+        !self.parked.is_empty()
+            && self.handles.is_empty()
+            && self.retries_pending == 0
+            && self.ready.is_empty()
+            && self.sealed.is_none()
+    }
+
+    /// Journals a finished step (its logs, its record) and gives the event
+    /// that tells the machine.
+    async fn step_done(&mut self, mut done: Done) -> Result<Event> {
+        let took = done.started.elapsed();
+        self.engine
+            .inner
+            .metrics
+            .step_finished(self.plan.nodes[done.key.node].kind.name(), took);
+        let duration = Some(took.as_micros() as i64);
+        let logged = self.write_logs(&done).await;
+        let journaled = match &done.result {
+            // Serialized straight from the shared messages: `[[port, value], ...]`.
+            Ok(outputs) => {
+                let input_ref = done
+                    .input
+                    .as_deref()
+                    .and_then(|v| self.journaled.find(v))
+                    .cloned();
+                let stored = match self.journaled.outputs(outputs) {
+                    Some(refs) => Some(Stored::Refs(refs)),
+                    None => done.stored.take(),
+                };
+                let extra = Extra {
+                    input: done.input.as_deref(),
+                    error: None,
+                    duration_us: duration,
+                    stored,
+                    input_ref,
+                    committed: false,
+                };
+                let journaled = self
+                    .journal(
+                        RecordKind::Succeeded,
+                        &done.key,
+                        done.attempt,
+                        Some(outputs.as_slice()),
+                        extra,
+                    )
+                    .await;
+                // This record's seq: the one just taken.
+                let seq = self.seq - 1;
+                for (port, m) in outputs {
+                    self.journaled.remember(
+                        m,
+                        ValueRef::Output {
+                            seq,
+                            port: port.clone(),
+                        },
+                    );
+                }
+                journaled
+            }
+            Err(e) => {
+                let err = RunError {
+                    node: None,
+                    message: e.message.clone(),
+                    retryable: Some(e.retryable),
+                    attempts: None,
+                };
+                let input_ref = done
+                    .input
+                    .as_deref()
+                    .and_then(|v| self.journaled.find(v))
+                    .cloned();
+                let extra = Extra {
+                    input: done.input.as_deref(),
+                    error: Some(err),
+                    duration_us: duration,
+                    stored: None,
+                    input_ref,
+                    committed: false,
+                };
+                self.journal(
+                    RecordKind::Failed,
+                    &done.key,
+                    done.attempt,
+                    None::<&Value>,
+                    extra,
+                )
+                .await
+            }
+        };
+        logged.and(journaled)?;
+        Ok(match done.result {
+            Ok(outputs) => Event::Succeeded {
+                key: done.key,
+                outputs,
+            },
+            Err(error) => Event::Failed {
+                key: done.key,
+                error,
+            },
+        })
+    }
+
+    /// Parks an approval step: its Started record (not again for a step
+    /// replayed after a restart), its `waits` row, and the step kept here
+    /// until a signal decides it.
+    async fn park_step(
+        &mut self,
+        key: StepKey,
+        attempt: u32,
+        input: Msg,
+        hist: Option<Arc<Hist>>,
+        first_started_at_us: i64,
+        replayed: bool,
+    ) -> Result<()> {
+        self.unseal().await?;
+        if !replayed {
+            let stored = self.journaled.find(&input).cloned().map(Stored::Ref);
+            self.journal(
+                RecordKind::Started,
+                &key,
+                attempt,
+                Some(&*input),
+                Extra {
+                    stored,
+                    ..Extra::default()
+                },
+            )
+            .await?;
+        }
+        let node = &self.plan.nodes[key.node];
+        let step = Prepared::new(self, &key, attempt, &input, hist);
+        let approval = match nodes::approval(&step.call(node, first_started_at_us)) {
+            Ok(a) => a,
+            Err(e) => {
+                // A template that does not evaluate: the step fails.
+                self.ready
+                    .push_back(Wake::Step(step.done(key, attempt, Err(e), None)));
+                return Ok(());
+            }
+        };
+        let (node_id, lineage, activation) = self.key_strings(&key);
+        self.engine
+            .store()
+            .journal()
+            .open_wait(sluice_store::Wait {
+                key: sluice_store::WaitKey {
+                    run_id: self.run_id.clone(),
+                    node: node_id.clone(),
+                    lineage: lineage.clone().into(),
+                    activation: activation.clone().into(),
+                },
+                since_us: first_started_at_us,
+                deadline_us: approval.deadline_us,
+                message: approval.message.clone(),
+            })
+            .await?;
+        if approval.deadline_us.is_some() {
+            // Committed before the timeout task looks for it.
+            self.engine.store().journal().flush().await?;
+            self.engine.waits_changed();
+        }
+        self.emit(
+            What::StepWaiting {
+                node: node_id,
+                lineage,
+                activation,
+            },
+            nodes::now_us(),
+        );
+        self.parked.insert(
+            key,
+            ParkedStep {
+                attempt,
+                input,
+                on_timeout: approval.on_timeout,
+                deadline_us: approval.deadline_us,
+                since_us: first_started_at_us,
+            },
+        );
+        Ok(())
+    }
+
+    /// Decides a parked approval: its record (the signal's body on the
+    /// decision's port, or the timeout's), committed, and its wait closed.
+    /// Outer error: the engine failed; inner: the signal is refused.
+    async fn decide(
+        &mut self,
+        signal: super::waits::Signal,
+    ) -> Result<Result<(Event, sluice_api::Signalled)>> {
+        use super::waits::SignalKind;
+        let key = match self.find_parked(&signal) {
+            Ok(key) => key,
+            Err(refused) => return Ok(Err(refused)),
+        };
+        let parked = self.parked.remove(&key).expect("found above");
+        let (node_id, lineage, activation) = self.key_strings(&key);
+        let (result, decision) = match signal.kind {
+            SignalKind::Decide(decision, body) => (
+                Ok(vec![(decision.port().to_string(), Arc::new(body))]),
+                decision,
+            ),
+            SignalKind::Timeout => {
+                let waited = parked
+                    .deadline_us
+                    .map_or(0, |d| (d - parked.since_us).max(0) / 1000);
+                let result = match parked.on_timeout {
+                    sluice_model::kinds::OnTimeout::Port => {
+                        Ok(vec![("timeout".to_string(), parked.input.clone())])
+                    }
+                    sluice_model::kinds::OnTimeout::Fail => Err(nodes::Error::terminal(format!(
+                        "no decision within {waited} ms"
+                    ))),
+                };
+                (result, sluice_api::Decision::Rejected)
+            }
+        };
+        let mut step = Prepared::new(self, &key, parked.attempt, &parked.input, None);
+        step.started = Instant::now();
+        let done = step.done(key.clone(), parked.attempt, result, None);
+        let event = self.step_done(done).await?;
+        let journal = self.engine.store().journal();
+        journal
+            .close_wait(sluice_store::WaitKey {
+                run_id: self.run_id.clone(),
+                node: node_id.clone(),
+                lineage: lineage.clone().into(),
+                activation: activation.clone().into(),
+            })
+            .await?;
+        // The decision is durable before it is acknowledged.
+        journal.flush().await?;
+        Ok(Ok((
+            event,
+            sluice_api::Signalled {
+                run_id: self.run_id.to_string(),
+                node: node_id.to_string(),
+                lineage,
+                decision,
+            },
+        )))
+    }
+
+    /// The parked step a signal names (by node, lineage, activation; the
+    /// only one when it names none).
+    fn find_parked(&self, signal: &super::waits::Signal) -> Result<StepKey> {
+        let matching: Vec<&StepKey> = self
+            .parked
+            .keys()
+            .filter(|k| {
+                let (node, lineage, activation) = self.key_strings(k);
+                signal.node.as_deref().is_none_or(|n| *node == *n)
+                    && signal.lineage.as_deref().is_none_or(|l| lineage == l)
+                    && signal.activation.as_deref().is_none_or(|a| activation == a)
+            })
+            .collect();
+        match matching.as_slice() {
+            [one] => Ok((*one).clone()),
+            [] => Err(Error::NotWaiting {
+                run: self.run_id.to_string(),
+                why: match &signal.node {
+                    Some(n) => format!("it does not wait for a decision at `{n}`"),
+                    None => "it does not wait for a decision".to_string(),
+                },
+            }),
+            several => {
+                let mut nodes: Vec<String> = several
+                    .iter()
+                    .map(|k| {
+                        let (node, lineage, _) = self.key_strings(k);
+                        if lineage.is_empty() {
+                            node.to_string()
+                        } else {
+                            format!("{node} (lineage {lineage})")
+                        }
+                    })
+                    .collect();
+                nodes.sort();
+                nodes.dedup();
+                Err(Error::AmbiguousWait {
+                    run: self.run_id.to_string(),
+                    waits: nodes,
+                })
+            }
+        }
+    }
+
+    /// Ends the driver of a run that only waits for decisions: everything
+    /// journaled is committed, then the run is marked parked; a signal (or
+    /// the timeout) takes it up again from its journal.
+    async fn park_run(&mut self) -> Result<RunResult> {
+        let journal = self.engine.store().journal();
+        journal.flush().await?;
+        journal.park(&self.run_id, nodes::now_us()).await?;
+        self.emit(What::RunWaiting {}, nodes::now_us());
+        Ok(RunResult {
+            id: self.run_id.to_string(),
+            status: Status::Waiting,
+            output: Value::Null,
+            error: None,
+            respond: None,
+        })
     }
 
     async fn write_logs(&mut self, done: &Done) -> Result<()> {
@@ -610,11 +913,20 @@ impl Driver {
                     input,
                     hist,
                 } => {
+                    let replayed = self.first_started.contains_key(&key);
                     let first = *self
                         .first_started
                         .entry(key.clone())
                         .or_insert_with(nodes::now_us);
                     let node = &self.plan.nodes[key.node];
+                    if node.kind == sluice_model::kinds::Kind::Approval
+                        && !node.disabled
+                        && !self.plan.pinned.contains_key(&key.node)
+                    {
+                        self.park_step(key, attempt, input, hist, first, replayed)
+                            .await?;
+                        continue;
+                    }
                     // A run's first step is its trigger, given the run's
                     // input (recorded with the run itself).
                     if node.role == crate::plan::Role::Trigger && self.seq == 0 {
@@ -666,6 +978,7 @@ impl Driver {
                 Action::Retry { key, delay_ms, .. } => {
                     // A run that waits is recorded while it does.
                     self.unseal().await?;
+                    self.retries_pending += 1;
                     let tx = self.tx.clone();
                     tokio::spawn(async move {
                         tokio::time::sleep(Duration::from_millis(delay_ms)).await;
@@ -749,7 +1062,13 @@ impl Driver {
         let node = &self.plan.nodes[key.node];
         let step = Prepared::new(self, &key, attempt, &input, hist);
         let inline = if node.disabled {
-            Some(Ok(vec![("out".to_string(), input.clone())]))
+            // A disabled node passes its input on `out`; a disabled
+            // approval approves it at once.
+            let port = match node.kind {
+                sluice_model::kinds::Kind::Approval => "approved",
+                _ => "out",
+            };
+            Some(Ok(vec![(port.to_string(), input.clone())]))
         } else if let Some(pinned) = self.plan.pinned.get(&key.node) {
             // Test data pinned in the editor (draft runs only): the node
             // is not run, its output is what was pinned.

@@ -173,65 +173,84 @@ impl Host for StepHost {
                 .get_run(&child_id)
                 .await
                 .map_err(|e| nodes::Error::retryable(e.to_string()))?;
-            let handle = match existing {
-                Some(row) if row.status != Status::Running => {
-                    return child_result(
-                        RunResult {
-                            id: row.id,
-                            status: row.status,
-                            output: row.output.unwrap_or(Value::Null),
-                            error: row.error,
-                            respond: None,
-                        },
-                        &workflow,
-                    );
-                }
-                Some(_) => engine.resume(&child_id).await,
-                None => {
-                    // A new child: bounded in depth (a workflow calling itself
-                    // would otherwise start runs without end) and counted
-                    // against the engine's run limit like any new run.
-                    let run_id = parent.as_deref().unwrap_or_default();
-                    let limit = engine.inner.max_subworkflow_depth;
-                    let mut chain = engine
-                        .lineage(run_id, &self.plan.workflow.id, limit)
-                        .await
-                        .map_err(|e| nodes::Error::retryable(e.to_string()))?;
-                    if chain.len() > limit {
-                        chain.reverse();
-                        chain.push(workflow.clone());
-                        return Err(nodes::Error::terminal(format!(
-                            "flow.subworkflow: sub-workflow depth limit {limit} reached: {}",
-                            chain.join(" → ")
-                        )));
+            let handle =
+                match existing {
+                    // Parked at an approval: wait for it to end.
+                    Some(row) if row.status == Status::Waiting => {
+                        if !wait {
+                            return Ok(json!({"run_id": row.id}));
+                        }
+                        let ended = engine.wait_for_end(&row.id).await.map_err(|e| {
+                            nodes::Error::retryable(format!("flow.subworkflow: {e}"))
+                        })?;
+                        return child_result(ended, &workflow);
                     }
-                    engine
-                        .admit()
-                        .map_err(|e| nodes::Error::retryable(format!("flow.subworkflow: {e}")))?;
-                    let plan = engine
-                        .workflow(&workflow)
-                        .await
-                        .map_err(|e| nodes::Error::terminal(format!("flow.subworkflow: {e}")))?;
-                    // Default entry: the called workflow's only `trigger.workflow`.
-                    let mut called = plan
-                        .nodes
-                        .iter()
-                        .filter(|n| n.kind == Kind::WorkflowTrigger);
-                    let trigger = match (trigger, called.next(), called.next()) {
-                        (Some(t), _, _) => Some(t),
-                        (None, Some(only), None) => Some(only.id.to_string()),
-                        (None, _, _) => None,
-                    };
-                    engine
-                        .start_with_id(child_id, plan, trigger.as_deref(), input, parent)
-                        .await
+                    Some(row) if row.status != Status::Running => {
+                        return child_result(
+                            RunResult {
+                                id: row.id,
+                                status: row.status,
+                                output: row.output.unwrap_or(Value::Null),
+                                error: row.error,
+                                respond: None,
+                            },
+                            &workflow,
+                        );
+                    }
+                    Some(_) => engine.resume(&child_id).await,
+                    None => {
+                        // A new child: bounded in depth (a workflow calling itself
+                        // would otherwise start runs without end) and counted
+                        // against the engine's run limit like any new run.
+                        let run_id = parent.as_deref().unwrap_or_default();
+                        let limit = engine.inner.max_subworkflow_depth;
+                        let mut chain = engine
+                            .lineage(run_id, &self.plan.workflow.id, limit)
+                            .await
+                            .map_err(|e| nodes::Error::retryable(e.to_string()))?;
+                        if chain.len() > limit {
+                            chain.reverse();
+                            chain.push(workflow.clone());
+                            return Err(nodes::Error::terminal(format!(
+                                "flow.subworkflow: sub-workflow depth limit {limit} reached: {}",
+                                chain.join(" → ")
+                            )));
+                        }
+                        engine.admit().map_err(|e| {
+                            nodes::Error::retryable(format!("flow.subworkflow: {e}"))
+                        })?;
+                        let plan = engine.workflow(&workflow).await.map_err(|e| {
+                            nodes::Error::terminal(format!("flow.subworkflow: {e}"))
+                        })?;
+                        // Default entry: the called workflow's only `trigger.workflow`.
+                        let mut called = plan
+                            .nodes
+                            .iter()
+                            .filter(|n| n.kind == Kind::WorkflowTrigger);
+                        let trigger = match (trigger, called.next(), called.next()) {
+                            (Some(t), _, _) => Some(t),
+                            (None, Some(only), None) => Some(only.id.to_string()),
+                            (None, _, _) => None,
+                        };
+                        engine
+                            .start_with_id(child_id, plan, trigger.as_deref(), input, parent)
+                            .await
+                    }
                 }
-            }
-            .map_err(|e| nodes::Error::terminal(format!("flow.subworkflow: {e}")))?;
+                .map_err(|e| nodes::Error::terminal(format!("flow.subworkflow: {e}")))?;
             if !wait {
                 return Ok(json!({"run_id": handle.id}));
             }
-            child_result(handle.wait().await, &workflow)
+            let mut ended = handle.wait().await;
+            if ended.status == Status::Waiting {
+                // The child parked at an approval: this step waits on (a
+                // task, no permit) until it ends.
+                ended = engine
+                    .wait_for_end(&ended.id)
+                    .await
+                    .map_err(|e| nodes::Error::retryable(format!("flow.subworkflow: {e}")))?;
+            }
+            child_result(ended, &workflow)
         })
     }
 }

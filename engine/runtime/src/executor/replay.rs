@@ -14,7 +14,7 @@ use sluice_model::kinds::Kind;
 use sluice_nodes as nodes;
 use sluice_store::{Record, RecordKind, Stored};
 
-use super::driver::run_info;
+use super::driver::{Wake, run_info};
 use super::{Engine, Error, Result, RunHandle, tracing_log};
 
 use crate::machine::{Activation, Lineage, Msg, Status, StepError, StepKey};
@@ -36,8 +36,20 @@ impl Engine {
         Ok(handles)
     }
 
-    /// Rebuilds a run from its journal and drives it to the end.
+    /// Rebuilds a run from its journal and drives it to the end (or until
+    /// it parks again, waiting for a decision).
     pub async fn resume(&self, run_id: &str) -> Result<RunHandle> {
+        self.resume_queued(run_id, None).await
+    }
+
+    /// [`Engine::resume`], with `first` queued to the new driver before
+    /// anything else (a signal that takes up a parked run). If another
+    /// driver has the run, `first` is dropped.
+    pub(super) async fn resume_queued(
+        &self,
+        run_id: &str,
+        first: Option<Wake>,
+    ) -> Result<RunHandle> {
         let slot = match self.claim(run_id) {
             Ok(slot) => slot,
             Err(attached) => return Ok(attached),
@@ -47,11 +59,15 @@ impl Engine {
             .get_run(run_id)
             .await?
             .ok_or_else(|| Error::RunNotFound(run_id.to_string()))?;
-        if row.status != Status::Running {
+        if row.status.is_finished() {
             return Err(Error::AlreadyEnded {
                 run: run_id.to_string(),
                 status: row.status,
             });
+        }
+        if row.status == Status::Waiting {
+            // Driven again from now on: a crash resumes it at the next start.
+            self.store().journal().unpark(run_id).await?;
         }
         let corrupt = |message: String| Error::Corrupt {
             run: run_id.to_string(),
@@ -98,9 +114,10 @@ impl Engine {
         let replay = Replay {
             next_seq,
             first_started: resumed.first_started,
+            first_wake: first,
         };
         let (run, actions) = (resumed.run, resumed.actions);
-        let info = run_info(run_id, &plan, &row.trigger, row.created_at_us);
+        let info = run_info(self, run_id, &plan, &row.trigger, row.created_at_us);
         let fires_errors = row.parent_run.is_none() && plan.nodes[entry].kind != Kind::ErrorTrigger;
         Ok(self.spawn_driver(slot, run, actions, replay, info, fires_errors))
     }
@@ -112,6 +129,8 @@ impl Engine {
 pub(super) struct Replay {
     pub(super) next_seq: u64,
     pub(super) first_started: HashMap<StepKey, i64>,
+    /// What the driver handles first (see [`Engine::resume_queued`]).
+    pub(super) first_wake: Option<Wake>,
 }
 
 /// A journal row as the core's typed entry.

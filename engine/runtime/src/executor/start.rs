@@ -138,6 +138,14 @@ impl Engine {
         if executor == RunOn::Local {
             self.check_credentials(&plan.workflow).await?;
         }
+        if executor == RunOn::Worker
+            && let Some(node) = plan.nodes.iter().find(|n| n.kind == Kind::Approval)
+        {
+            // Nothing parks a run on the worker (yet): refused before it starts.
+            return Err(Error::ApprovalOnWorker {
+                node: node.id.to_string(),
+            });
+        }
         let slot = match self.claim(&id) {
             Ok(slot) => slot,
             Err(attached) => return Ok(attached),
@@ -173,7 +181,7 @@ impl Engine {
             );
             return Ok(self.spawn_mirror(slot, run, 0, true));
         }
-        let info = run_info(&id, &plan, &plan.nodes[entry].id, created_at_us);
+        let info = run_info(self, &id, &plan, &plan.nodes[entry].id, created_at_us);
         if !durable && plan.in_one_go {
             let (run, actions) = Run::start(plan, entry, input);
             return Ok(self

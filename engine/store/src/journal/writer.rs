@@ -77,6 +77,10 @@ struct Statements<'db> {
     finish: Stmt<'db>,
     delete_run: Stmt<'db>,
     delete_definition: Stmt<'db>,
+    open_wait: Stmt<'db>,
+    close_wait: Stmt<'db>,
+    close_waits: Stmt<'db>,
+    park: Stmt<'db>,
 }
 
 impl<'db> Statements<'db> {
@@ -95,7 +99,19 @@ impl<'db> Statements<'db> {
                 "INSERT INTO logs (run_id, node, lineage, level, message, at_us) VALUES (?, ?, ?, ?, ?, ?)",
             )?,
             finish: db.prepare(
-                "UPDATE runs SET status = ?, output = ?, error = ?, finished_at_us = ? WHERE id = ?",
+                "UPDATE runs SET status = ?, output = ?, error = ?, finished_at_us = ?, \
+                 waiting_since_us = NULL WHERE id = ?",
+            )?,
+            open_wait: db.prepare(
+                "INSERT OR IGNORE INTO waits (run_id, node, lineage, activation, since_us, deadline_us, message) \
+                 VALUES (?, ?, ?, ?, ?, ?, ?)",
+            )?,
+            close_wait: db.prepare(
+                "DELETE FROM waits WHERE run_id = ? AND node = ? AND lineage = ? AND activation = ?",
+            )?,
+            close_waits: db.prepare("DELETE FROM waits WHERE run_id = ?")?,
+            park: db.prepare(
+                "UPDATE runs SET waiting_since_us = ? WHERE id = ? AND status = 'running'",
             )?,
             // Steps and logs go with the run (ON DELETE CASCADE). Never a run
             // in progress, nor a finished child its running parent may
@@ -296,6 +312,33 @@ impl<'db> Writer<'db> {
             Command::Finish(finish, _) => self.finish_run(finish),
             Command::Flush(_) => Ok(()),
             Command::Prune(prune, _) => self.prune(prune),
+            Command::OpenWait(w) => {
+                self.st.open_wait.run(&[
+                    (&*w.key.run_id).into(),
+                    (&*w.key.node).into(),
+                    (&*w.key.lineage).into(),
+                    (&*w.key.activation).into(),
+                    w.since_us.into(),
+                    w.deadline_us.into(),
+                    w.message.as_deref().into(),
+                ])?;
+                Ok(())
+            }
+            Command::CloseWait(k) => {
+                self.st.close_wait.run(&[
+                    (&*k.run_id).into(),
+                    (&*k.node).into(),
+                    (&*k.lineage).into(),
+                    (&*k.activation).into(),
+                ])?;
+                Ok(())
+            }
+            Command::Park(run_id, since_us, _) => {
+                self.st
+                    .park
+                    .run(&[(*since_us).into(), (&**run_id).into()])?;
+                Ok(())
+            }
             Command::Probe(_) => {
                 let v = self.db.query_i64("PRAGMA user_version")?;
                 self.db.exec(&format!("PRAGMA user_version = {v}"))?;
@@ -412,6 +455,8 @@ impl<'db> Writer<'db> {
         if changed == 0 {
             return Err(WriteError::RunNotFound(f.run_id.to_string()));
         }
+        // Nothing waits in a run that has ended.
+        self.st.close_waits.run(&[(&*f.run_id).into()])?;
         Ok(())
     }
 
@@ -446,12 +491,20 @@ impl<'db> Writer<'db> {
                         lost_now += 1;
                     }
                 }
-                Command::Log(LogRow { run_id, .. }) => {
+                Command::Log(LogRow { run_id, .. })
+                | Command::CloseWait(super::WaitKey { run_id, .. }) => {
                     if let Err(e) = outcome {
                         self.lose(run_id, e);
                         lost_now += 1;
                     }
                 }
+                Command::OpenWait(w) => {
+                    if let Err(e) = outcome {
+                        self.lose(w.key.run_id, e);
+                        lost_now += 1;
+                    }
+                }
+                Command::Park(_, _, done) => reply(done, outcome),
                 Command::CreateRun(_, done)
                 | Command::Seal(_, done)
                 | Command::Prune(_, done)
