@@ -40,9 +40,10 @@ fn decision(query: &BTreeMap<String, String>, body: &Value) -> Result<Decision, 
 /// What a link names, or the one answer for every token this data dir did
 /// not make (a caller learns nothing about which runs exist).
 fn read_token(s: &AppState, token: &str) -> Result<(String, String, String), ApiError> {
-    s.engine
-        .read_resume_token(token)
-        .ok_or_else(|| ApiError::not_found("no such resume link"))
+    s.engine.read_resume_token(token).ok_or_else(|| {
+        let shown: String = token.chars().take(80).collect();
+        ApiError::not_found(format!("no such resume link: `{shown}`"))
+    })
 }
 
 /// 410 for a link whose approval was decided (or whose run ended).

@@ -886,6 +886,7 @@ async fn the_openapi_document_matches_the_routes() {
                 .replace("{id}", "nope")
                 .replace("{workflow}", "nope")
                 .replace("{path}", "nope")
+                .replace("{token}", "nope")
                 .replace("{name}", "nope");
             let m = reqwest::Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
             let r = s
@@ -1107,4 +1108,170 @@ async fn webhooks_on_a_loopback_server_refuse_a_foreign_host() {
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::FORBIDDEN);
+}
+
+/// The run's JSON once its status is `status`.
+async fn run_when(s: &common::Server, id: &str, status: &str) -> Value {
+    for _ in 0..500 {
+        let run = json_of(
+            s.api(reqwest::Method::GET, &format!("/runs/{id}"))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        if run["status"] == status {
+            return run;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("run {id} never became {status}");
+}
+
+#[tokio::test]
+async fn an_approval_is_decided_once_by_its_link_or_by_the_api() {
+    let s = server().await;
+    s.put_workflow(json!({"format": "sluice.workflow/v1", "id": "ship", "nodes": [
+        {"id": "hook", "kind": "trigger.webhook", "config": {"method": "POST", "path": "order"}},
+        {"id": "approve", "kind": "flow.approval", "config": {"message": "Ship <b>{{ input.body.n }}</b>?"}},
+        {"id": "yes", "kind": "output.end"},
+        {"id": "no", "kind": "output.end"}
+    ], "edges": [
+        {"from": "hook", "to": "approve"},
+        {"from": "approve:approved", "to": "yes"},
+        {"from": "approve:rejected", "to": "no"}
+    ]}))
+    .await;
+    let start = || async {
+        let r = s
+            .hook(reqwest::Method::POST, "ship/order")
+            .json(&json!({"n": 7}))
+            .send()
+            .await
+            .unwrap();
+        // A `when_finished` webhook whose run parks: 202 with its id.
+        assert_eq!(r.status(), StatusCode::ACCEPTED);
+        json_of(r).await["run_id"].as_str().unwrap().to_string()
+    };
+    let id = start().await;
+    let run = run_when(&s, &id, "waiting").await;
+    assert_eq!(run["waiting"][0]["node"], "approve", "{run}");
+    assert_eq!(run["waiting"][0]["message"], "Ship <b>7</b>?");
+    let link = run["waiting"][0]["resume_url"].as_str().unwrap();
+    let token = link.rsplit('/').next().unwrap().to_string();
+    let listed = json_of(
+        s.api(reqwest::Method::GET, "/runs?status=waiting")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(listed.as_array().unwrap().len(), 1);
+    assert_eq!(listed[0]["id"], id.as_str());
+
+    // The link's page decides nothing, and shows the question escaped.
+    let page = s
+        .client
+        .get(format!("{}/hook/resume/{token}", s.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), StatusCode::OK);
+    let html = page.text().await.unwrap();
+    assert!(html.contains("Ship &lt;b&gt;7&lt;/b&gt;?"), "{html}");
+    assert!(html.contains(">Approve</button>") && html.contains(">Reject</button>"));
+    run_when(&s, &id, "waiting").await;
+    // Its POST decides, with the body as the approval's output; once.
+    let post = |token: String| {
+        s.client
+            .post(format!("{}/hook/resume/{token}", s.base))
+            .json(&json!({"ok": true}))
+            .send()
+    };
+    let r = post(token.clone()).await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(
+        json_of(r).await,
+        json!({"run_id": id, "node": "approve", "lineage": "", "decision": "approved"})
+    );
+    let run = run_when(&s, &id, "succeeded").await;
+    assert_eq!(run["output"], json!({"yes": {"ok": true}}));
+    let again = post(token.clone()).await.unwrap();
+    assert_eq!(again.status(), StatusCode::GONE);
+    // A token this data dir did not make is nobody's.
+    let forged = format!("{}x", &token[..token.len() - 1]);
+    for bad in [forged.as_str(), "nope", "a.b"] {
+        let r = post(bad.to_string()).await.unwrap();
+        assert_eq!(r.status(), StatusCode::NOT_FOUND, "{bad}");
+    }
+
+    // The page's own form: the decision and comment are the output.
+    let id = start().await;
+    run_when(&s, &id, "waiting").await;
+    let token = {
+        let run = run_when(&s, &id, "waiting").await;
+        let link = run["waiting"][0]["resume_url"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        link.rsplit('/').next().unwrap().to_string()
+    };
+    let r = s
+        .client
+        .post(format!("{}/hook/resume/{token}", s.base))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("comment=not+today&decision=rejected")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(r.text().await.unwrap().contains("You rejected step"));
+    let run = run_when(&s, &id, "succeeded").await;
+    assert_eq!(
+        run["output"],
+        json!({"no": {"comment": "not today", "decision": "rejected"}})
+    );
+
+    // The API: with the token only, and refused once decided.
+    let id = start().await;
+    run_when(&s, &id, "waiting").await;
+    let unsigned = s
+        .client
+        .post(format!("{}/api/v1/runs/{id}/signal", s.base))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unsigned.status(), StatusCode::UNAUTHORIZED);
+    let signal = |q: &str| {
+        s.api(reqwest::Method::POST, &format!("/runs/{id}/signal{q}"))
+            .json(&json!({"why": "no stock"}))
+            .send()
+    };
+    let r = signal("?node=other").await.unwrap();
+    assert_eq!(r.status(), StatusCode::CONFLICT);
+    assert!(
+        json_of(r).await["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("does not wait for a decision at `other`")
+    );
+    let r = signal("?decision=rejected").await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let run = run_when(&s, &id, "succeeded").await;
+    assert_eq!(run["output"], json!({"no": {"why": "no stock"}}));
+    let r = signal("").await.unwrap();
+    assert_eq!(r.status(), StatusCode::CONFLICT);
+    assert!(
+        json_of(r).await["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("already succeeded")
+    );
+    let r = s
+        .api(reqwest::Method::POST, "/runs/r-nope/signal")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
 }
