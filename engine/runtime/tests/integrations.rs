@@ -1576,3 +1576,72 @@ async fn email_over_starttls_and_tls_with_auth() {
     let hits = grep_dir(&h.dir.path().join("data"), &["smtp-pw-31337"]);
     assert!(hits.is_empty(), "{hits:?}");
 }
+
+#[tokio::test]
+async fn an_email_sent_before_an_approval_carries_its_resume_link() {
+    let h = harness().await;
+    let smtp = smtp_server(h.dir.path(), "none", Path::new("-"), Path::new("-")).await;
+    h.engine
+        .store()
+        .put_credential(
+            "mail",
+            "smtp",
+            &json!({"host": "127.0.0.1", "port": smtp.port, "security": "none"}),
+        )
+        .await
+        .unwrap();
+    let handle = h
+        .engine
+        .start(
+            plan(
+                json!([
+                    {"id": "t", "kind": "trigger.manual"},
+                    {"id": "ask", "kind": "email.send", "config": {
+                        "credential": "mail", "from": "robot@example.org", "to": "boss@example.org",
+                        "subject": "Ship order {{ input.id }}?",
+                        "text": "Approve: {{ run.resume.approve }}"}},
+                    {"id": "approve", "kind": "flow.approval"},
+                    {"id": "ship", "kind": "output.end", "config": {"value": "{{ input }}"}}
+                ]),
+                json!([
+                    {"from": "t", "to": "ask"}, {"from": "ask", "to": "approve"},
+                    {"from": "approve:approved", "to": "ship"}
+                ]),
+            ),
+            None,
+            Arc::new(json!({"id": "o-7"})),
+        )
+        .await
+        .unwrap();
+    let run = handle.id.clone();
+    assert_eq!(handle.wait().await.status, Status::Waiting);
+    let msgs = smtp.messages();
+    assert_eq!(msgs.len(), 1);
+    let text = msgs[0]["text"].as_str().unwrap().trim_end().to_string();
+    let link = text.strip_prefix("Approve: ").unwrap();
+    let token = link.rsplit('/').next().unwrap();
+    let (named_run, node, lineage) = h.engine.read_resume_token(token).unwrap();
+    assert_eq!(
+        (named_run.as_str(), node.as_str(), lineage.as_str()),
+        (run.as_str(), "approve", "")
+    );
+    h.engine
+        .signal(
+            &run,
+            sluice_runtime::executor::Signal {
+                node: Some(node),
+                lineage: Some(lineage),
+                activation: None,
+                kind: sluice_runtime::executor::SignalKind::Decide(
+                    sluice_api::Decision::Approved,
+                    json!({"by": "boss"}),
+                ),
+            },
+        )
+        .await
+        .unwrap();
+    let r = h.engine.wait_for_end(&run).await.unwrap();
+    assert_eq!(r.output, json!({"ship": {"by": "boss"}}));
+    // The email was sent once, before the run parked.
+    assert_eq!(smtp.messages().len(), 1);
+}
