@@ -101,6 +101,7 @@ pub fn build(
                 (StepStatus::Succeeded, Some(d)) => format!("✓ {}", duration(d)),
                 (StepStatus::Failed, _) => "✗ failed".to_string(),
                 (StepStatus::Running, _) => "● running".to_string(),
+                (StepStatus::Waiting, _) => "… waiting".to_string(),
                 (other, _) => other.to_string(),
             };
             if st.attempt > 1 {

@@ -2202,3 +2202,62 @@ async fn the_publish_panel_offers_deploy_and_says_when_the_worker_does_not_answe
     );
     a.close().await.ok();
 }
+
+#[tokio::test]
+async fn a_run_waits_at_an_approval_in_the_run_view_and_approve_resumes_it() {
+    let (s, codes) = editor_server().await;
+    s.put_workflow(json!({
+        "format": "sluice.workflow/v1", "id": "ship", "nodes": [
+            {"id": "start", "kind": "trigger.manual", "position": [0, 0]},
+            {"id": "approve", "kind": "flow.approval", "config": {"message": "Ship order {{ input.order }}?"}, "position": [320, 0]},
+            {"id": "yes", "kind": "output.end", "position": [640, 0]},
+            {"id": "no", "kind": "output.end", "position": [640, 200]}],
+        "edges": [{"from": "start", "to": "approve"}, {"from": "approve:approved", "to": "yes"},
+            {"from": "approve:rejected", "to": "no"}]
+    }))
+    .await;
+    let driver = driver().await;
+    let a = browser(&driver).await;
+    open(&a, &s, &codes, "ship").await;
+    let input = a.find(Locator::Css("#run-input")).await.unwrap();
+    input.click().await.unwrap();
+    key_chord(&a, CONTROL, "a").await;
+    input.send_keys(r#"{"order": 42}"#).await.unwrap();
+    click(&a, ".run-button").await;
+    // Parked: the run view says so, with the question and the buttons.
+    eventually(Duration::from_secs(10), "the run to wait", || async {
+        text_of(&a, ".run-status").await.as_deref() == Some("waiting")
+    })
+    .await;
+    eventually(Duration::from_secs(10), "the approval shown", || async {
+        text_of(&a, ".approval[data-node='approve'] .approval-message")
+            .await
+            .as_deref()
+            == Some("Ship order 42?")
+    })
+    .await;
+    eventually(
+        Duration::from_secs(5),
+        "the node marked waiting",
+        || async {
+            class_of(&a, "g.node[data-node='approve']")
+                .await
+                .contains("run-waiting")
+        },
+    )
+    .await;
+    screenshot(&a, "approval-waiting").await;
+    let comment = a.find(Locator::Css(".approval-comment")).await.unwrap();
+    comment.send_keys("looks right").await.unwrap();
+    click(&a, ".approval[data-node='approve'] button.approve").await;
+    eventually(Duration::from_secs(10), "the run to finish", || async {
+        text_of(&a, ".run-status").await.as_deref() == Some("succeeded")
+    })
+    .await;
+    let output: Value = serde_json::from_str(&text(&a, ".run-output").await).unwrap();
+    assert_eq!(
+        output,
+        json!({"yes": {"decision": "approved", "by": "editor", "comment": "looks right"}})
+    );
+    assert_eq!(count(&a, ".approval").await, 0);
+}

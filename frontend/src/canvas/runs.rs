@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 use sluice_api::{
-    LiveEvent, LogLine, Retry, RetryFrom, RunDetail, RunError, RunOn, RunStarted, RunStatus,
-    RunSummary, StartRun, StepStatus, What,
+    Decision, LiveEvent, LogLine, Retry, RetryFrom, RunDetail, RunError, RunOn, RunStarted,
+    RunStatus, RunSummary, Signalled, StartRun, StepStatus, Waiting, What,
 };
 use yew::prelude::*;
 
@@ -38,6 +38,11 @@ pub enum Msg {
     Open(String),
     Pinned(String, Result<Value, String>),
     Retry(RetryFrom),
+    /// The comment typed for the shown run's approvals.
+    Comment(String),
+    /// Approve or reject an approval (node, lineage) of the shown run.
+    Decide(String, String, Decision),
+    Decided(String, Result<Signalled, String>),
 }
 
 impl From<Msg> for super::Msg {
@@ -134,6 +139,12 @@ pub struct RunView {
     /// The workflow as this run ran it, when opened from the list.
     pub pinned: Option<Editor>,
     version: Option<String>,
+    /// The approvals it waits at.
+    waiting: Vec<Waiting>,
+    /// The comment sent with a decision.
+    comment: String,
+    /// A decision on its way.
+    deciding: bool,
 }
 
 impl RunView {
@@ -147,6 +158,9 @@ impl RunView {
             logs: Vec::new(),
             pinned: None,
             version: None,
+            waiting: Vec::new(),
+            comment: String::new(),
+            deciding: false,
         }
     }
 
@@ -165,6 +179,7 @@ impl RunView {
         if let Some(v) = &run.version {
             self.version = Some(v.clone());
         }
+        self.waiting = run.waiting.clone();
         for step in &detail.steps {
             self.steps.insert(
                 step.node.clone(),
@@ -371,6 +386,44 @@ impl Canvas {
                 }
                 true
             }
+            Msg::Comment(text) => {
+                if let Some(run) = self.runs.run.as_mut() {
+                    run.comment = text;
+                }
+                false
+            }
+            Msg::Decide(node, lineage, decision) => {
+                let Some(run) = self.runs.run.as_mut() else {
+                    return false;
+                };
+                run.deciding = true;
+                let id = run.id.clone();
+                let path = format!(
+                    "/api/v1/runs/{id}/signal?node={node}&lineage={lineage}&decision={}",
+                    decision.port()
+                );
+                let mut body = serde_json::json!({"decision": decision.port(), "by": "editor"});
+                if !run.comment.trim().is_empty() {
+                    body["comment"] = Value::String(run.comment.trim().to_string());
+                }
+                ctx.link().send_future(async move {
+                    Msg::Decided(id, net::call_as("POST", &path, Some(&body)).await)
+                });
+                true
+            }
+            Msg::Decided(id, result) => {
+                if let Some(run) = self.runs.run.as_mut().filter(|r| r.id == id) {
+                    run.deciding = false;
+                    if result.is_ok() {
+                        run.comment.clear();
+                    }
+                }
+                if let Err(e) = result {
+                    self.status = e;
+                }
+                self.fetch_detail(ctx, &id);
+                true
+            }
             Msg::Retry(from) => {
                 let Some(run) = &self.runs.run else {
                     return false;
@@ -417,10 +470,24 @@ impl Canvas {
                     r.status = *status;
                 }
             }
+            What::RunWaiting {} => {
+                if let Some(r) = runs.rows.iter_mut().find(|r| r.id == run) {
+                    r.status = RunStatus::Waiting;
+                }
+            }
+            What::RunStarted { .. } => {
+                // Taken up again after waiting.
+                if let Some(r) = runs.rows.iter_mut().find(|r| r.id == run) {
+                    r.status = RunStatus::Running;
+                }
+            }
             _ => {}
         }
         let Some(shown) = runs.run.as_mut().filter(|r| r.id == run) else {
-            return matches!(e.what, What::RunStarted { .. } | What::RunFinished { .. });
+            return matches!(
+                e.what,
+                What::RunStarted { .. } | What::RunFinished { .. } | What::RunWaiting {}
+            );
         };
         match &e.what {
             What::StepStarted { node, attempt, .. } => {
@@ -468,11 +535,30 @@ impl Canvas {
                 message: message.clone(),
                 at_us: e.at_us,
             }),
-            What::RunFinished { status, .. } => {
-                shown.status = *status;
+            What::StepWaiting { node, .. } => {
+                let step = shown.steps.entry(node.to_string()).or_default();
+                let attempt = step.mark.as_ref().map_or(1, |m| m.attempt);
+                step.mark = Some(StepMark {
+                    status: StepStatus::Waiting,
+                    attempt,
+                    duration_us: None,
+                    error: None,
+                });
+            }
+            What::RunWaiting {} => {
+                shown.status = RunStatus::Waiting;
                 self.fetch_detail(ctx, run);
             }
-            What::RunStarted { .. } => {}
+            What::RunFinished { status, .. } => {
+                shown.status = *status;
+                shown.waiting.clear();
+                self.fetch_detail(ctx, run);
+            }
+            What::RunStarted { .. } => {
+                if shown.status == RunStatus::Waiting {
+                    shown.status = RunStatus::Running;
+                }
+            }
         }
         self.touch();
         true
@@ -538,9 +624,44 @@ impl Canvas {
                     <button class="retry-start" onclick={link.callback(|_| Msg::Retry(RetryFrom::Start))}>{ "Retry from start" }</button>
                 </p>
             });
+            let oncomment = link.callback(|e: InputEvent| {
+                let area: web_sys::HtmlTextAreaElement = e.target_unchecked_into();
+                Msg::Comment(area.value())
+            });
+            let approvals = (!r.waiting.is_empty()).then(|| {
+                let waits = r.waiting.iter().map(|w| {
+                    let (n1, l1) = (w.node.clone(), w.lineage.clone());
+                    let (n2, l2) = (w.node.clone(), w.lineage.clone());
+                    let label = if w.lineage.is_empty() {
+                        w.node.clone()
+                    } else {
+                        format!("{} (item {})", w.node, w.lineage)
+                    };
+                    html! {
+                        <div class="approval" data-node={w.node.clone()} role="group" aria-label={format!("Approval {label}")}>
+                            <p class="approval-message">{ w.message.clone().unwrap_or_else(|| "Waiting for a decision.".into()) }</p>
+                            <p class="summary">{ format!("{label} · waiting since {}", when(w.since_us)) }
+                                { w.timeout_at_us.map(|t| format!(" · times out at {}", when(t))).unwrap_or_default() }</p>
+                            <button class="approve" disabled={r.deciding}
+                                onclick={link.callback(move |_| Msg::Decide(n1.clone(), l1.clone(), Decision::Approved))}>{ "Approve" }</button>
+                            <button class="reject" disabled={r.deciding}
+                                onclick={link.callback(move |_| Msg::Decide(n2.clone(), l2.clone(), Decision::Rejected))}>{ "Reject" }</button>
+                        </div>
+                    }
+                });
+                html! {
+                    <section class="approvals">
+                        <h3>{ "Waiting for a decision" }</h3>
+                        <label for="approval-comment">{ "Comment (optional)" }</label>
+                        <textarea id="approval-comment" class="approval-comment" rows="2" value={r.comment.clone()} oninput={oncomment.clone()} />
+                        { for waits }
+                    </section>
+                }
+            });
             html! {
                 <div class={classes!("run", format!("run-{}", r.status))} data-run={r.id.clone()}>
                     <p><strong class="run-status">{ r.status.as_str() }</strong>{ " · " }<code>{ &r.id }</code></p>
+                    { for approvals }
                     { for error }
                     { for retry }
                     <h3>{ "Output" }</h3>
