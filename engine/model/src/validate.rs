@@ -12,6 +12,10 @@ use crate::workflow::{FORMAT, OnError, Workflow};
 
 pub use sluice_api::Problem;
 
+/// The workflow id the trigger port keeps for resume links
+/// (`/hook/resume/{token}`, see `flow.approval`).
+pub const RESERVED_ID: &str = "resume";
+
 fn problem(node: Option<&str>, field: Option<&str>, message: impl Into<String>) -> Problem {
     Problem {
         node: node.map(str::to_string),
@@ -108,6 +112,13 @@ pub fn validate(wf: &Workflow) -> Vec<Problem> {
             None,
             Some("id"),
             format!("`{}` is not a slug (letters, digits, `-`, `_`)", wf.id),
+        ));
+    }
+    if wf.id == RESERVED_ID {
+        out.push(problem(
+            None,
+            Some("id"),
+            "`resume` is reserved: the trigger port answers resume links at /hook/resume/",
         ));
     }
 
@@ -538,6 +549,17 @@ mod tests {
                 {"id": "e", "kind": "output.end"}],
               "edges": [{"from": "t", "to": "c"}, {"from": "c:true", "to": "e"}]}"#,
             expect![""],
+        );
+    }
+
+    #[test]
+    fn the_resume_id_is_kept_for_resume_links() {
+        check(
+            r#"{"format": "sluice.workflow/v1", "id": "resume", "nodes": [
+                {"id": "t", "kind": "trigger.manual"}]}"#,
+            expect![
+                "workflow id: `resume` is reserved: the trigger port answers resume links at /hook/resume/"
+            ],
         );
     }
 
