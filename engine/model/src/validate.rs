@@ -229,6 +229,15 @@ pub fn validate(wf: &Workflow) -> Vec<Problem> {
             ));
             continue;
         };
+        if spec.id == Kind::Approval && n.timeout_ms.is_some() {
+            // The step runs no task a node timeout could stop.
+            out.push(problem(
+                node,
+                Some("timeout_ms"),
+                "a flow.approval waits for a decision: set its `config.timeout_ms` (and \
+                 `config.on_timeout`) instead",
+            ));
+        }
         if !n.config.is_object() {
             out.push(problem(node, Some("config"), "must be an object"));
             continue;
@@ -549,6 +558,19 @@ mod tests {
                 {"id": "e", "kind": "output.end"}],
               "edges": [{"from": "t", "to": "c"}, {"from": "c:true", "to": "e"}]}"#,
             expect![""],
+        );
+    }
+
+    #[test]
+    fn an_approval_times_out_by_its_config() {
+        check(
+            r#"{"format": "sluice.workflow/v1", "id": "a", "nodes": [
+                {"id": "t", "kind": "trigger.manual"},
+                {"id": "ok", "kind": "flow.approval", "timeout_ms": 5}],
+              "edges": [{"from": "t", "to": "ok"}]}"#,
+            expect![
+                "node `ok` timeout_ms: a flow.approval waits for a decision: set its `config.timeout_ms` (and `config.on_timeout`) instead"
+            ],
         );
     }
 

@@ -436,3 +436,68 @@ async fn a_parent_waits_for_its_child_parked_at_an_approval() {
     assert_eq!(r.status, Status::Succeeded, "{r:?}");
     assert_eq!(r.output, json!({"end": {"end": {"ok": true}}}));
 }
+
+#[tokio::test]
+async fn each_element_of_a_split_waits_with_its_own_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path()).await;
+    let plan = workflow(
+        "each",
+        json!([
+            {"id": "t", "kind": "trigger.manual"},
+            {"id": "each", "kind": "flow.split"},
+            {"id": "approve", "kind": "flow.approval", "config": {"message": "Item {{ input }}?"}},
+            {"id": "all", "kind": "flow.join"},
+            {"id": "end", "kind": "output.end"}
+        ]),
+        json!([
+            {"from": "t", "to": "each"}, {"from": "each", "to": "approve"},
+            {"from": "approve:approved", "to": "all"}, {"from": "approve:rejected", "to": "all"},
+            {"from": "all", "to": "end"}
+        ]),
+    );
+    let run = parked(&engine, plan, json!(["a", "b"])).await;
+    let row = engine.store().get_run(&run).await.unwrap().unwrap();
+    let detail = engine.run_detail(&row).await.unwrap();
+    let mut waits: Vec<(String, String)> = detail
+        .run
+        .waiting
+        .iter()
+        .map(|w| (w.lineage.clone(), w.message.clone().unwrap()))
+        .collect();
+    waits.sort();
+    assert_eq!(
+        waits,
+        vec![
+            ("0".into(), "Item a?".into()),
+            ("1".into(), "Item b?".into())
+        ]
+    );
+    // Each by its own link.
+    for (w, decision) in detail
+        .run
+        .waiting
+        .iter()
+        .zip([Decision::Approved, Decision::Rejected])
+    {
+        let token = w.resume_url.as_deref().unwrap().rsplit('/').next().unwrap();
+        let (r, node, lineage) = engine.read_resume_token(token).unwrap();
+        assert_eq!((r.as_str(), node.as_str()), (run.as_str(), "approve"));
+        assert_eq!(lineage, w.lineage);
+        let signal = Signal {
+            lineage: Some(lineage),
+            ..Signal::decide(Some(node), decision, json!(w.lineage))
+        };
+        engine.signal(&run, signal).await.unwrap();
+    }
+    let r = ended(&engine, &run).await;
+    assert_eq!(r.status, Status::Succeeded, "{r:?}");
+    let mut got: Vec<String> = r.output["end"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    got.sort();
+    assert_eq!(got, vec!["0", "1"]);
+}

@@ -39,6 +39,16 @@ impl Engine {
         // What is wrong with the workflow first (missing, not published),
         // then with where it would go.
         let plan = self.workflow(id).await?;
+        if let Some(node) = plan
+            .nodes
+            .iter()
+            .find(|n| n.kind == sluice_model::kinds::Kind::Approval)
+        {
+            // Nothing parks a run on the worker (yet).
+            return Err(Error::ApprovalOnWorker {
+                node: node.id.to_string(),
+            });
+        }
         let worker = self.worker()?;
         let version = match &plan.version {
             Some(v) => v.clone(),
