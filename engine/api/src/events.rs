@@ -77,6 +77,15 @@ pub enum What {
         level: String,
         message: String,
     },
+    /// A piece of text a step is producing (a model's tokens), as it comes:
+    /// live only; the whole text is a `log` line when the step ends.
+    Stream {
+        #[cfg_attr(feature = "openapi", schema(value_type = String))]
+        node: Arc<str>,
+        lineage: String,
+        level: String,
+        text: String,
+    },
     RunFinished {
         status: RunStatus,
         #[serde(default, skip_serializing_if = "Option::is_none")]

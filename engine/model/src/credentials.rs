@@ -6,7 +6,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 /// Every credential kind.
-pub const KINDS: &[&str] = &["bearer", "basic", "header", "query", "smtp"];
+pub const KINDS: &[&str] = &["bearer", "basic", "header", "query", "smtp", "openai"];
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -53,6 +53,16 @@ enum SmtpSecurity {
     Tls,
 }
 
+/// An OpenAI-compatible server (`ai.chat`): where, and its key if it needs one.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct OpenAi {
+    base_url: String,
+    #[serde(default)]
+    api_key: Option<String>,
+}
+
 fn shape<T: DeserializeOwned>(value: &Value) -> Result<(), String> {
     serde_path_to_error::deserialize::<_, T>(value)
         .map(|_| ())
@@ -74,6 +84,14 @@ pub fn check(kind: &str, value: &Value) -> Result<(), String> {
         "basic" => shape::<Basic>(value),
         "header" | "query" => shape::<NameValue>(value),
         "smtp" => shape::<Smtp>(value),
+        "openai" => shape::<OpenAi>(value).and_then(|()| {
+            let url = value["base_url"].as_str().unwrap_or_default();
+            if url.starts_with("http://") || url.starts_with("https://") {
+                Ok(())
+            } else {
+                Err("base_url: must start with http:// or https://".to_string())
+            }
+        }),
         other => {
             return Err(format!(
                 "unknown credential kind `{other}` (kinds: {})",
@@ -103,6 +121,21 @@ mod tests {
     #[test]
     fn shapes() {
         assert_eq!(check("bearer", &json!({"token": "t"})), Ok(()));
+        assert_eq!(
+            check("openai", &json!({"base_url": "http://127.0.0.1:11434/v1"})),
+            Ok(())
+        );
+        assert_eq!(
+            check(
+                "openai",
+                &json!({"base_url": "https://api.openai.com/v1", "api_key": "sk-1"})
+            ),
+            Ok(())
+        );
+        assert_eq!(
+            check("openai", &json!({"base_url": "file:///etc"})),
+            Err("base_url: must start with http:// or https://".into())
+        );
         assert_eq!(
             check(
                 "smtp",

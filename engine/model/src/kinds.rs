@@ -29,6 +29,7 @@ pub enum Kind {
     Transform,
     HttpRequest,
     EmailSend,
+    AiChat,
     FileRead,
     FileWrite,
     Js,
@@ -71,6 +72,7 @@ impl Kind {
         match self {
             Kind::HttpRequest => &["bearer", "basic", "header", "query"],
             Kind::EmailSend => &["smtp"],
+            Kind::AiChat => &["openai"],
             _ => &[],
         }
     }
@@ -372,6 +374,15 @@ static CATALOG: &[KindSpec] = &[
         ["out", "error"],
         raw["credential"],
         "Sends an email over SMTP with an `smtp` credential."
+    ),
+    kind!(
+        AiChat,
+        "ai.chat",
+        "integration",
+        AiChatConfig,
+        ["out", "error"],
+        raw["credential"],
+        "Asks a language model (any OpenAI-compatible server, an `openai` credential); its tokens stream into the run log; a JSON Schema makes the reply an object."
     ),
     kind!(FileRead, "file.read", "integration", FileReadConfig, ["out", "error"], raw [],
         "Reads a file inside the allowed folders as text, JSON, CSV or bytes."),
@@ -870,6 +881,61 @@ pub enum ResponseAs {
     Text,
     /// Base64 inline up to `[http] inline_bytes`, else a blob reference.
     Bytes,
+}
+
+/// An `ai.chat`: one chat completion.
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AiChatConfig {
+    /// Name of an `openai` credential: the server's `base_url`
+    /// (`https://api.openai.com/v1`; Ollama: `http://127.0.0.1:11434/v1`)
+    /// and its `api_key` (none for a local server).
+    pub credential: String,
+    /// The model, as the server names it (`gpt-4o-mini`, `llama3.2`).
+    pub model: String,
+    /// The system message: who the model is and how it answers.
+    #[serde(default)]
+    pub system: Option<String>,
+    /// The user message: what is asked.
+    pub user: String,
+    /// Sampling temperature, 0 to 2 (default: the server's).
+    #[serde(default)]
+    pub temperature: Option<f64>,
+    /// The most tokens the reply may have (default: the server's).
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
+    /// A JSON Schema the reply must match: the model is asked for JSON of
+    /// that shape, and the reply is parsed and checked against it (the
+    /// output's `value`).
+    #[serde(default)]
+    pub schema: Option<Value>,
+    /// How long one request may take, in milliseconds (default 300000).
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+}
+impl Config for AiChatConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        if self.model.trim().is_empty() {
+            return Err(ConfigError::new("model", "must name a model"));
+        }
+        if let Some(t) = self.temperature
+            && !(0.0..=2.0).contains(&t)
+        {
+            return Err(ConfigError::new("temperature", "must be between 0 and 2"));
+        }
+        if self.max_tokens == Some(0) {
+            return Err(ConfigError::new("max_tokens", "must be at least 1"));
+        }
+        if self.timeout_ms == Some(0) {
+            return Err(ConfigError::new("timeout_ms", "must be at least 1"));
+        }
+        if let Some(schema) = &self.schema
+            && !schema.is_object()
+        {
+            return Err(ConfigError::new("schema", "must be a JSON Schema object"));
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]

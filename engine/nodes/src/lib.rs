@@ -3,6 +3,7 @@
 //! output port, or an error that says whether retrying can help.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+pub mod ai;
 pub mod binary;
 mod code;
 pub mod email;
@@ -11,6 +12,7 @@ pub mod http;
 pub mod io;
 pub mod net;
 pub mod redact;
+mod schema;
 pub mod settings;
 
 use std::future::Future;
@@ -93,6 +95,11 @@ pub trait Host: Send + Sync {
     fn mask(&self, bytes: &[u8]) -> Vec<u8> {
         bytes.to_vec()
     }
+    /// Text as a step produces it (a model's tokens): shown live to whoever
+    /// watches the run, not journaled (log the whole text with `log`).
+    fn log_live(&self, _level: &str, _text: &str) {}
+    /// Tokens a model call used (the engine's metrics).
+    fn ai_usage(&self, _model: &str, _input_tokens: u64, _output_tokens: u64) {}
     /// Starts a new blob in the blob store.
     fn blob_writer(&self) -> Result<Box<dyn BlobWriter>> {
         Err(Error::terminal("this host has no blob store"))
@@ -163,6 +170,7 @@ pub async fn execute(call: Call<'_>) -> Result<Outputs> {
         Kind::Transform => transform(&call).await,
         Kind::HttpRequest => http::request(&call).await,
         Kind::EmailSend => email::send(&call).await,
+        Kind::AiChat => ai::chat(&call).await,
         Kind::FileRead => files::read(&call).await,
         Kind::FileWrite => files::write(&call).await,
         Kind::Js => code::js(&call).await,

@@ -24,7 +24,12 @@ pub struct Metrics {
     runs: Mutex<BTreeMap<(String, &'static str), u64>>,
     steps: Mutex<BTreeMap<&'static str, Histogram>>,
     queued: AtomicI64,
+    /// Model tokens by (workflow, model, direction).
+    ai_tokens: Mutex<BTreeMap<(String, String, &'static str), u64>>,
 }
+
+/// Series of `sluice_ai_tokens_total` beyond which new models count as `other`.
+const MAX_AI_SERIES: usize = 1000;
 
 impl Metrics {
     pub(crate) fn run_finished(&self, workflow: &str, status: &'static str) {
@@ -42,6 +47,21 @@ impl Metrics {
             .unwrap_or(BUCKETS.len());
         h.counts[i] += 1;
         h.sum += secs;
+    }
+
+    pub(crate) fn ai_tokens(&self, workflow: &str, model: &str, input: u64, output: u64) {
+        let mut tokens = self.ai_tokens.lock().unwrap_or_else(|e| e.into_inner());
+        let known = tokens.contains_key(&(workflow.to_string(), model.to_string(), "input"));
+        let model = if known || tokens.len() < MAX_AI_SERIES {
+            model
+        } else {
+            "other"
+        };
+        for (direction, n) in [("input", input), ("output", output)] {
+            *tokens
+                .entry((workflow.to_string(), model.to_string(), direction))
+                .or_default() += n;
+        }
     }
 
     pub(crate) fn queued(&self, delta: i64) {
@@ -63,6 +83,22 @@ impl Metrics {
             w!(
                 "sluice_runs_total{{workflow=\"{}\",status=\"{status}\"}} {n}",
                 escape(workflow)
+            );
+        }
+        w!(
+            "# HELP sluice_ai_tokens_total Tokens language models read and wrote (ai.chat), by workflow and model."
+        );
+        w!("# TYPE sluice_ai_tokens_total counter");
+        for ((workflow, model, direction), n) in self
+            .ai_tokens
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
+            w!(
+                "sluice_ai_tokens_total{{workflow=\"{}\",model=\"{}\",direction=\"{direction}\"}} {n}",
+                escape(workflow),
+                escape(model)
             );
         }
         w!("# HELP sluice_step_duration_seconds Time a step took to execute, by node kind.");
@@ -113,6 +149,8 @@ mod tests {
         m.run_finished("orders", "succeeded");
         m.run_finished("orders", "succeeded");
         m.run_finished("a\"b", "failed");
+        m.ai_tokens("orders", "llama3.2", 12, 5);
+        m.ai_tokens("orders", "llama3.2", 1, 2);
         m.step_finished("data.set", Duration::from_micros(50));
         m.step_finished("data.set", Duration::from_millis(2));
         m.queued(3);
@@ -126,6 +164,12 @@ mod tests {
             text.contains("sluice_runs_total{workflow=\"a\\\"b\",status=\"failed\"} 1\n"),
             "{text}"
         );
+        for line in [
+            "sluice_ai_tokens_total{workflow=\"orders\",model=\"llama3.2\",direction=\"input\"} 13\n",
+            "sluice_ai_tokens_total{workflow=\"orders\",model=\"llama3.2\",direction=\"output\"} 7\n",
+        ] {
+            assert!(text.contains(line), "{text}");
+        }
         assert!(
             text.contains(
                 "sluice_step_duration_seconds_bucket{kind=\"data.set\",le=\"0.0001\"} 1\n"

@@ -59,6 +59,17 @@ async fn ended(engine: &Engine, run: &str) -> sluice_runtime::RunResult {
         .unwrap()
 }
 
+/// The ids of the runs listed as waiting.
+async fn waiting_runs(engine: &Engine) -> Vec<String> {
+    let filter = sluice_runtime::RunFilter {
+        status: Some(Status::Waiting),
+        limit: 10,
+        ..Default::default()
+    };
+    let rows = engine.store().find_runs(&filter).await.unwrap();
+    rows.into_iter().map(|r| r.id).collect()
+}
+
 fn decide(decision: Decision, body: Value) -> Signal {
     Signal::decide(None, decision, body)
 }
@@ -84,19 +95,7 @@ async fn a_parked_run_holds_nothing_and_a_signal_resumes_it_with_the_body_as_out
     let step = detail.steps.iter().find(|s| s.node == "approve").unwrap();
     assert_eq!(step.status, StepStatus::Waiting);
     // Listed as waiting, not among the runs to resume at start.
-    let waiting = engine
-        .store()
-        .find_runs(&sluice_runtime::RunFilter {
-            status: Some(Status::Waiting),
-            limit: 10,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    assert_eq!(
-        waiting.iter().map(|r| &r.id).collect::<Vec<_>>(),
-        vec![&run]
-    );
+    assert_eq!(waiting_runs(&engine).await, vec![run.clone()]);
     assert!(engine.store().unfinished_runs().await.unwrap().is_empty());
 
     let done = engine
@@ -412,17 +411,8 @@ async fn a_parent_waits_for_its_child_parked_at_an_approval() {
         .unwrap();
     // The child parks; the parent's step waits on.
     let child_run = loop {
-        let rows = engine
-            .store()
-            .find_runs(&sluice_runtime::RunFilter {
-                status: Some(Status::Waiting),
-                limit: 10,
-                ..Default::default()
-            })
-            .await
-            .unwrap();
-        if let Some(r) = rows.first() {
-            break r.id.clone();
+        if let Some(id) = waiting_runs(&engine).await.pop() {
+            break id;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     };

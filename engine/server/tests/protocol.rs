@@ -108,6 +108,7 @@ async fn every_api_body_and_ws_frame_decodes_into_the_api_types() {
                 What::StepWaiting { .. } => "step_waiting",
                 What::RunWaiting {} => "run_waiting",
                 What::Log { .. } => "log",
+                What::Stream { .. } => "stream",
                 What::RunFinished { .. } => "run_finished",
             }),
             Frame::Doc(_) => None,
@@ -351,13 +352,15 @@ async fn the_openapi_document_describes_the_api_types() {
         "TicketInfo",
         "PeersInfo",
         "FromPeer",
+        "Signalled",
+        "Waiting",
     ] {
         assert!(schemas.get(name).is_some(), "no schema {name}: {schemas}");
     }
     let status = &schemas["RunStatus"];
     assert_eq!(
         status["enum"],
-        json!(["running", "succeeded", "failed", "cancelled"]),
+        json!(["running", "waiting", "succeeded", "failed", "cancelled"]),
         "{status}"
     );
     let ok = &doc["paths"]["/api/v1/runs/{id}"]["get"]["responses"]["200"]["content"]["application/json"]

@@ -528,13 +528,43 @@ impl Canvas {
                 lineage,
                 level,
                 message,
-            } => shown.logs.push(LogLine {
-                node: node.to_string(),
-                lineage: lineage.clone(),
-                level: level.clone(),
-                message: message.clone(),
-                at_us: e.at_us,
-            }),
+            } => {
+                // The whole text of what was streamed replaces it.
+                shown.logs.retain(|l| {
+                    !(l.node == **node && l.lineage == *lineage && l.level.ends_with(" streaming"))
+                });
+                shown.logs.push(LogLine {
+                    node: node.to_string(),
+                    lineage: lineage.clone(),
+                    level: level.clone(),
+                    message: message.clone(),
+                    at_us: e.at_us,
+                });
+            }
+            What::Stream {
+                node,
+                lineage,
+                level,
+                text,
+            } => {
+                // Text as it comes: one growing line per step (the whole
+                // text replaces it when the step's logs are read).
+                let streaming = format!("{level} streaming");
+                match shown.logs.last_mut() {
+                    Some(l)
+                        if l.node == **node && l.lineage == *lineage && l.level == streaming =>
+                    {
+                        l.message.push_str(text);
+                    }
+                    _ => shown.logs.push(LogLine {
+                        node: node.to_string(),
+                        lineage: lineage.clone(),
+                        level: streaming,
+                        message: text.clone(),
+                        at_us: e.at_us,
+                    }),
+                }
+            }
             What::StepWaiting { node, .. } => {
                 let step = shown.steps.entry(node.to_string()).or_default();
                 let attempt = step.mark.as_ref().map_or(1, |m| m.attempt);

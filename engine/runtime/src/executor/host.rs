@@ -28,7 +28,12 @@ pub(super) struct StepHost {
     /// A step of a run driven elsewhere (the shared worker): it cannot start
     /// sub-workflows on this engine.
     pub(super) remote: bool,
+    /// Bytes of live text sent so far (see `log_live`).
+    pub(super) live_bytes: std::sync::atomic::AtomicUsize,
 }
+
+/// The most live text one step sends (the whole text is journaled anyway).
+const MAX_LIVE_BYTES: usize = 1 << 20;
 
 /// What a sub-workflow call on the shared worker fails with.
 pub const NO_REMOTE_SUBWORKFLOWS: &str = "sub-workflows do not run on the shared worker yet; \
@@ -142,6 +147,48 @@ impl Host for StepHost {
             .blobs()
             .blob_path(hash)
             .map_err(|e| nodes::Error::terminal(format!("blob `{hash}`: {e}")))
+    }
+
+    fn log_live(&self, level: &str, text: &str) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.remote || self.engine.inner.events.receiver_count() == 0 {
+            return;
+        }
+        if self.live_bytes.fetch_add(text.len(), Relaxed) + text.len() > MAX_LIVE_BYTES {
+            return;
+        }
+        let text = match self.secrets.lock() {
+            Ok(s) if !s.is_empty() => s.redact_str(text).into_owned(),
+            _ => text.to_string(),
+        };
+        // The key is `run/node/lineage/activation`.
+        let mut parts = self.idem.splitn(4, '/');
+        let (Some(run), Some(node), Some(lineage)) = (parts.next(), parts.next(), parts.next())
+        else {
+            return;
+        };
+        let event = crate::events::LiveEvent {
+            run: run.into(),
+            workflow: self.plan.workflow.id.as_str().into(),
+            at_us: nodes::now_us(),
+            what: crate::events::What::Stream {
+                node: node.into(),
+                lineage: lineage.to_string(),
+                level: level.to_string(),
+                text,
+            },
+        };
+        // Nobody listening, or a slow listener: never waits.
+        self.engine.inner.events.send(event).ok();
+    }
+
+    fn ai_usage(&self, model: &str, input_tokens: u64, output_tokens: u64) {
+        self.engine.inner.metrics.ai_tokens(
+            &self.plan.workflow.id,
+            model,
+            input_tokens,
+            output_tokens,
+        );
     }
 
     fn log(&self, level: &str, message: &str) {

@@ -54,6 +54,7 @@ impl Prepared {
                 logs: Mutex::new(Vec::new()),
                 secrets: Mutex::new(Redactor::default()),
                 remote: false,
+                live_bytes: Default::default(),
             },
             scope: Scope {
                 input: input.clone(),
@@ -103,6 +104,7 @@ impl Prepared {
                 logs: Mutex::new(Vec::new()),
                 secrets: Mutex::new(Redactor::default()),
                 remote,
+                live_bytes: Default::default(),
             },
             scope,
             started: Instant::now(),
