@@ -57,6 +57,10 @@ pub const TARGETS: &[Target] = &[
         name: "peer_frames",
         run: peer_frames,
     },
+    Target {
+        name: "model_stream",
+        run: model_stream,
+    },
 ];
 
 /// The target called `name`.
@@ -244,5 +248,38 @@ pub fn peer_frames(data: &[u8]) {
     });
     if let Ok(text) = std::str::from_utf8(data) {
         let _ = sluice_peers::Ticket::decode(text);
+    }
+}
+
+/// What a model server streams to `ai.chat` (server-sent events): read
+/// whole, and read in three pieces split where the input's first two
+/// bytes say, the events are the same (or both refused).
+pub fn model_stream(data: &[u8]) {
+    use sluice_nodes::ai::Sse;
+    let Some((&[a, b], body)) = data.split_first_chunk::<2>() else {
+        return;
+    };
+    let whole = {
+        let mut sse = Sse::default();
+        let mut out = Vec::new();
+        sse.push(body, &mut out).map(|()| out)
+    };
+    let (i, j) = (
+        usize::from(a).min(body.len()),
+        usize::from(b).min(body.len()),
+    );
+    let (i, j) = (i.min(j), i.max(j));
+    let pieces = {
+        let mut sse = Sse::default();
+        let mut out = Vec::new();
+        sse.push(&body[..i], &mut out)
+            .and_then(|()| sse.push(&body[i..j], &mut out))
+            .and_then(|()| sse.push(&body[j..], &mut out))
+            .map(|()| out)
+    };
+    match (whole, pieces) {
+        (Ok(w), Ok(p)) => assert_eq!(w, p, "the events depend on where the stream was split"),
+        (Err(_), Err(_)) => {}
+        (w, p) => panic!("whole: {w:?}, in pieces: {p:?}"),
     }
 }

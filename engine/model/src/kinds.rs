@@ -896,6 +896,11 @@ pub struct AiChatConfig {
     /// The system message: who the model is and how it answers.
     #[serde(default)]
     pub system: Option<String>,
+    /// Earlier turns of the conversation, sent between the system and the
+    /// user message: `[{"role": "user"|"assistant", "content": "…"}]` (or
+    /// a template giving that array).
+    #[serde(default)]
+    pub messages: Option<Value>,
     /// The user message: what is asked.
     pub user: String,
     /// Sampling temperature, 0 to 2 (default: the server's).
@@ -934,8 +939,36 @@ impl Config for AiChatConfig {
         {
             return Err(ConfigError::new("schema", "must be a JSON Schema object"));
         }
+        if let Some(Value::Array(turns)) = &self.messages {
+            for (i, turn) in turns.iter().enumerate() {
+                check_turn(turn).map_err(|m| ConfigError::new(format!("messages[{i}]"), m))?;
+            }
+        } else if let Some(other) = &self.messages
+            && !other.is_string()
+        {
+            return Err(ConfigError::new(
+                "messages",
+                "must be an array of {role, content} (or a template giving one)",
+            ));
+        }
         Ok(())
     }
+}
+
+/// One earlier turn of an `ai.chat` conversation: `{"role", "content"}`,
+/// the role `user` or `assistant` (or `system`).
+pub fn check_turn(turn: &Value) -> Result<(), String> {
+    let role = turn.get("role").and_then(Value::as_str);
+    if !matches!(role, Some("user" | "assistant" | "system")) {
+        return Err("`role` must be user, assistant or system".into());
+    }
+    if !turn.get("content").is_some_and(Value::is_string) {
+        return Err("`content` must be a string".into());
+    }
+    if turn.as_object().is_some_and(|o| o.len() > 2) {
+        return Err("only `role` and `content` are sent".into());
+    }
+    Ok(())
 }
 
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]

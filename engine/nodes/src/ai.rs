@@ -71,7 +71,7 @@ pub async fn chat(call: &Call<'_>) -> Result<Outputs> {
         v.set_sensitive(true);
         headers.insert(header::AUTHORIZATION, v);
     }
-    let request = request_body(&cfg);
+    let request = request_body(&cfg)?;
     let timeout = Duration::from_millis(cfg.timeout_ms.unwrap_or(TIMEOUT_MS));
     let reply = with_retries(call, || async {
         let send = client
@@ -121,10 +121,26 @@ pub async fn chat(call: &Call<'_>) -> Result<Outputs> {
 
 /// The request: the messages, the model's settings, and the schema the
 /// reply must match.
-fn request_body(cfg: &AiChatConfig) -> Value {
+fn request_body(cfg: &AiChatConfig) -> Result<Value> {
     let mut messages = Vec::new();
     if let Some(system) = cfg.system.as_deref().filter(|s| !s.is_empty()) {
         messages.push(json!({"role": "system", "content": system}));
+    }
+    match &cfg.messages {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(turns)) => {
+            for (i, turn) in turns.iter().enumerate() {
+                sluice_model::kinds::check_turn(turn)
+                    .map_err(|m| Error::terminal(format!("{KIND}: config.messages[{i}]: {m}")))?;
+                messages.push(turn.clone());
+            }
+        }
+        Some(other) => {
+            return Err(Error::terminal(format!(
+                "{KIND}: config.messages: an array of {{role, content}}, not {}",
+                crate::type_name(other)
+            )));
+        }
     }
     messages.push(json!({"role": "user", "content": cfg.user}));
     let mut body = json!({
@@ -145,7 +161,7 @@ fn request_body(cfg: &AiChatConfig) -> Value {
             "json_schema": {"name": "output", "schema": schema, "strict": true},
         });
     }
-    body
+    Ok(body)
 }
 
 /// The reply parsed as JSON and checked against the schema.

@@ -385,6 +385,41 @@ async fn answers_no_retry_can_change_fail_at_once() {
 }
 
 #[tokio::test]
+async fn earlier_turns_go_between_the_system_and_the_user_message() {
+    let (url, server) = serve(vec![stream(vec!["Paris."], (9, 2))]).await;
+    let h = harness(&url, None).await;
+    let r = ask(
+        &h,
+        json!({"model": "m", "system": "Be brief.", "user": "And of {{ input.next }}?",
+            "messages": "{{ input.history }}"}),
+        json!({"next": "France", "history": [
+            {"role": "user", "content": "Capital of Italy?"},
+            {"role": "assistant", "content": "Rome."}]}),
+    )
+    .await;
+    assert_eq!(r.output["out"]["text"], "Paris.", "{r:?}");
+    assert_eq!(
+        server.requests()[0].0["messages"],
+        json!([
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Capital of Italy?"},
+            {"role": "assistant", "content": "Rome."},
+            {"role": "user", "content": "And of France?"}])
+    );
+    // A turn that is not one: the step fails, naming it.
+    let r = ask(
+        &h,
+        json!({"model": "m", "user": "x", "messages": "{{ input.history }}"}),
+        json!({"history": [{"role": "robot", "content": "beep"}]}),
+    )
+    .await;
+    assert_eq!(
+        r.error.unwrap().message,
+        "config.messages[0]: `role` must be user, assistant or system"
+    );
+}
+
+#[tokio::test]
 async fn a_server_that_answers_one_json_completion_is_read_too() {
     let (url, _server) = serve(vec![Reply::Json(json!({
         "id": "chatcmpl-2", "object": "chat.completion", "created": 1, "model": "llama3.2",
