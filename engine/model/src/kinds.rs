@@ -428,8 +428,27 @@ impl Config for ManualTrigger {}
 
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct WorkflowTrigger {}
-impl Config for WorkflowTrigger {}
+pub struct WorkflowTrigger {
+    /// What the workflow does, for a model that may call it as a tool
+    /// (`ai.chat` `tools`).
+    #[serde(default)]
+    pub description: Option<String>,
+    /// A JSON Schema of the input it takes: a model calling it as a tool
+    /// is told it, and its arguments are checked against it.
+    #[serde(default)]
+    pub input_schema: Option<Value>,
+}
+impl Config for WorkflowTrigger {
+    fn validate(&self) -> Result<(), ConfigError> {
+        match &self.input_schema {
+            Some(s) if !s.is_object() && !s.is_boolean() => Err(ConfigError::new(
+                "input_schema",
+                "must be a JSON Schema (an object)",
+            )),
+            _ => Ok(()),
+        }
+    }
+}
 
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -917,7 +936,38 @@ pub struct AiChatConfig {
     /// How long one request may take, in milliseconds (default 300000).
     #[serde(default)]
     pub timeout_ms: Option<u64>,
+    /// Workflows the model may call: each runs (as a sub-workflow run, at
+    /// its `trigger.workflow`, which needs an `input_schema`) with the
+    /// arguments the model gives, and its output goes back to the model.
+    #[serde(default)]
+    pub tools: Vec<AiTool>,
+    /// The most rounds of tool calls before the model must answer
+    /// (default 8, at most 32).
+    #[serde(default)]
+    pub max_tool_rounds: Option<u32>,
 }
+
+/// A workflow an `ai.chat` model may call.
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AiTool {
+    /// The workflow's id.
+    pub workflow: String,
+    /// The name the model calls it by (default: the workflow id).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// What it does (default: its trigger.workflow's `description`).
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+impl AiTool {
+    /// The name the model calls it by.
+    pub fn name(&self) -> &str {
+        self.name.as_deref().unwrap_or(&self.workflow)
+    }
+}
+
 impl Config for AiChatConfig {
     fn validate(&self) -> Result<(), ConfigError> {
         if self.model.trim().is_empty() {
@@ -938,6 +988,32 @@ impl Config for AiChatConfig {
             && !schema.is_object()
         {
             return Err(ConfigError::new("schema", "must be a JSON Schema object"));
+        }
+        if let Some(n) = self.max_tool_rounds
+            && !(1..=32).contains(&n)
+        {
+            return Err(ConfigError::new("max_tool_rounds", "must be from 1 to 32"));
+        }
+        let mut names = std::collections::HashSet::new();
+        for (i, t) in self.tools.iter().enumerate() {
+            let name = t.name();
+            let ok = !name.is_empty()
+                && name.len() <= 64
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+            if !ok {
+                return Err(ConfigError::new(
+                    format!("tools[{i}].name"),
+                    "a tool's name is 1 to 64 letters, digits, `_` or `-`",
+                ));
+            }
+            if !names.insert(name) {
+                return Err(ConfigError::new(
+                    format!("tools[{i}].name"),
+                    format!("two tools are named `{name}`"),
+                ));
+            }
         }
         if let Some(Value::Array(turns)) = &self.messages {
             for (i, turn) in turns.iter().enumerate() {

@@ -34,6 +34,12 @@ const TIMEOUT_MS: u64 = 300_000;
 const MAX_REPLY_BYTES: usize = 8 << 20;
 /// The longest line of the event stream.
 const MAX_LINE_BYTES: usize = 1 << 20;
+/// Tool calls one reply may ask for.
+const MAX_TOOL_CALLS: usize = 16;
+/// Default and most rounds of tool calls.
+const TOOL_ROUNDS: u32 = 8;
+/// The most of a tool's output sent back to the model.
+const MAX_TOOL_RESULT_BYTES: usize = 256 << 10;
 
 pub async fn chat(call: &Call<'_>) -> Result<Outputs> {
     let cfg = config::<AiChatConfig>(call)?;
@@ -71,32 +77,74 @@ pub async fn chat(call: &Call<'_>) -> Result<Outputs> {
         v.set_sensitive(true);
         headers.insert(header::AUTHORIZATION, v);
     }
-    let request = request_body(&cfg)?;
+    let mut request = request_body(&cfg)?;
+    let tools = offered_tools(call, &cfg).await?;
+    if !tools.is_empty() {
+        request["tools"] = Value::Array(tools.iter().map(|t| t.wire.clone()).collect());
+    }
+    let rounds_allowed = cfg.max_tool_rounds.unwrap_or(TOOL_ROUNDS);
     let timeout = Duration::from_millis(cfg.timeout_ms.unwrap_or(TIMEOUT_MS));
-    let reply = with_retries(call, || async {
-        let send = client
-            .post(url.clone())
-            .headers(headers.clone())
-            .json(&request)
-            .send();
-        match tokio::time::timeout(timeout, exchange(call, send)).await {
-            Ok(r) => r,
-            Err(_) => Err(Failure::Retry(
-                format!(
-                    "{KIND}: no complete answer within {} ms",
-                    timeout.as_millis()
-                ),
-                None,
-            )),
+    let mut total: Option<Usage> = None;
+    let mut rounds = 0u32;
+    let reply = loop {
+        let body = &request;
+        let reply = with_retries(call, || async {
+            let send = client
+                .post(url.clone())
+                .headers(headers.clone())
+                .json(body)
+                .send();
+            match tokio::time::timeout(timeout, exchange(call, send)).await {
+                Ok(r) => r,
+                Err(_) => Err(Failure::Retry(
+                    format!(
+                        "{KIND}: no complete answer within {} ms",
+                        timeout.as_millis()
+                    ),
+                    None,
+                )),
+            }
+        })
+        .await?;
+        if let Some(u) = &reply.usage {
+            call.host.ai_usage(&cfg.model, u.input, u.output);
+            let t = total.get_or_insert(Usage {
+                input: 0,
+                output: 0,
+            });
+            t.input += u.input;
+            t.output += u.output;
         }
-    })
-    .await?;
-    if let Some(u) = &reply.usage {
-        call.host.ai_usage(&cfg.model, u.input, u.output);
-    }
-    if !reply.text.is_empty() {
-        call.host.log("info", &reply.text);
-    }
+        if !reply.text.is_empty() {
+            call.host.log("info", &reply.text);
+        }
+        if reply.tool_calls.is_empty() {
+            break reply;
+        }
+        if rounds >= rounds_allowed {
+            return Err(Error::terminal(format!(
+                "{KIND}: the model still calls tools after {rounds_allowed} round{}",
+                if rounds_allowed == 1 { "" } else { "s" }
+            )));
+        }
+        let messages = request["messages"]
+            .as_array_mut()
+            .ok_or_else(|| Error::terminal(format!("{KIND}: no messages")))?;
+        messages.push(json!({
+            "role": "assistant",
+            "content": if reply.text.is_empty() { Value::Null } else { Value::String(reply.text.clone()) },
+            "tool_calls": reply.tool_calls.iter().map(ToolCall::wire).collect::<Vec<_>>(),
+        }));
+        for (i, tc) in reply.tool_calls.iter().enumerate() {
+            let result = run_tool(call, &tools, rounds, i, tc).await?;
+            messages.push(json!({"role": "tool", "tool_call_id": tc.id, "content": result}));
+        }
+        rounds += 1;
+        if rounds >= rounds_allowed {
+            // The last round: the model answers now.
+            request["tool_choice"] = json!("none");
+        }
+    };
     let mut output = Map::new();
     output.insert("text".into(), Value::String(reply.text.clone()));
     if let Some(schema) = &cfg.schema {
@@ -112,11 +160,125 @@ pub async fn chat(call: &Call<'_>) -> Result<Outputs> {
     );
     output.insert(
         "usage".into(),
-        reply.usage.map_or(Value::Null, |u| {
+        total.map_or(Value::Null, |u| {
             json!({"input_tokens": u.input, "output_tokens": u.output, "total_tokens": u.input + u.output})
         }),
     );
+    if !tools.is_empty() {
+        output.insert("rounds".into(), json!(rounds));
+        let mut transcript = request["messages"].as_array().cloned().unwrap_or_default();
+        transcript.push(json!({"role": "assistant", "content": reply.text}));
+        output.insert("transcript".into(), Value::Array(transcript));
+    }
     out(Arc::new(Value::Object(output)))
+}
+
+/// A workflow the model may call.
+struct Tool {
+    name: String,
+    workflow: String,
+    input_schema: Value,
+    /// As the request lists it.
+    wire: Value,
+}
+
+/// The tools of the config, each with what its workflow says it takes.
+async fn offered_tools(call: &Call<'_>, cfg: &AiChatConfig) -> Result<Vec<Tool>> {
+    let mut tools = Vec::with_capacity(cfg.tools.len());
+    for t in &cfg.tools {
+        let spec = call.host.workflow_tool(&t.workflow).await?;
+        let mut function = json!({"name": t.name(), "parameters": spec.input_schema});
+        if let Some(d) = t.description.clone().or(spec.description) {
+            function["description"] = Value::String(d);
+        }
+        tools.push(Tool {
+            name: t.name().to_string(),
+            workflow: t.workflow.clone(),
+            input_schema: spec.input_schema,
+            wire: json!({"type": "function", "function": function}),
+        });
+    }
+    Ok(tools)
+}
+
+/// Runs one tool call; the text that goes back to the model (a refusal
+/// the model can act on is text too: a tool it does not have, arguments
+/// that do not fit, a tool run that failed).
+async fn run_tool(
+    call: &Call<'_>,
+    tools: &[Tool],
+    round: u32,
+    index: usize,
+    tc: &ToolCall,
+) -> Result<String> {
+    let refusal = |message: String| {
+        call.host.log(
+            "warn",
+            &format!("{KIND}: tool call `{}`: {message}", tc.name),
+        );
+        Ok(json!({"error": message}).to_string())
+    };
+    let Some(tool) = tools.iter().find(|t| t.name == tc.name) else {
+        return refusal(format!("there is no tool named `{}`", tc.name));
+    };
+    let args: Value = match serde_json::from_str(if tc.arguments.trim().is_empty() {
+        "{}"
+    } else {
+        &tc.arguments
+    }) {
+        Ok(v) => v,
+        Err(e) => return refusal(format!("the arguments are not JSON: {e}")),
+    };
+    if let Err(e) = crate::schema::check(&tool.input_schema, &args) {
+        return refusal(format!(
+            "the arguments do not fit the tool's input_schema: {}",
+            e.replace("config.schema", "input_schema")
+        ));
+    }
+    // The same call (round, place, tool and arguments) of a step run again
+    // finds its run again instead of starting another.
+    let digest = blake3::hash(format!("{}\0{}", tc.name, canonical(&args)).as_bytes());
+    let key = format!("tool/{round}/{index}/{}", &digest.to_hex()[..16]);
+    match call
+        .host
+        .tool_call(key, tool.workflow.clone(), Arc::new(args))
+        .await
+    {
+        Ok(output) => {
+            let mut text = output.to_string();
+            if text.len() > MAX_TOOL_RESULT_BYTES {
+                let mut end = MAX_TOOL_RESULT_BYTES;
+                while !text.is_char_boundary(end) {
+                    end -= 1;
+                }
+                text.truncate(end);
+                text.push_str("…(truncated)");
+            }
+            Ok(text)
+        }
+        Err(e) if e.retryable => Err(e),
+        Err(e) => refusal(format!("the tool failed: {}", e.message)),
+    }
+}
+
+/// JSON text with object keys sorted: the same arguments give the same text.
+fn canonical(v: &Value) -> String {
+    fn sorted(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => {
+                let mut keys: Vec<&String> = m.keys().collect();
+                keys.sort();
+                Value::Object(
+                    keys.into_iter()
+                        .map(|k| (k.clone(), sorted(&m[k])))
+                        .collect(),
+                )
+            }
+            Value::Array(a) => Value::Array(a.iter().map(sorted).collect()),
+            other => other.clone(),
+        }
+    }
+    sorted(v).to_string()
 }
 
 /// The request: the messages, the model's settings, and the schema the
@@ -210,6 +372,23 @@ struct Reply {
     model: Option<String>,
     finish_reason: Option<String>,
     usage: Option<Usage>,
+    tool_calls: Vec<ToolCall>,
+}
+
+/// A tool the model asked to call.
+#[derive(Debug, Default, Clone, PartialEq)]
+struct ToolCall {
+    id: String,
+    name: String,
+    /// JSON text, as the model wrote it.
+    arguments: String,
+}
+
+impl ToolCall {
+    fn wire(&self) -> Value {
+        json!({"id": self.id, "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments}})
+    }
 }
 
 /// Why a request did not give a reply.
@@ -377,6 +556,37 @@ fn apply_chunk(reply: &mut Reply, payload: &str) -> Result<String> {
     if let Some(reason) = choice["finish_reason"].as_str() {
         reply.finish_reason = Some(reason.to_string());
     }
+    // Tool calls come in fragments: by `index` (a fragment with an `id`
+    // and no index starts a new call: older Ollama).
+    for tc in choice["delta"]["tool_calls"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let at = match tc["index"].as_u64() {
+            Some(i) => usize::try_from(i).unwrap_or(usize::MAX),
+            None if tc["id"].is_string() => reply.tool_calls.len(),
+            None => reply.tool_calls.len().saturating_sub(1),
+        };
+        if at >= MAX_TOOL_CALLS {
+            return Err(Error::terminal(format!(
+                "{KIND}: the model asked for more than {MAX_TOOL_CALLS} tool calls at once"
+            )));
+        }
+        while reply.tool_calls.len() <= at {
+            reply.tool_calls.push(ToolCall::default());
+        }
+        let call = &mut reply.tool_calls[at];
+        if let Some(id) = tc["id"].as_str() {
+            call.id = id.to_string();
+        }
+        if let Some(name) = tc["function"]["name"].as_str() {
+            call.name.push_str(name);
+        }
+        if let Some(args) = tc["function"]["arguments"].as_str() {
+            call.arguments.push_str(args);
+        }
+    }
     let piece = choice["delta"]["content"].as_str().unwrap_or_default();
     reply.text.push_str(piece);
     Ok(piece.to_string())
@@ -385,16 +595,39 @@ fn apply_chunk(reply: &mut Reply, payload: &str) -> Result<String> {
 /// A whole (not streamed) completion.
 fn completion(v: &Value) -> Result<Reply> {
     let choice = &v["choices"][0];
-    let text = choice["message"]["content"].as_str().ok_or_else(|| {
-        Error::terminal(format!(
-            "{KIND}: the server's answer has no `choices[0].message.content`"
-        ))
-    })?;
+    let message = &choice["message"];
+    let text = match &message["content"] {
+        Value::String(t) => t.as_str(),
+        Value::Null if message["tool_calls"].is_array() => "",
+        _ => {
+            return Err(Error::terminal(format!(
+                "{KIND}: the server's answer has no `choices[0].message.content`"
+            )));
+        }
+    };
+    let tool_calls = choice["message"]["tool_calls"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .take(MAX_TOOL_CALLS)
+        .map(|tc| ToolCall {
+            id: tc["id"].as_str().unwrap_or_default().to_string(),
+            name: tc["function"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            arguments: tc["function"]["arguments"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        })
+        .collect();
     Ok(Reply {
         text: text.to_string(),
         model: v["model"].as_str().map(str::to_string),
         finish_reason: choice["finish_reason"].as_str().map(str::to_string),
         usage: usage(&v["usage"]),
+        tool_calls,
     })
 }
 

@@ -64,6 +64,14 @@ pub trait BlobWriter: Send {
     fn finish(self: Box<Self>) -> Result<(String, u64)>;
 }
 
+/// A workflow offered to a model as a tool.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSpec {
+    pub description: Option<String>,
+    /// The JSON Schema of its input.
+    pub input_schema: Value,
+}
+
 /// What a node may ask of the engine.
 pub trait Host: Send + Sync {
     /// Appends a line to the run log.
@@ -94,6 +102,30 @@ pub trait Host: Send + Sync {
     /// into the message base64-encoded, where masking the text cannot see it).
     fn mask(&self, bytes: &[u8]) -> Vec<u8> {
         bytes.to_vec()
+    }
+    /// Runs workflow `workflow` (at its `trigger.workflow`) for a tool call
+    /// of this step, and resolves to its output; `key` tells the step's
+    /// calls apart, so the step run again finds each call's run again.
+    fn tool_call(
+        &self,
+        _key: String,
+        workflow: String,
+        _input: Msg,
+    ) -> BoxFuture<'_, Result<Value>> {
+        Box::pin(async move {
+            Err(Error::terminal(format!(
+                "tool `{workflow}`: this host runs no workflows"
+            )))
+        })
+    }
+    /// What a workflow offered as a tool takes and does (its
+    /// `trigger.workflow`'s `input_schema` and `description`).
+    fn workflow_tool<'a>(&'a self, workflow: &'a str) -> BoxFuture<'a, Result<ToolSpec>> {
+        Box::pin(async move {
+            Err(Error::terminal(format!(
+                "tool `{workflow}`: this host runs no workflows"
+            )))
+        })
     }
     /// Text as a step produces it (a model's tokens): shown live to whoever
     /// watches the run, not journaled (log the whole text with `log`).

@@ -32,6 +32,12 @@ enum Reply {
     },
     /// One JSON completion (not streamed).
     Json(Value),
+    /// A streamed call of tool `name`, its arguments in these pieces.
+    Tool {
+        id: &'static str,
+        name: &'static str,
+        args: Vec<&'static str>,
+    },
 }
 
 #[derive(Default)]
@@ -83,6 +89,26 @@ async fn completions(
             sse(stream)
         }
         Some(Reply::Cut(pieces)) => sse(async_stream(pieces, Duration::ZERO, None)),
+        Some(Reply::Tool { id, name, args }) => {
+            let mut events = vec![chunk(
+                json!({"role": "assistant", "content": null, "tool_calls": [
+                    {"index": 0, "id": id, "type": "function", "function": {"name": name, "arguments": ""}}]}),
+                None,
+            )];
+            for a in args {
+                events.push(chunk(
+                    json!({"tool_calls": [{"index": 0, "function": {"arguments": a}}]}),
+                    None,
+                ));
+            }
+            events.push(chunk(json!({}), Some("tool_calls")));
+            let u = json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1,
+                "model": "test-model", "choices": [],
+                "usage": {"prompt_tokens": 30, "completion_tokens": 10, "total_tokens": 40}});
+            events.push(format!("data: {u}\n\n"));
+            events.push("data: [DONE]\n\n".to_string());
+            sse(futures::stream::iter(events.into_iter().map(Ok)))
+        }
     }
 }
 
@@ -468,4 +494,232 @@ async fn the_credential_must_be_an_openai_one() {
         text[0].starts_with("node `ask` config.credential:") && text[0].contains("openai"),
         "{text:?}"
     );
+}
+
+/// A tool workflow: `lookup-order` looks an order up by id.
+async fn lookup_tool(h: &Harness) {
+    let child = Workflow::from_value(json!({"format": "sluice.workflow/v1", "id": "lookup-order", "nodes": [
+        {"id": "t", "kind": "trigger.workflow", "config": {
+            "description": "Finds an order by its id.",
+            "input_schema": {"type": "object", "required": ["id"], "additionalProperties": false,
+                "properties": {"id": {"type": "string"}}}}},
+        {"id": "find", "kind": "data.set", "config": {"values": {"id": "{{ input.id }}", "status": "shipped"}}},
+        {"id": "order", "kind": "output.end"}
+    ], "edges": [{"from": "t", "to": "find"}, {"from": "find", "to": "order"}]}))
+    .unwrap();
+    h.engine
+        .save_workflow(&Plan::new(child).unwrap())
+        .await
+        .unwrap();
+}
+
+async fn runs_of(h: &Harness, workflow: &str) -> Vec<sluice_store::RunRow> {
+    h.engine
+        .store()
+        .find_runs(&sluice_runtime::RunFilter {
+            workflow: Some(workflow.into()),
+            limit: 100,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_tool_call_runs_a_workflow_and_its_output_goes_back_to_the_model() {
+    let (url, server) = serve(vec![
+        Reply::Tool {
+            id: "call_1",
+            name: "lookup-order",
+            args: vec!["{\"id\":", " \"A1\"}"],
+        },
+        stream(vec!["Order A1 has shipped."], (50, 6)),
+    ])
+    .await;
+    let h = harness(&url, None).await;
+    lookup_tool(&h).await;
+    let r = ask(
+        &h,
+        json!({"model": "m", "user": "Where is order A1?", "tools": [{"workflow": "lookup-order"}]}),
+        json!({}),
+    )
+    .await;
+    assert_eq!(r.status, Status::Succeeded, "{r:?}");
+    let out = &r.output["out"];
+    assert_eq!(out["text"], "Order A1 has shipped.");
+    assert_eq!(out["rounds"], 1);
+    assert_eq!(
+        out["usage"],
+        json!({"input_tokens": 80, "output_tokens": 16, "total_tokens": 96})
+    );
+    let seen = server.requests();
+    assert_eq!(seen.len(), 2);
+    // The model was told the tool: its name, what it does, what it takes.
+    assert_eq!(
+        seen[0].0["tools"],
+        json!([{"type": "function", "function": {"name": "lookup-order",
+            "description": "Finds an order by its id.",
+            "parameters": {"type": "object", "required": ["id"], "additionalProperties": false,
+                "properties": {"id": {"type": "string"}}}}}])
+    );
+    // Then got the call back with the tool run's output.
+    let messages = seen[1].0["messages"].as_array().unwrap();
+    assert_eq!(
+        messages[1],
+        json!({"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+            "function": {"name": "lookup-order", "arguments": "{\"id\": \"A1\"}"}}]})
+    );
+    assert_eq!(messages[2]["role"], "tool");
+    assert_eq!(messages[2]["tool_call_id"], "call_1");
+    let result: Value = serde_json::from_str(messages[2]["content"].as_str().unwrap()).unwrap();
+    assert_eq!(result, json!({"order": {"id": "A1", "status": "shipped"}}));
+    // The tool ran once, as a child of this run; the transcript has it all.
+    let children = runs_of(&h, "lookup-order").await;
+    assert_eq!(children.len(), 1);
+    assert_eq!(children[0].parent_run.as_deref(), Some(r.id.as_str()));
+    let roles: Vec<&str> = out["transcript"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["user", "assistant", "tool", "assistant"]);
+}
+
+#[tokio::test]
+async fn bad_tool_calls_go_back_to_the_model_and_rounds_are_bounded() {
+    let (url, server) = serve(vec![
+        // Arguments that do not fit the tool's input_schema.
+        Reply::Tool {
+            id: "call_1",
+            name: "lookup-order",
+            args: vec!["{\"id\": 5}"],
+        },
+        // A tool it does not have.
+        Reply::Tool {
+            id: "call_2",
+            name: "delete-everything",
+            args: vec!["{}"],
+        },
+        // The last round: still calling.
+        Reply::Tool {
+            id: "call_3",
+            name: "lookup-order",
+            args: vec!["{\"id\": \"B2\"}"],
+        },
+    ])
+    .await;
+    let h = harness(&url, None).await;
+    lookup_tool(&h).await;
+    let r = ask(
+        &h,
+        json!({"model": "m", "user": "?", "tools": [{"workflow": "lookup-order"}], "max_tool_rounds": 2}),
+        json!({}),
+    )
+    .await;
+    assert_eq!(r.status, Status::Failed);
+    assert_eq!(
+        r.error.unwrap().message,
+        "ai.chat: the model still calls tools after 2 rounds"
+    );
+    let seen = server.requests();
+    assert_eq!(seen.len(), 3);
+    let tool_result = |req: &Value| -> Value {
+        let last = req["messages"].as_array().unwrap().last().unwrap().clone();
+        serde_json::from_str(last["content"].as_str().unwrap()).unwrap()
+    };
+    let bad_args = tool_result(&seen[1].0);
+    assert!(
+        bad_args["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("the arguments do not fit the tool's input_schema"),
+        "{bad_args}"
+    );
+    assert_eq!(
+        tool_result(&seen[2].0),
+        json!({"error": "there is no tool named `delete-everything`"})
+    );
+    // The last round is told to answer.
+    assert_eq!(seen[2].0["tool_choice"], "none");
+    assert_eq!(seen[0].0.get("tool_choice"), None);
+    // Refused calls ran nothing.
+    assert!(runs_of(&h, "lookup-order").await.is_empty());
+}
+
+#[tokio::test]
+async fn a_tool_needs_an_input_schema() {
+    let (url, _server) = serve(vec![]).await;
+    let h = harness(&url, None).await;
+    let child = Workflow::from_value(
+        json!({"format": "sluice.workflow/v1", "id": "bare", "nodes": [
+        {"id": "t", "kind": "trigger.workflow"}, {"id": "o", "kind": "output.end"}
+    ], "edges": [{"from": "t", "to": "o"}]}),
+    )
+    .unwrap();
+    h.engine
+        .save_workflow(&Plan::new(child).unwrap())
+        .await
+        .unwrap();
+    let r = ask(
+        &h,
+        json!({"model": "m", "user": "?", "tools": [{"workflow": "bare"}]}),
+        json!({}),
+    )
+    .await;
+    assert_eq!(
+        r.error.unwrap().message,
+        "tool `bare`: its trigger.workflow `t` needs an `input_schema` (what the model is told the tool takes)"
+    );
+}
+
+#[tokio::test]
+async fn tool_runs_do_not_starve_for_step_permits() {
+    // One step permit: the ai.chat step gives it back while its tool runs
+    // (a tool workflow with a step that needs a permit).
+    let (url, _server) = serve(vec![
+        Reply::Tool {
+            id: "call_1",
+            name: "slow",
+            args: vec!["{}"],
+        },
+        stream(vec!["done"], (1, 1)),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(
+        dir.path(),
+        Options {
+            max_concurrent_steps: 1,
+            ..Options::default()
+        },
+    )
+    .await
+    .unwrap();
+    engine
+        .store()
+        .put_credential("llm", "openai", &json!({"base_url": url}))
+        .await
+        .unwrap();
+    let h = Harness { _dir: dir, engine };
+    let child = Workflow::from_value(
+        json!({"format": "sluice.workflow/v1", "id": "slow", "nodes": [
+        {"id": "t", "kind": "trigger.workflow", "config": {"input_schema": {"type": "object"}}},
+        {"id": "think", "kind": "data.transform", "config": {"jq": "{thought: 42}"}},
+        {"id": "o", "kind": "output.end"}
+    ], "edges": [{"from": "t", "to": "think"}, {"from": "think", "to": "o"}]}),
+    )
+    .unwrap();
+    h.engine
+        .save_workflow(&Plan::new(child).unwrap())
+        .await
+        .unwrap();
+    let r = ask(
+        &h,
+        json!({"model": "m", "user": "?", "tools": [{"workflow": "slow"}]}),
+        json!({}),
+    )
+    .await;
+    assert_eq!(r.status, Status::Succeeded, "{r:?}");
+    assert_eq!(r.output["out"]["text"], "done");
 }

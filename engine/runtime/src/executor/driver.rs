@@ -1109,6 +1109,7 @@ impl Driver {
             // Durations count the node's own time, not the wait for a permit.
             let mut step = step;
             step.started = Instant::now();
+            step.hold(permit);
             let node = &plan.nodes[key.node];
             let fut = nodes::execute(step.call(node, first_started_at_us));
             let result = match node.timeout_ms {
@@ -1118,7 +1119,7 @@ impl Driver {
                 },
                 None => fut.await,
             };
-            drop(permit);
+            drop(step.release());
             let mut done = step.done(key, attempt, result, None);
             // Serialize the outputs here, in parallel with other steps, so
             // the run's driver (one task per run) only queues them. A failure

@@ -30,6 +30,8 @@ pub(super) struct StepHost {
     pub(super) remote: bool,
     /// Bytes of live text sent so far (see `log_live`).
     pub(super) live_bytes: std::sync::atomic::AtomicUsize,
+    /// The step permit it runs under, given back while a tool call waits.
+    pub(super) permit: Mutex<Option<tokio::sync::OwnedSemaphorePermit>>,
 }
 
 /// The most live text one step sends (the whole text is journaled anyway).
@@ -206,14 +208,99 @@ impl Host for StepHost {
         input: Msg,
         wait: bool,
     ) -> nodes::BoxFuture<'_, nodes::Result<Value>> {
+        // The child's id derives from this step's idempotency key: after a
+        // crash the same child is found again instead of started twice.
+        let child_id = format!("r{}", &blake3::hash(self.idem.as_bytes()).to_hex()[..24]);
+        self.child_run(child_id, workflow, trigger, input, wait)
+    }
+
+    fn tool_call(
+        &self,
+        key: String,
+        workflow: String,
+        input: Msg,
+    ) -> nodes::BoxFuture<'_, nodes::Result<Value>> {
+        // One child per (step, call): the step's idempotency key and the
+        // call's key, so a step run again finds its calls' children.
+        let child_id = format!(
+            "r{}",
+            &blake3::hash(format!("{}#{key}", self.idem).as_bytes()).to_hex()[..24]
+        );
+        Box::pin(async move {
+            // The step's permit is not held while the child runs: steps
+            // waiting on their tools must never starve the tools' steps.
+            let held = self.permit.lock().ok().and_then(|mut p| p.take());
+            let had = held.is_some();
+            drop(held);
+            let result = self.child_run(child_id, workflow, None, input, true).await;
+            if had
+                && let Ok(p) = self.engine.inner.permits.clone().acquire_owned().await
+                && let Ok(mut slot) = self.permit.lock()
+            {
+                *slot = Some(p);
+            }
+            result
+        })
+    }
+
+    fn workflow_tool<'a>(
+        &'a self,
+        workflow: &'a str,
+    ) -> nodes::BoxFuture<'a, nodes::Result<nodes::ToolSpec>> {
+        Box::pin(async move {
+            if self.remote {
+                return Err(nodes::Error::terminal(NO_REMOTE_SUBWORKFLOWS));
+            }
+            let plan = self
+                .engine
+                .workflow(workflow)
+                .await
+                .map_err(|e| nodes::Error::terminal(format!("tool `{workflow}`: {e}")))?;
+            let mut entries = plan
+                .nodes
+                .iter()
+                .filter(|n| n.kind == Kind::WorkflowTrigger);
+            let (Some(entry), None) = (entries.next(), entries.next()) else {
+                return Err(nodes::Error::terminal(format!(
+                    "tool `{workflow}`: a tool workflow has exactly one trigger.workflow"
+                )));
+            };
+            let Some(sluice_model::kinds::Trigger::Workflow(t)) = &entry.trigger else {
+                return Err(nodes::Error::terminal(format!(
+                    "tool `{workflow}`: its trigger.workflow has no config"
+                )));
+            };
+            let input_schema = t.input_schema.clone().ok_or_else(|| {
+                nodes::Error::terminal(format!(
+                    "tool `{workflow}`: its trigger.workflow `{}` needs an `input_schema` \
+                     (what the model is told the tool takes)",
+                    entry.id
+                ))
+            })?;
+            Ok(nodes::ToolSpec {
+                description: t.description.clone(),
+                input_schema,
+            })
+        })
+    }
+}
+
+impl StepHost {
+    /// Runs (or finds again, after a crash or a retry) the child run
+    /// `child_id` of `workflow`; with `wait`, resolves to its output.
+    fn child_run(
+        &self,
+        child_id: String,
+        workflow: String,
+        trigger: Option<String>,
+        input: Msg,
+        wait: bool,
+    ) -> nodes::BoxFuture<'_, nodes::Result<Value>> {
         Box::pin(async move {
             if self.remote {
                 return Err(nodes::Error::terminal(NO_REMOTE_SUBWORKFLOWS));
             }
             let engine = &self.engine;
-            // The child's id derives from this step's idempotency key: after a
-            // crash the same child is found again instead of started twice.
-            let child_id = format!("r{}", &blake3::hash(self.idem.as_bytes()).to_hex()[..24]);
             let parent = self.idem.split('/').next().map(str::to_string);
             let existing = engine
                 .store()

@@ -55,6 +55,7 @@ impl Prepared {
                 secrets: Mutex::new(Redactor::default()),
                 remote: false,
                 live_bytes: Default::default(),
+                permit: Mutex::new(None),
             },
             scope: Scope {
                 input: input.clone(),
@@ -105,6 +106,7 @@ impl Prepared {
                 secrets: Mutex::new(Redactor::default()),
                 remote,
                 live_bytes: Default::default(),
+                permit: Mutex::new(None),
             },
             scope,
             started: Instant::now(),
@@ -126,6 +128,19 @@ impl Prepared {
             jq: node.jq.clone(),
             io: &self.host.engine.inner.io,
         }
+    }
+
+    /// Runs the step under `permit` (given back while a tool call waits);
+    /// returns it after.
+    pub(super) fn hold(&self, permit: Option<tokio::sync::OwnedSemaphorePermit>) {
+        if let Ok(mut slot) = self.host.permit.lock() {
+            *slot = permit;
+        }
+    }
+
+    /// The permit the step holds, if any, to drop.
+    pub(super) fn release(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self.host.permit.lock().ok().and_then(|mut p| p.take())
     }
 
     /// The report of a finished step; `input` for steps journaled only now.
