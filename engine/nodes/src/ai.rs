@@ -693,20 +693,7 @@ async fn read_capped(
 }
 
 fn send_error(e: &reqwest::Error) -> Error {
-    if let Some(refused) = crate::net::refusal_in(e) {
-        return Error::terminal(format!("{KIND}: {refused}"));
-    }
-    let mut msg = format!("{KIND}: {e}");
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        msg.push_str(&format!(": {s}"));
-        source = s.source();
-    }
-    if e.is_builder() || crate::is_tls_failure(e) {
-        Error::terminal(msg)
-    } else {
-        Error::retryable(msg)
-    }
+    crate::http::request_error(KIND, e)
 }
 
 /// Server-sent events: the `data:` of each event of a byte stream, in

@@ -477,14 +477,20 @@ fn body_of(call: &Call<'_>, cfg: &HttpRequestConfig) -> Result<Body> {
 }
 
 fn send_error(e: &reqwest::Error) -> Error {
+    request_error(KIND, e)
+}
+
+/// A request of node kind `kind` that failed: terminal or retryable, its
+/// message naming the kind and every cause.
+pub(crate) fn request_error(kind: &str, e: &reqwest::Error) -> Error {
     // A destination the policy refused (in the resolver) is terminal and
     // says only why: retrying will not make it allowed.
     if let Some(refused) = crate::net::refusal_in(e) {
-        return Error::terminal(format!("{KIND}: {refused}"));
+        return Error::terminal(format!("{kind}: {refused}"));
     }
     // reqwest's message names the URL; the step's redactor masks any
     // credential in it.
-    let mut msg = format!("{KIND}: {e}");
+    let mut msg = format!("{kind}: {e}");
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {
         msg.push_str(&format!(": {s}"));

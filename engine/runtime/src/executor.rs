@@ -444,6 +444,14 @@ impl Engine {
         })
     }
 
+    /// A run's row, or `RunNotFound`.
+    async fn run_row(&self, id: &str) -> Result<sluice_store::RunRow> {
+        self.store()
+            .get_run(id)
+            .await?
+            .ok_or_else(|| Error::RunNotFound(id.to_string()))
+    }
+
     /// Live events of every run from now on.
     pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<LiveEvent> {
         self.inner.events.subscribe()

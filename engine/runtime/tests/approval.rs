@@ -320,6 +320,12 @@ async fn a_parked_run_can_be_cancelled() {
     let dir = tempfile::tempdir().unwrap();
     let engine = engine(dir.path()).await;
     let run = parked(&engine, approval(json!({})), json!(0)).await;
+    // Not over: it cannot be retried.
+    let retried = engine.retry_from_start(&run).await;
+    assert!(
+        matches!(retried, Err(Error::StillRunning(_))),
+        "{retried:?}"
+    );
     assert!(engine.cancel_waiting(&run).await.unwrap());
     let r = ended(&engine, &run).await;
     assert_eq!(r.status, Status::Cancelled);

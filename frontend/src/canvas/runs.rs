@@ -628,7 +628,7 @@ impl Canvas {
                     if failed {
                         <button class="retry-failed" onclick={link.callback(|_| Msg::Retry(RetryFrom::Failed))}>{ "Retry from failed step" }</button>
                     }
-                    <button class="retry-start" disabled={r.status == RunStatus::Running} onclick={link.callback(|_| Msg::Retry(RetryFrom::Start))}>{ "Retry from start" }</button>
+                    <button class="retry-start" disabled={!r.status.is_finished()} onclick={link.callback(|_| Msg::Retry(RetryFrom::Start))}>{ "Retry from start" }</button>
                     <button class="close-run" onclick={link.callback(|_| super::Msg::CloseRun)}>{ "Back to editing (Esc)" }</button>
                 </div>
             }

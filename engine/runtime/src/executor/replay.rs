@@ -54,11 +54,7 @@ impl Engine {
             Ok(slot) => slot,
             Err(attached) => return Ok(attached),
         };
-        let row = self
-            .store()
-            .get_run(run_id)
-            .await?
-            .ok_or_else(|| Error::RunNotFound(run_id.to_string()))?;
+        let row = self.run_row(run_id).await?;
         if row.status.is_finished() {
             return Err(Error::AlreadyEnded {
                 run: run_id.to_string(),

@@ -108,12 +108,9 @@ impl Engine {
 
     /// A run that has ended, with its pinned plan.
     async fn ended_run(&self, run_id: &str) -> Result<(sluice_store::RunRow, Arc<Plan>)> {
-        let row = self
-            .store()
-            .get_run(run_id)
-            .await?
-            .ok_or_else(|| Error::RunNotFound(run_id.to_string()))?;
-        if row.status == Status::Running {
+        let row = self.run_row(run_id).await?;
+        // Running, or waiting for a decision: not over.
+        if !row.status.is_finished() {
             return Err(Error::StillRunning(run_id.to_string()));
         }
         let wf = Workflow::from_json(&row.definition).map_err(|e| Error::Corrupt {

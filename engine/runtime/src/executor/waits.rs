@@ -116,11 +116,7 @@ impl Engine {
 
     /// Takes a run up again from its journal, with `wake` handled first.
     async fn resume_with(&self, run_id: &str, wake: Wake) -> Result<()> {
-        let row = self
-            .store()
-            .get_run(run_id)
-            .await?
-            .ok_or_else(|| Error::RunNotFound(run_id.to_string()))?;
+        let row = self.run_row(run_id).await?;
         if row.status.is_finished() {
             return Err(Error::NotWaiting {
                 run: run_id.to_string(),
@@ -220,11 +216,7 @@ impl Engine {
                 tokio::time::sleep(Duration::from_millis(10)).await;
                 continue;
             }
-            let row = self
-                .store()
-                .get_run(run_id)
-                .await?
-                .ok_or_else(|| Error::RunNotFound(run_id.to_string()))?;
+            let row = self.run_row(run_id).await?;
             if row.status.is_finished() {
                 return Ok(super::RunResult {
                     id: row.id,
