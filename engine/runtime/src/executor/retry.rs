@@ -12,7 +12,6 @@ use sluice_nodes as nodes;
 use sluice_store::{NewRun, Record, RecordKind, Stored};
 
 use super::{Engine, Error, Result, RunHandle, new_run_id};
-use crate::machine::Status;
 use crate::plan::Plan;
 
 impl Engine {
