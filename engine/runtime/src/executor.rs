@@ -136,6 +136,11 @@ pub enum Error {
     /// A signal for a run that waits for no such decision.
     #[error("run `{run}` waits for nothing this decides: {why}")]
     NotWaiting { run: String, why: String },
+    /// A signal for a run in progress that this engine does not drive.
+    #[error(
+        "run `{0}` is running, but not in this process (a `sluice run` drives it, or it resumes at the next start): decide it there, or once it waits here"
+    )]
+    DrivenElsewhere(String),
     /// A signal that names no approval, for a run that waits at several.
     #[error("run `{run}` waits for decisions at {}: say which (`node`)", .waits.join(", "))]
     AmbiguousWait { run: String, waits: Vec<String> },

@@ -103,9 +103,10 @@ impl From<sluice_runtime::executor::Error> for ApiError {
             e @ E::NotPublished(_) => ApiError::new(StatusCode::CONFLICT, e.to_string()),
             e @ E::Busy(_) => ApiError::new(StatusCode::TOO_MANY_REQUESTS, e.to_string()),
             e @ E::NoWorker => ApiError::new(StatusCode::CONFLICT, e.to_string()),
-            e @ (E::NotWaiting { .. } | E::AmbiguousWait { .. } | E::ApprovalOnWorker { .. }) => {
-                ApiError::new(StatusCode::CONFLICT, e.to_string())
-            }
+            e @ (E::NotWaiting { .. }
+            | E::AmbiguousWait { .. }
+            | E::ApprovalOnWorker { .. }
+            | E::DrivenElsewhere(_)) => ApiError::new(StatusCode::CONFLICT, e.to_string()),
             e @ E::Worker(_) => ApiError::new(StatusCode::BAD_GATEWAY, e.to_string()),
             e @ E::InputTooDeep => ApiError::bad_request(e.to_string()),
             // Engine faults (a task that ended without an answer, a lost

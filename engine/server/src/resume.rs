@@ -30,11 +30,15 @@ fn decision(query: &BTreeMap<String, String>, body: &Value) -> Result<Decision, 
             ApiError::bad_request(format!("decision `{d}`: expected approved or rejected"))
         });
     }
-    Ok(body
-        .get("decision")
-        .and_then(Value::as_str)
-        .and_then(Decision::parse)
-        .unwrap_or(Decision::Approved))
+    // Absent: approved. Present, it must say which: a typo must not approve.
+    match body.get("decision") {
+        None | Some(Value::Null) => Ok(Decision::Approved),
+        Some(d) => d.as_str().and_then(Decision::parse).ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "body.decision `{d}`: expected \"approved\" or \"rejected\""
+            ))
+        }),
+    }
 }
 
 /// What a link names, or the one answer for every token this data dir did
@@ -46,15 +50,44 @@ fn read_token(s: &AppState, token: &str) -> Result<(String, String, String), Api
     })
 }
 
-/// 410 for a link whose approval was decided (or whose run ended).
-fn gone(e: EngineError) -> ApiError {
-    match e {
-        EngineError::NotWaiting { .. } | EngineError::RunNotFound(_) => ApiError::new(
+/// Why a link decides nothing now: 410 once its approval was decided or
+/// its run ended; 409 while the run has not reached the approval yet (a
+/// link sent by an earlier step, opened early).
+async fn not_waiting(s: &AppState, run: &str, node: &str, lineage: &str) -> ApiError {
+    let gone = || {
+        ApiError::new(
             StatusCode::GONE,
             "this link was used already: its approval was decided (or its run ended)",
-        ),
-        other => other.into(),
+        )
+    };
+    let Ok(Some(row)) = s.engine.store().get_run(run).await else {
+        return gone();
+    };
+    if row.status.is_finished() {
+        return gone();
     }
+    let decided = s
+        .engine
+        .store()
+        .run_records(run)
+        .await
+        .is_ok_and(|records| {
+            records.iter().any(|r| {
+                &*r.node == node
+                    && r.lineage == lineage
+                    && matches!(
+                        r.kind,
+                        sluice_store::RecordKind::Succeeded | sluice_store::RecordKind::Failed
+                    )
+            })
+        });
+    if decided {
+        return gone();
+    }
+    ApiError::new(
+        StatusCode::CONFLICT,
+        "this approval is not waiting yet: its run has not reached it; open the link again later",
+    )
 }
 
 #[utoipa::path(get, path = "/hook/resume/{token}", tag = "runs",
@@ -72,7 +105,7 @@ pub(crate) async fn resume_page(
         .iter()
         .find(|w| *w.key.node == *node && *w.key.lineage == *lineage)
     else {
-        return Err(gone(EngineError::RunNotFound(run)));
+        return Err(not_waiting(&s, &run, &node, &lineage).await);
     };
     let message = wait
         .message
@@ -127,12 +160,18 @@ pub(crate) async fn resume(
     let body = parse_body(content_type, &body)?;
     let decided = decision(&query, &body)?;
     let signal = Signal {
-        node: Some(node),
-        lineage: Some(lineage),
+        node: Some(node.clone()),
+        lineage: Some(lineage.clone()),
         activation: None,
         ..Signal::decide(None, decided, body)
     };
-    let done = s.engine.signal(&run, signal).await.map_err(gone)?;
+    let done = match s.engine.signal(&run, signal).await {
+        Ok(done) => done,
+        Err(EngineError::NotWaiting { .. } | EngineError::RunNotFound(_)) => {
+            return Err(not_waiting(&s, &run, &node, &lineage).await);
+        }
+        Err(e) => return Err(e.into()),
+    };
     if form {
         // The page's own buttons: a page back.
         let word = match done.decision {

@@ -1248,6 +1248,15 @@ async fn an_approval_is_decided_once_by_its_link_or_by_the_api() {
             .json(&json!({"why": "no stock"}))
             .send()
     };
+    // A decision that says neither is refused, never taken as approval.
+    let r = s
+        .api(reqwest::Method::POST, &format!("/runs/{id}/signal"))
+        .json(&json!({"decision": "deny"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    run_when(&s, &id, "waiting").await;
     let r = signal("?node=other").await.unwrap();
     assert_eq!(r.status(), StatusCode::CONFLICT);
     assert!(

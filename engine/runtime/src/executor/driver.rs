@@ -557,9 +557,9 @@ impl Driver {
                         continue;
                     }
                     Err(e) => {
-                        let failed = Error::NotWaiting {
+                        let failed = Error::Corrupt {
                             run: self.run_id.to_string(),
-                            why: format!("the decision could not be recorded: {e}"),
+                            message: format!("the decision could not be recorded: {e}"),
                         };
                         reply.send(Err(failed)).ok();
                         return self.internal_failure(e).await;

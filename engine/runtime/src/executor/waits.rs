@@ -19,6 +19,7 @@
 //! can put a link in an email before the approval starts, and a link is
 //! usable once because the approval is decided once.
 
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
@@ -71,6 +72,9 @@ const DELIVERY: Duration = Duration::from_secs(5);
 /// made where no port is bound (`sluice run`).
 const DEFAULT_PORT: u16 = 4260;
 
+/// How long a timeout that could not fire waits before it is tried again.
+const RETRY_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Longest sleep of the timeout task between looks at the `waits` table.
 const WAKE_AT_LEAST_EVERY: Duration = Duration::from_secs(60);
 
@@ -122,6 +126,12 @@ impl Engine {
                 run: run_id.to_string(),
                 why: format!("it already {}", row.status),
             });
+        }
+        if row.status == Status::Running {
+            // Not parked, and no driver here: another process drives it (a
+            // `sluice run`), or it resumes at the next start. Taking it up
+            // here would run its steps twice.
+            return Err(Error::DrivenElsewhere(run_id.to_string()));
         }
         if row.executor == RunOn::Worker {
             return Err(Error::NotWaiting {
@@ -261,37 +271,30 @@ impl Engine {
     }
 
     /// Fires the timeouts of waiting approvals as they fall due, until the
-    /// engine is dropped (run it on a task of its own while serving).
+    /// engine is dropped (run it on a task of its own while serving). Each
+    /// fires on a task of its own: one run slow to take its timeout (queued
+    /// behind its workflow's concurrency) holds up no other.
     pub async fn keep_waking(self) {
+        use std::collections::HashMap;
+        // Timeouts firing now (None), or that failed and wait to be tried
+        // again (Some(when)).
+        let busy: Arc<Mutex<HashMap<sluice_store::WaitKey, Option<Instant>>>> = Arc::default();
         loop {
             let mut pause = Duration::ZERO;
             match self.store().due_waits(nodes::now_us(), 256).await {
                 Ok(due) => {
+                    let now = Instant::now();
                     for w in due {
-                        let signal = Signal {
-                            node: Some(w.key.node.to_string()),
-                            lineage: Some(w.key.lineage.to_string()),
-                            activation: Some(w.key.activation.to_string()),
-                            kind: SignalKind::Timeout,
-                        };
-                        match self.signal(&w.key.run_id, signal).await {
-                            Ok(_) => {}
-                            // Decided meanwhile, or a row its run left
-                            // behind: never fire it again.
-                            Err(Error::NotWaiting { .. } | Error::RunNotFound(_)) => {
-                                if let Err(e) = self.store().journal().close_wait(w.key).await {
-                                    super::tracing_log(&format!("closing a stale wait: {e}"));
-                                }
-                                self.store().journal().flush().await.ok();
+                        {
+                            let mut busy = busy.lock().unwrap_or_else(|e| e.into_inner());
+                            match busy.get(&w.key) {
+                                Some(None) => continue,
+                                Some(Some(at)) if *at > now => continue,
+                                _ => {}
                             }
-                            Err(e) => {
-                                super::tracing_log(&format!(
-                                    "run {}: the timeout of `{}` could not fire: {e}",
-                                    w.key.run_id, w.key.node
-                                ));
-                                pause = Duration::from_secs(1);
-                            }
+                            busy.insert(w.key.clone(), None);
                         }
+                        tokio::spawn(fire_timeout(self.clone(), w.key, busy.clone()));
                     }
                 }
                 Err(e) => {
@@ -306,7 +309,15 @@ impl Engine {
                 Ok(None) => WAKE_AT_LEAST_EVERY,
                 Err(_) => Duration::from_secs(1),
             };
-            let sleep = next.clamp(pause, WAKE_AT_LEAST_EVERY);
+            // A due wait already firing (or waiting to be tried again)
+            // needs no look before a second.
+            let floor =
+                if next.is_zero() && !busy.lock().unwrap_or_else(|e| e.into_inner()).is_empty() {
+                    Duration::from_secs(1)
+                } else {
+                    pause
+                };
+            let sleep = next.clamp(floor, WAKE_AT_LEAST_EVERY);
             tokio::select! {
                 () = tokio::time::sleep(sleep) => {}
                 () = self.inner.waits_changed.notified() => {}
@@ -375,6 +386,51 @@ impl Engine {
             None => format!("http://127.0.0.1:{DEFAULT_PORT}"),
         }
     }
+}
+
+/// Fires one approval's timeout; on failure it is tried again later.
+async fn fire_timeout(
+    engine: Engine,
+    key: sluice_store::WaitKey,
+    busy: Arc<Mutex<std::collections::HashMap<sluice_store::WaitKey, Option<Instant>>>>,
+) {
+    let signal = Signal {
+        node: Some(key.node.to_string()),
+        lineage: Some(key.lineage.to_string()),
+        activation: Some(key.activation.to_string()),
+        kind: SignalKind::Timeout,
+    };
+    let retry_at = match engine.signal(&key.run_id, signal).await {
+        Ok(_) => None,
+        // Decided meanwhile, or a row its run left behind: never again.
+        Err(Error::NotWaiting { .. } | Error::RunNotFound(_)) => {
+            let journal = engine.store().journal();
+            match journal.close_wait(key.clone()).await {
+                Ok(()) => {
+                    journal.flush().await.ok();
+                    None
+                }
+                Err(e) => {
+                    super::tracing_log(&format!("closing a stale wait: {e}"));
+                    Some(Instant::now() + RETRY_TIMEOUT)
+                }
+            }
+        }
+        Err(e) => {
+            super::tracing_log(&format!(
+                "run {}: the timeout of `{}` could not fire (tried again in {} s): {e}",
+                key.run_id,
+                key.node,
+                RETRY_TIMEOUT.as_secs()
+            ));
+            Some(Instant::now() + RETRY_TIMEOUT)
+        }
+    };
+    let mut busy = busy.lock().unwrap_or_else(|e| e.into_inner());
+    match retry_at {
+        None => busy.remove(&key),
+        Some(at) => busy.insert(key, Some(at)),
+    };
 }
 
 fn mac(key: &[u8; 32], payload: &str) -> [u8; 16] {
