@@ -268,12 +268,7 @@ async fn edits_on_the_canvas_reach_the_engine_and_other_windows() {
     .await;
 
     // A node added from the palette lands in the workflow.
-    a.find(Locator::Css("button.kind[data-kind='util.log']"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&a, "button.kind[data-kind='util.log']").await;
     eventually(Duration::from_secs(5), "the added node stored", || async {
         let wf = stored(&s, "e2e").await;
         wf["nodes"]
@@ -349,12 +344,7 @@ async fn configure_run_read_undo_and_see_a_failure() {
     open(&b, &s, &codes, "flow").await;
 
     // Configure `set` through its form: the JSON of `values`.
-    a.find(Locator::Css("g.node[data-node='set'] rect.box"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&a, "g.node[data-node='set'] rect.box").await;
     let values = a
         .wait()
         .at_most(Duration::from_secs(5))
@@ -365,24 +355,14 @@ async fn configure_run_read_undo_and_see_a_failure() {
     values.click().await.unwrap();
     key_chord(&a, CONTROL, "a").await;
     values.send_keys(r#"{"ok": true, "n": 2}"#).await.unwrap();
-    a.find(Locator::Css("#node-label"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&a, "#node-label").await;
     eventually(Duration::from_secs(5), "the new config stored", || async {
         stored(&s, "flow").await["nodes"][1]["config"]["values"]["n"] == 2
     })
     .await;
 
     // Run it and read the output, in the run panel and on the node.
-    a.find(Locator::Css(".run-button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&a, ".run-button").await;
     eventually(Duration::from_secs(10), "the run to finish", || async {
         text_of(&a, ".run-status")
             .await
@@ -430,12 +410,7 @@ async fn configure_run_read_undo_and_see_a_failure() {
     .await;
     let b_moved = position(&stored(&s, "flow").await, "start");
     // Focus a's canvas (a click on the background), then Ctrl+Z.
-    a.find(Locator::Css("svg.surface"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&a, "svg.surface").await;
     key_chord(&a, CONTROL, "z").await;
     eventually(Duration::from_secs(5), "the undo stored", || async {
         position(&stored(&s, "flow").await, "end") == json!([640.0, 0.0])
@@ -464,12 +439,7 @@ async fn configure_run_read_undo_and_see_a_failure() {
         .for_element(Locator::Css("g.node[data-node='explode']"))
         .await
         .unwrap();
-    a.find(Locator::Css(".run-button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&a, ".run-button").await;
     eventually(Duration::from_secs(10), "the failed run", || async {
         class_of(&a, "g.node[data-node='explode']")
             .await
@@ -558,9 +528,10 @@ async fn count(c: &Client, css: &str) -> usize {
     c.find_all(Locator::Css(css)).await.unwrap().len()
 }
 
-/// Clicks `css`, finding it again if a render replaced it meanwhile.
+/// Clicks `css` once it is there (up to 5 s), finding it again if a render replaced it
+/// meanwhile.
 async fn click(c: &Client, css: &str) {
-    for _ in 0..10 {
+    for _ in 0..100 {
         if let Ok(el) = c.find(Locator::Css(css)).await {
             match el.click().await {
                 Ok(_) => return,
@@ -1909,20 +1880,8 @@ async fn share_join_and_edit_live_across_two_engines() {
     open(&a, &s1, &codes1, "e2e").await;
 
     // Ada: Share → a ticket.
-    a.find(Locator::Css(".share-toggle"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    a.wait()
-        .at_most(Duration::from_secs(5))
-        .for_element(Locator::Css(".create-share"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&a, ".share-toggle").await;
+    click(&a, ".create-share").await;
     let ticket_box = a
         .wait()
         .at_most(Duration::from_secs(5))
@@ -1948,12 +1907,7 @@ async fn share_join_and_edit_live_across_two_engines() {
         .send_keys(&ticket)
         .await
         .unwrap();
-    b.find(Locator::Css(".join-button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&b, ".join-button").await;
     b.wait()
         .at_most(Duration::from_secs(20))
         .for_element(Locator::Css("g.node[data-node='end']"))
@@ -2012,12 +1966,7 @@ async fn share_join_and_edit_live_across_two_engines() {
         .await
         .unwrap();
     assert!(banner.text().await.unwrap().contains("from Bob"));
-    a.find(Locator::Css(".review-button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&a, ".review-button").await;
     let change = a
         .wait()
         .at_most(Duration::from_secs(5))
@@ -2028,12 +1977,7 @@ async fn share_join_and_edit_live_across_two_engines() {
         .unwrap();
     assert!(change.text().await.unwrap().contains("→"));
     screenshot(&a, "peer-review").await;
-    a.find(Locator::Css(".publish-button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&a, ".publish-button").await;
     eventually(
         Duration::from_secs(5),
         "published on Ada's engine",
