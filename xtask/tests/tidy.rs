@@ -134,8 +134,10 @@ const CONFINED: &[(&[&str], &[&str])] = &[
     ),
     // Restate: the shared worker (its HTTP endpoint is the SDK's).
     (&["restate-sdk"], &["sluice-worker", "sluice-bench"]),
-    // SQLite: the store (and the benchmark of its commit floor).
-    (&["sqlx"], &["sluice-store", "sluice-bench"]),
+    // SQL: the store (the engine's own SQLite), the users' databases that
+    // db.query reaches (sluice-db), and the benchmark of the store's commit
+    // floor.
+    (&["sqlx"], &["sluice-store", "sluice-db", "sluice-bench"]),
     // The desktop shell.
     (&["tauri", "tauri-build"], &["sluice-desktop"]),
     // Peer-to-peer networking: the peers crate (tests dial it by hand).

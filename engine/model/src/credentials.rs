@@ -6,7 +6,9 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 /// Every credential kind.
-pub const KINDS: &[&str] = &["bearer", "basic", "header", "query", "smtp", "openai"];
+pub const KINDS: &[&str] = &[
+    "bearer", "basic", "header", "query", "smtp", "openai", "postgres", "mysql",
+];
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -63,6 +65,39 @@ struct OpenAi {
     api_key: Option<String>,
 }
 
+/// A database server (`db.query`): `postgres` and `mysql` (MariaDB too).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+pub struct DbServer {
+    /// A host name or address, or a Unix socket path (starting with `/`).
+    pub host: String,
+    /// Default 5432 (PostgreSQL) or 3306 (MySQL).
+    #[serde(default)]
+    pub port: Option<u16>,
+    pub database: String,
+    pub username: String,
+    #[serde(default)]
+    pub password: Option<String>,
+    /// `disable`, `prefer` (default), `require`, `verify-ca`, `verify-full`.
+    #[serde(default)]
+    pub tls: Option<DbTls>,
+    /// PEM certificates of the authority that signed the server's, for
+    /// `verify-ca` / `verify-full` when it is not a system-trusted one.
+    #[serde(default)]
+    pub ca_cert: Option<String>,
+}
+
+#[derive(Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum DbTls {
+    Disable,
+    Prefer,
+    Require,
+    VerifyCa,
+    VerifyFull,
+}
+
 fn shape<T: DeserializeOwned>(value: &Value) -> Result<(), String> {
     serde_path_to_error::deserialize::<_, T>(value)
         .map(|_| ())
@@ -90,6 +125,14 @@ pub fn check(kind: &str, value: &Value) -> Result<(), String> {
                 Ok(())
             } else {
                 Err("base_url: must start with http:// or https://".to_string())
+            }
+        }),
+        "postgres" | "mysql" => shape::<DbServer>(value).and_then(|()| {
+            let host = value["host"].as_str().unwrap_or_default();
+            if host.trim().is_empty() {
+                Err("host: must name the server".to_string())
+            } else {
+                Ok(())
             }
         }),
         other => {
@@ -142,6 +185,29 @@ mod tests {
                 &json!({"host": "h", "port": 25, "security": "starttls"})
             ),
             Ok(())
+        );
+        assert_eq!(
+            check(
+                "postgres",
+                &json!({"host": "db", "database": "app", "username": "u", "password": "p",
+                        "tls": "verify-full"})
+            ),
+            Ok(())
+        );
+        assert_eq!(
+            check(
+                "mysql",
+                &json!({"host": "", "database": "a", "username": "u"})
+            ),
+            Err("host: must name the server".into())
+        );
+        assert!(
+            check(
+                "postgres",
+                &json!({"host": "db", "database": "a", "username": "u", "tls": "always"})
+            )
+            .unwrap_err()
+            .starts_with("tls: unknown variant"),
         );
         assert_eq!(
             check("basic", &json!({"username": "u"})),

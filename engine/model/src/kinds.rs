@@ -30,6 +30,7 @@ pub enum Kind {
     HttpRequest,
     EmailSend,
     AiChat,
+    DbQuery,
     FileRead,
     FileWrite,
     Js,
@@ -73,6 +74,7 @@ impl Kind {
             Kind::HttpRequest => &["bearer", "basic", "header", "query"],
             Kind::EmailSend => &["smtp"],
             Kind::AiChat => &["openai"],
+            Kind::DbQuery => &["postgres", "mysql"],
             _ => &[],
         }
     }
@@ -383,6 +385,15 @@ static CATALOG: &[KindSpec] = &[
         ["out", "error"],
         raw["credential"],
         "Asks a language model (any OpenAI-compatible server, an `openai` credential); its tokens stream into the run log; a JSON Schema makes the reply an object."
+    ),
+    kind!(
+        DbQuery,
+        "db.query",
+        "integration",
+        DbQueryConfig,
+        ["out", "error"],
+        raw["credential", "sql", "statements"],
+        "Runs SQL against a SQLite file or a PostgreSQL / MySQL / MariaDB server, with parameters bound as values (never spliced into the SQL); emits the rows, or how many rows changed."
     ),
     kind!(FileRead, "file.read", "integration", FileReadConfig, ["out", "error"], raw [],
         "Reads a file inside the allowed folders as text, JSON, CSV or bytes."),
@@ -1087,6 +1098,172 @@ impl Config for EmailConfig {
                 "text",
                 "set `text`, `html` or `attachments`",
             ));
+        }
+        Ok(())
+    }
+}
+
+/// `db.query`: one SQL statement, or several in one transaction, against a
+/// SQLite file or a database server.
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DbQueryConfig {
+    /// Name of a `postgres` or `mysql` credential: the server, the database
+    /// and who connects. Set this or `sqlite`.
+    #[serde(default)]
+    pub credential: Option<String>,
+    /// A SQLite database file inside `[files] allow` (a relative path is
+    /// relative to the first allowed folder). Set this or `credential`.
+    #[serde(default)]
+    pub sqlite: Option<String>,
+    /// Create the SQLite file if it does not exist (default: it must).
+    #[serde(default)]
+    pub create: bool,
+    /// The statement. Not a template: values go in `params`, which are sent
+    /// to the server apart from the SQL, so no value can change what the SQL
+    /// does.
+    #[serde(default)]
+    pub sql: Option<String>,
+    /// Values for the statement's placeholders, each a template: an object
+    /// for `:name` placeholders, or an array for the server's own (`$1, $2`
+    /// in PostgreSQL, `?` in MySQL and SQLite). `{"$bytes": …}` data fills
+    /// binary columns.
+    #[serde(default)]
+    pub params: Option<Value>,
+    /// `query` (default): emit the rows the statement returns; `execute`:
+    /// emit how many rows it changed.
+    #[serde(default)]
+    pub mode: DbMode,
+    /// Several statements run in one transaction instead of `sql`: all of
+    /// them take effect, or (on any error, or a crash) none. Each has its
+    /// `sql` and `mode`, and takes its `:name` values from `params` (an
+    /// object); the output's `results` has one entry per statement.
+    #[serde(default)]
+    pub statements: Vec<DbStatement>,
+    /// More rows than this fails the step (default 1000, at most 1000000).
+    #[serde(default)]
+    pub max_rows: Option<u64>,
+    /// Rows adding up to more JSON than this fail the step (default
+    /// 16777216, 16 MiB; at most 268435456).
+    #[serde(default)]
+    pub max_bytes: Option<u64>,
+    /// How long the statement (all of them, with `statements`) may run, in
+    /// milliseconds (default 30000); the server stops it then.
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+}
+
+/// One statement of a `db.query` transaction.
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DbStatement {
+    /// The statement (not a template); its `:name` placeholders take their
+    /// values from the node's `params`.
+    pub sql: String,
+    #[serde(default)]
+    pub mode: DbMode,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum DbMode {
+    /// The rows: `{"rows": [{…}], "row_count", "columns"}`.
+    #[default]
+    Query,
+    /// The count: `{"rows_affected", "last_insert_id"?}`.
+    Execute,
+}
+
+impl DbQueryConfig {
+    pub const MAX_ROWS: u64 = 1_000_000;
+    pub const MAX_BYTES: u64 = 256 << 20;
+}
+
+fn check_params(path: &str, params: &Option<Value>) -> Result<(), ConfigError> {
+    match params {
+        None | Some(Value::Array(_)) | Some(Value::Object(_)) | Some(Value::Null) => Ok(()),
+        // A template giving the whole array or object.
+        Some(Value::String(s)) if s.contains("{{") => Ok(()),
+        Some(_) => Err(ConfigError::new(
+            path,
+            "an object (for `:name` placeholders) or an array (for `$1` / `?`)",
+        )),
+    }
+}
+
+impl Config for DbQueryConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        match (&self.credential, &self.sqlite) {
+            (Some(_), Some(_)) => {
+                return Err(ConfigError::new(
+                    "sqlite",
+                    "set `credential` (a server) or `sqlite` (a file), not both",
+                ));
+            }
+            (None, None) => {
+                return Err(ConfigError::new(
+                    "credential",
+                    "set `credential` (a `postgres` or `mysql` credential) or `sqlite` (a file)",
+                ));
+            }
+            (Some(c), None) if c.trim().is_empty() => {
+                return Err(ConfigError::new("credential", "must name a credential"));
+            }
+            (None, Some(p)) if p.trim().is_empty() => {
+                return Err(ConfigError::new("sqlite", "must name a file"));
+            }
+            _ => {}
+        }
+        if self.create && self.sqlite.is_none() {
+            return Err(ConfigError::new("create", "only for a `sqlite` file"));
+        }
+        match (&self.sql, self.statements.is_empty()) {
+            (Some(_), false) => {
+                return Err(ConfigError::new(
+                    "statements",
+                    "set `sql` (one statement) or `statements` (a transaction), not both",
+                ));
+            }
+            (None, true) => return Err(ConfigError::new("sql", "set the SQL to run")),
+            (Some(sql), true) if sql.trim().is_empty() => {
+                return Err(ConfigError::new("sql", "set the SQL to run"));
+            }
+            _ => {}
+        }
+        check_params("params", &self.params)?;
+        if !self.statements.is_empty() && matches!(self.params, Some(Value::Array(_))) {
+            return Err(ConfigError::new(
+                "params",
+                "with `statements`, params is an object: each statement takes the `:name` \
+                 values it uses",
+            ));
+        }
+        for (i, st) in self.statements.iter().enumerate() {
+            if st.sql.trim().is_empty() {
+                return Err(ConfigError::new(
+                    format!("statements[{i}].sql"),
+                    "set the SQL to run",
+                ));
+            }
+        }
+        if let Some(n) = self.max_rows
+            && !(1..=Self::MAX_ROWS).contains(&n)
+        {
+            return Err(ConfigError::new(
+                "max_rows",
+                format!("must be from 1 to {}", Self::MAX_ROWS),
+            ));
+        }
+        if let Some(n) = self.max_bytes
+            && !(1..=Self::MAX_BYTES).contains(&n)
+        {
+            return Err(ConfigError::new(
+                "max_bytes",
+                format!("must be from 1 to {}", Self::MAX_BYTES),
+            ));
+        }
+        if self.timeout_ms == Some(0) {
+            return Err(ConfigError::new("timeout_ms", "must be at least 1"));
         }
         Ok(())
     }

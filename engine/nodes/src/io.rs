@@ -34,6 +34,8 @@ pub struct Io {
     sandbox: OnceLock<Result<sluice_sandbox::Sandbox, Error>>,
     /// Where compiled components are cached (None: not cached on disk).
     wasm_cache: Option<PathBuf>,
+    /// `db.query`'s connection pools.
+    db: OnceLock<sluice_db::Pools>,
 }
 
 impl std::fmt::Debug for Io {
@@ -59,6 +61,7 @@ impl Io {
             own: OwnAddresses::default(),
             sandbox: OnceLock::new(),
             wasm_cache: None,
+            db: OnceLock::new(),
         }
     }
 
@@ -77,6 +80,18 @@ impl Io {
             })
             .as_ref()
             .map_err(|e| StepError::terminal(e.to_string()))
+    }
+
+    /// `db.query`'s pools: one per database, shared by every run.
+    pub fn db_pools(&self) -> &sluice_db::Pools {
+        self.db.get_or_init(|| {
+            let d = &self.settings.db;
+            sluice_db::Pools::new(sluice_db::PoolSettings {
+                max_connections: d.max_connections.clamp(1, 64),
+                idle_close: d.idle_close,
+                connect_timeout: d.connect_timeout,
+            })
+        })
     }
 
     /// The shared HTTP client; an error names a bad `tls.extra_roots` file

@@ -6,6 +6,7 @@
 pub mod ai;
 pub mod binary;
 mod code;
+mod db;
 pub mod email;
 pub mod files;
 pub mod http;
@@ -203,6 +204,7 @@ pub async fn execute(call: Call<'_>) -> Result<Outputs> {
         Kind::HttpRequest => http::request(&call).await,
         Kind::EmailSend => email::send(&call).await,
         Kind::AiChat => ai::chat(&call).await,
+        Kind::DbQuery => db::query(&call).await,
         Kind::FileRead => files::read(&call).await,
         Kind::FileWrite => files::write(&call).await,
         Kind::Js => code::js(&call).await,

@@ -27,6 +27,7 @@ pub fn secrets_of(kind: &str, value: &Value) -> Vec<String> {
         "header" => out.push(field("value").to_string()),
         "query" => out.push(field("value").to_string()),
         "openai" => out.push(field("api_key").to_string()),
+        "postgres" | "mysql" => out.push(field("password").to_string()),
         "smtp" => {
             out.push(field("password").to_string());
             // AUTH PLAIN / LOGIN forms, should a server echo them.

@@ -24,6 +24,7 @@ pub struct Settings {
     pub peers: PeersSettings,
     pub worker: WorkerSettings,
     pub runs: RunsSettings,
+    pub db: DbSettings,
 }
 
 impl Settings {
@@ -69,6 +70,31 @@ impl Default for RunsSettings {
             prune_every: std::time::Duration::from_secs(60),
             collect_blobs_every: std::time::Duration::from_secs(3_600),
             blob_grace: std::time::Duration::from_secs(3_600),
+        }
+    }
+}
+
+/// `[db]`: the connection pools `db.query` keeps, one per database and
+/// credential, shared by every run (docs/nodes.md).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct DbSettings {
+    /// Connections to one database at most (1 to 64).
+    pub max_connections: u32,
+    /// A connection unused this long is closed, and so is a pool.
+    #[serde(with = "span")]
+    pub idle_close: std::time::Duration,
+    /// How long to wait to connect, or for a free connection.
+    #[serde(with = "span")]
+    pub connect_timeout: std::time::Duration,
+}
+
+impl Default for DbSettings {
+    fn default() -> Self {
+        DbSettings {
+            max_connections: 4,
+            idle_close: std::time::Duration::from_secs(300),
+            connect_timeout: std::time::Duration::from_secs(10),
         }
     }
 }
