@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use sqlx::error::DatabaseError;
+use sqlx::mysql::MySqlDatabaseError;
 use sqlx::postgres::{PgDatabaseError, PgErrorPosition};
 
 use crate::{Dialect, Target, sql};
@@ -111,7 +112,7 @@ pub(crate) fn connecting(e: sqlx::Error) -> Error {
              connection is busy",
         ),
         sqlx::Error::Database(db) => {
-            let code = db.code().map(|c| c.to_string()).unwrap_or_default();
+            let code = code_of(db.as_ref());
             let msg = format!("cannot connect: {}", db.message());
             // Refused logins and unknown databases stay refused.
             if code.starts_with("28") || code == "3D000" || code == "1045" || code == "1049" {
@@ -148,8 +149,17 @@ pub(crate) fn from_sqlx(e: sqlx::Error, sql_text: &str, dialect: Dialect) -> Err
     }
 }
 
+/// The server's error code: MySQL's error number (`1213`), else the
+/// SQLSTATE (`40001`) or SQLite's result code.
+fn code_of(db: &dyn DatabaseError) -> String {
+    match db.try_downcast_ref::<MySqlDatabaseError>() {
+        Some(my) => my.number().to_string(),
+        None => db.code().map(|c| c.to_string()).unwrap_or_default(),
+    }
+}
+
 fn from_database(db: &dyn DatabaseError, sql_text: &str, dialect: Dialect) -> Error {
-    let code = db.code().map(|c| c.to_string()).unwrap_or_default();
+    let code = code_of(db);
     let timed_out = match dialect {
         Dialect::Postgres => code == "57014",
         // MariaDB's max_statement_time; MySQL's max_execution_time.

@@ -86,7 +86,7 @@ pub(crate) async fn run(
                 .iter()
                 .map(|c| Column {
                     name: c.name().to_string(),
-                    type_name: c.type_info().name().to_string(),
+                    type_name: type_name(c.type_info()).to_string(),
                 })
                 .collect();
             let mut rows = Rows::new(req);
@@ -99,7 +99,7 @@ pub(crate) async fn run(
                 {
                     let mut obj = Map::with_capacity(row.len());
                     for (i, col) in row.columns().iter().enumerate() {
-                        let ty = col.type_info().name();
+                        let ty = type_name(col.type_info());
                         let raw: Option<&[u8]> = row.try_get_unchecked(i).map_err(|e| {
                             Error::terminal(format!("column `{}`: {e}", col.name()))
                         })?;
@@ -116,6 +116,43 @@ pub(crate) async fn run(
             }
             Ok(rows.finish(columns))
         }
+    }
+}
+
+/// A column's type as sqlx names it, except that text with a `_bin`
+/// collation (which carries the binary flag too) is named as text: only the
+/// `binary` character set is bytes.
+fn type_name(info: &sqlx::mysql::MySqlTypeInfo) -> &str {
+    match info.name() {
+        n @ ("BINARY" | "VARBINARY" | "TINYBLOB" | "BLOB" | "MEDIUMBLOB" | "LONGBLOB")
+            if !binary_collation(info) =>
+        {
+            text_name(n)
+        }
+        n => n,
+    }
+}
+
+/// Whether a column's collation is `binary` (63): bytes, not text. sqlx
+/// keeps the collation to itself; its `Debug` form shows it. Unreadable,
+/// the column is taken as binary, as sqlx names it.
+fn binary_collation(info: &sqlx::mysql::MySqlTypeInfo) -> bool {
+    let shown = format!("{info:?}");
+    match shown.split("collation: Collation(").nth(1) {
+        Some(rest) => rest.split(')').next() == Some("63"),
+        None => true,
+    }
+}
+
+/// The text type a binary-flagged column is when its collation is text.
+fn text_name(binary: &str) -> &'static str {
+    match binary {
+        "BINARY" => "CHAR",
+        "VARBINARY" => "VARCHAR",
+        "TINYBLOB" => "TINYTEXT",
+        "MEDIUMBLOB" => "MEDIUMTEXT",
+        "LONGBLOB" => "LONGTEXT",
+        _ => "TEXT",
     }
 }
 

@@ -600,7 +600,7 @@ mod tests {
                 workflow id: `bad id` is not a slug (letters, digits, `-`, `_`)
                 node `a` config.values.x: syntax error: unexpected end of input, expected identifier or integer (template line 1)
                 node `a` id: is used by more than one node
-                node `a` kind: unknown kind `data.sett` (known: trigger.manual, trigger.workflow, trigger.webhook, trigger.schedule, trigger.file, trigger.error, flow.if, flow.switch, flow.merge, flow.split, flow.join, flow.wait, flow.approval, flow.subworkflow, data.set, data.transform, http.request, email.send, ai.chat, file.read, file.write, code.js, code.wasm, util.log, output.end, output.respond)
+                node `a` kind: unknown kind `data.sett` (known: trigger.manual, trigger.workflow, trigger.webhook, trigger.schedule, trigger.file, trigger.error, flow.if, flow.switch, flow.merge, flow.split, flow.join, flow.wait, flow.approval, flow.subworkflow, data.set, data.transform, http.request, email.send, ai.chat, db.query, file.read, file.write, code.js, code.wasm, util.log, output.end, output.respond)
                 node `s` config.concurrency: must be at least 1
                 edges[0] to: node `ghost` does not exist
                 edges[1] from: node `a` (data.set) has no output port `nope` (ports: out, error)

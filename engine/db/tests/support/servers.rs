@@ -326,6 +326,8 @@ impl MariaDb {
             .arg(format!("--port={}", self.port))
             .args([
                 "--bind-address=127.0.0.1",
+                "--character-set-server=utf8mb4",
+                "--collation-server=utf8mb4_unicode_ci",
                 "--innodb-buffer-pool-size=32M",
                 "--innodb-flush-log-at-trx-commit=2",
                 "--skip-log-bin",
