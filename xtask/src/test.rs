@@ -21,6 +21,13 @@ pub(crate) fn run() -> Result<()> {
         "aiosmtpd (Python)",
         "python3-aiosmtpd",
     )?;
+    // db.query's tests start a real PostgreSQL and a real MariaDB.
+    ensure_apt_probe(
+        "ls /usr/lib/postgresql/*/bin/initdb",
+        "PostgreSQL",
+        "postgresql",
+    )?;
+    ensure_apt("mariadbd", "mariadb-server")?;
     // The vault tests use a real Secret Service on a private session bus.
     ensure_apt("dbus-daemon", "dbus")?;
     ensure_apt("gnome-keyring-daemon", "gnome-keyring")?;

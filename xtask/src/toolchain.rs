@@ -187,13 +187,16 @@ pub(crate) fn ensure_apt_probe(probe: &str, what: &str, package: &str) -> Result
         bail!("`{what}` is missing: install the Debian package `{package}`");
     }
     step(&format!("installing {package} (apt-get)"));
-    if !Command::new("apt-get")
-        .args(["install", "-y", package])
-        .status()?
-        .success()
-    {
+    // No questions: a package that asks (debconf) would hang CI.
+    let install = || {
+        let mut c = Command::new("apt-get");
+        c.args(["install", "-y", package])
+            .env("DEBIAN_FRONTEND", "noninteractive");
+        c
+    };
+    if !install().status()?.success() {
         check(Command::new("apt-get").arg("update"))?;
-        check(Command::new("apt-get").args(["install", "-y", package]))?;
+        check(&mut install())?;
     }
     Ok(())
 }

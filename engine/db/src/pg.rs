@@ -50,6 +50,7 @@ mod oid {
     pub const TIMETZ: u32 = 1266;
     pub const NUMERIC: u32 = 1700;
     pub const RECORD: u32 = 2249;
+    pub const VOID: u32 = 2278;
     pub const UUID: u32 = 2950;
     pub const JSONB: u32 = 3802;
 }
@@ -301,6 +302,8 @@ fn decode_oid(o: u32, b: &[u8]) -> Option<Result<Value, String>> {
                     .join(":"),
             ),
             oid::RECORD => decode_record(None, b)?,
+            // What a function that returns nothing gives.
+            oid::VOID => Value::Null,
             _ => return Err(String::new()),
         })
     })())
