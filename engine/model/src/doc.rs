@@ -34,7 +34,7 @@ pub use sluice_api::Changes;
 use crate::workflow::Workflow;
 
 /// Config keys held as Loro text (character-level merge).
-pub const TEXT_FIELDS: &[&str] = &["source", "jq"];
+pub const TEXT_FIELDS: &[&str] = &["source", "jq", "sql"];
 
 const META: &str = "meta";
 const NODES: &str = "nodes";
