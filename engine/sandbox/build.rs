@@ -13,6 +13,8 @@ fn main() {
     let guest = manifest.join("guest-js");
     for file in [
         "src/lib.rs",
+        "src/n8n.js",
+        "src/jq.rs",
         "Cargo.toml",
         "Cargo.lock",
         ".cargo/config.toml",

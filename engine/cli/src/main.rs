@@ -142,12 +142,20 @@ enum Command {
         command: VersionsCommand,
     },
     /// Store a workflow file in the data dir and publish it (replacing the
-    /// workflow with its id).
+    /// workflow with its id). An n8n export is converted (a new workflow,
+    /// its id a slug of the n8n name) and a report printed.
     Import {
         file: PathBuf,
         /// Store it as the draft only: what runs stays as it was.
         #[arg(long)]
         draft: bool,
+        /// With an n8n export: import nothing, and exit 1, when a node cannot
+        /// be converted.
+        #[arg(long)]
+        strict: bool,
+        /// With an n8n export: print the report as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Make a workflow's draft (or one of its versions) what its triggers
     /// and runs by id run. Refused, with every problem named, when it does
@@ -796,7 +804,18 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
             clap_complete::generate(shell, &mut Cli::command(), "sluice", &mut std::io::stdout());
             Ok(0)
         }
-        Command::Import { file, draft } => {
+        Command::Import {
+            file,
+            draft,
+            strict,
+            json,
+        } => {
+            let text = std::fs::read_to_string(&file)
+                .map_err(|e| usage(format!("cannot read {}: {e}", file.display())))?;
+            let value: Option<serde_json::Value> = serde_json::from_str(&text).ok();
+            if let Some(v) = value.filter(sluice_model::n8n::is_n8n) {
+                return import_n8n(cli.data_dir, &file, &v, draft, strict, json).await;
+            }
             let wf = read_workflow(&file)?;
             let plan = Plan::new(wf).map_err(|e| invalid(&file.display().to_string(), &e.0))?;
             let engine = open(cli.data_dir).await?;
@@ -1531,6 +1550,71 @@ fn invalid(what: &str, problems: &[sluice_model::Problem]) -> Exit {
         msg.push_str(&format!("\n  - {p}"));
     }
     Exit(2, msg)
+}
+
+/// `sluice import` of an n8n export: converted into a new workflow (never
+/// replacing one), its report printed.
+async fn import_n8n(
+    data_dir: Option<PathBuf>,
+    file: &Path,
+    v: &serde_json::Value,
+    draft: bool,
+    strict: bool,
+    json: bool,
+) -> Result<u8, Exit> {
+    let engine = open(data_dir).await?;
+    let taken: std::collections::HashSet<String> = engine
+        .store()
+        .list_workflows()
+        .await
+        .map_err(internal)?
+        .into_iter()
+        .map(|w| w.id)
+        .collect();
+    let imported = sluice_model::n8n::convert(v, &|id| taken.contains(id))
+        .map_err(|e| Exit(2, format!("{}: {e}", file.display())))?;
+    let report = &imported.report;
+    let missing = report.not_converted().count();
+    if strict && missing > 0 {
+        eprint!("{}", report.text());
+        return Err(Exit(
+            1,
+            format!(
+                "{}: {missing} node(s) could not be converted; nothing was imported (--strict)",
+                file.display()
+            ),
+        ));
+    }
+    let wf = Workflow::from_value(imported.workflow.clone()).map_err(|e| {
+        Exit(
+            2,
+            format!("{}: the converted workflow: {e}", file.display()),
+        )
+    })?;
+    let plan = Plan::new(wf).map_err(|e| invalid(&file.display().to_string(), &e.0))?;
+    if draft {
+        engine.save_draft(&plan, Some("import from n8n")).await
+    } else {
+        engine
+            .save_workflow_as(&plan, Some("import from n8n"))
+            .await
+    }
+    .map_err(internal)?;
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(report).map_err(internal)?
+        );
+    } else {
+        print!("{}", report.text());
+        if draft {
+            println!(
+                "  stored as its draft: publish it with `sluice publish {}`",
+                report.id
+            );
+        }
+    }
+    Ok(0)
 }
 
 fn read_workflow(path: &Path) -> Result<Workflow, Exit> {

@@ -265,6 +265,20 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Any text, any dialect: no panic, and what is not a placeholder
+        /// comes through unchanged (each name became one placeholder).
+        #[test]
+        fn any_text_is_read_without_panic(sql in "[ -~\\n\u{e9}\u{1F600}]{0,80}") {
+            for d in [Dialect::Postgres, Dialect::MySql, Dialect::Sqlite] {
+                let r = named_to_positional(&sql, d);
+                if r.order.is_empty() {
+                    proptest::prop_assert_eq!(&r.sql, &sql);
+                }
+            }
+        }
+    }
+
     #[test]
     fn positions_read_as_lines() {
         assert_eq!(line_and_column("select\n  frm t", 10), (2, 3));

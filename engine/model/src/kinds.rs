@@ -134,6 +134,14 @@ impl KindSpec {
     /// The output ports of a node of this kind with this config.
     pub fn output_ports(&self, config: &Value) -> Vec<String> {
         let mut ports: Vec<String> = Vec::new();
+        if self.id == Kind::Js
+            && let Some(own) = config.get("ports").and_then(Value::as_array)
+            && !own.is_empty()
+        {
+            ports.extend(own.iter().filter_map(Value::as_str).map(str::to_string));
+            ports.push("error".to_string());
+            return ports;
+        }
         if self.id == Kind::Switch
             && let Some(cases) = config.get("cases").and_then(Value::as_array)
         {
@@ -1306,9 +1314,30 @@ pub struct JsConfig {
     /// reach the run log. With `false` they are dropped.
     #[serde(default = "default_true")]
     pub log: bool,
+    /// Output ports instead of `out` (as Node-RED's function node has
+    /// outputs): the code returns an object with a message per port
+    /// (`{"valid": [...], "invalid": [...]}`); a port it leaves out, or sets
+    /// to `null`, sends nothing (what follows it is skipped).
+    #[serde(default)]
+    pub ports: Vec<String>,
 }
 impl Config for JsConfig {
     fn validate(&self) -> Result<(), ConfigError> {
+        let mut seen = std::collections::HashSet::new();
+        for (i, port) in self.ports.iter().enumerate() {
+            if !crate::validate::is_slug(port) {
+                return Err(ConfigError::new(
+                    format!("ports[{i}]"),
+                    format!("`{port}` is not a port name (letters, digits, `-`, `_`)"),
+                ));
+            }
+            if port == "error" || !seen.insert(port.as_str()) {
+                return Err(ConfigError::new(
+                    format!("ports[{i}]"),
+                    format!("port `{port}` is used twice or reserved"),
+                ));
+            }
+        }
         check_limits(self.timeout_ms, self.memory_mb, self.fuel)
     }
 }

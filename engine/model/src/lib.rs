@@ -10,6 +10,7 @@ pub mod credentials;
 pub mod doc;
 pub mod graph;
 pub mod kinds;
+pub mod n8n;
 pub mod preview;
 pub mod template;
 pub mod validate;

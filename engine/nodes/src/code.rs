@@ -27,7 +27,40 @@ pub(crate) async fn js(call: &Call<'_>) -> Result<Outputs> {
         sandbox.run_js(&cfg.source, &input, limits, caps)
     })
     .await;
-    output(outcome)
+    let outputs = output(outcome)?;
+    if cfg.ports.is_empty() {
+        return Ok(outputs);
+    }
+    by_port(outputs, &cfg.ports)
+}
+
+/// With `ports`, the returned object holds a message per port.
+fn by_port(outputs: Outputs, ports: &[String]) -> Result<Outputs> {
+    let value = outputs
+        .into_iter()
+        .next()
+        .map(|(_, v)| v)
+        .unwrap_or_else(|| Arc::new(Value::Null));
+    let Value::Object(map) = &*value else {
+        return Err(Error::terminal(format!(
+            "the code has ports ({}): return an object with a message per port, not {}",
+            ports.join(", "),
+            crate::type_name(&value)
+        )));
+    };
+    let mut out = Vec::with_capacity(map.len());
+    for (port, msg) in map {
+        if !ports.iter().any(|p| p == port) {
+            return Err(Error::terminal(format!(
+                "the code returned a message for port `{port}`, which is not one of its ports ({})",
+                ports.join(", ")
+            )));
+        }
+        if !msg.is_null() {
+            out.push((port.clone(), Arc::new(msg.clone())));
+        }
+    }
+    Ok(out)
 }
 
 pub(crate) async fn wasm(call: &Call<'_>) -> Result<Outputs> {

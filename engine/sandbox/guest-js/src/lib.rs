@@ -76,6 +76,10 @@ const PRELUDE: &str = r#"(() => {
   });
 })();"#;
 
+/// n8n's semantics (items, expressions, core nodes) as the global `n8n`,
+/// for workflows imported from n8n.
+const N8N: &str = include_str!("n8n.js");
+
 struct Js {
     // Dropped in this order: the context before its runtime.
     context: Context,
@@ -124,6 +128,7 @@ pub extern "C" fn initialize() {
             .set("__sluice_random", Func::from(random))
             .expect("__sluice_random");
         ctx.eval::<(), _>(PRELUDE).expect("the prelude");
+        ctx.eval::<(), _>(N8N).expect("the n8n library");
     });
     // Garbage from the set-up is not worth snapshotting.
     runtime.run_gc();
