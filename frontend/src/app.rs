@@ -98,6 +98,45 @@ fn join_route() -> Option<String> {
     })
 }
 
+/// What an n8n import says: the new id, what was not converted, the
+/// credentials to create.
+fn n8n_notice(file_name: &str, report: &Value) -> String {
+    let id = report["id"].as_str().unwrap_or("?");
+    let mut notice = format!("imported {file_name} (n8n) as {id}");
+    let missing: Vec<String> = report["nodes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|n| n["converted"] == json!(false))
+        .map(|n| {
+            format!(
+                "{} ({})",
+                n["name"].as_str().unwrap_or("?"),
+                n["note"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    if !missing.is_empty() {
+        notice += &format!("; kept disabled: {}", missing.join("; "));
+    }
+    let creds: Vec<String> = report["credentials"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            format!(
+                "{} ({})",
+                c["name"].as_str().unwrap_or("?"),
+                c["kind"].as_str().unwrap_or("?")
+            )
+        })
+        .collect();
+    if !creds.is_empty() {
+        notice += &format!("; credentials to create: {}", creds.join(", "));
+    }
+    notice
+}
+
 /// An id not among `taken`: `base`, else `base-2`, `base-3`…
 fn free_id(base: &str, taken: &[WorkflowEntry]) -> String {
     let used = |id: &str| taken.iter().any(|w| w.id == id);
@@ -440,6 +479,13 @@ impl Component for App {
                     let done = async {
                         let mut wf: Value = serde_json::from_str(&text)
                             .map_err(|e| format!("{file_name} is not JSON: {e}"))?;
+                        if sluice_model::n8n::is_n8n(&wf) {
+                            // Converted by the engine into a new workflow.
+                            let report = net::call("POST", "/api/v1/import/n8n", Some(&wf))
+                                .await
+                                .map_err(|e| format!("{file_name}: {e}"))?;
+                            return Ok(n8n_notice(&file_name, &report));
+                        }
                         let base = wf["id"]
                             .as_str()
                             .map(slug)

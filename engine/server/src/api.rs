@@ -51,6 +51,7 @@ pub(crate) fn routes() -> axum::Router<AppState> {
             post(restore_version),
         )
         .route("/validate", post(validate_workflow))
+        .route("/import/n8n", post(import_n8n))
         .route("/workflows/{id}/runs", post(start_run))
         .route("/runs", get(list_runs))
         .route("/runs/{id}", get(get_run))
@@ -471,6 +472,58 @@ pub(crate) async fn put_workflow(
             nodes: plan.workflow.nodes.len(),
         }),
     ))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ImportQuery {
+    #[serde(default)]
+    publish: bool,
+    #[serde(default)]
+    strict: bool,
+}
+
+#[utoipa::path(post, path = "/api/v1/import/n8n", tag = "workflows",
+    params(("publish" = Option<bool>, Query, description = "Also publish it (default: it is stored as the draft)"),
+        ("strict" = Option<bool>, Query, description = "Import nothing (409) when a node cannot be converted")),
+    request_body(content = Object, description = "An n8n workflow export (`nodes`, `connections`)", content_type = "application/json"),
+    responses((status = 201, description = "Imported as a new workflow: the report (`id`, each node and what it became, \
+        the credentials to create, the webhook addresses, notes)", body = Object),
+        (status = 400, description = "Not JSON, or not an n8n export"),
+        (status = 409, description = "`strict`, and a node could not be converted: the report as `error.detail`")))]
+pub(crate) async fn import_n8n(
+    State(s): State<AppState>,
+    Query(query): Query<ImportQuery>,
+    body: Bytes,
+) -> Result<(StatusCode, Json<sluice_model::n8n::Report>), ApiError> {
+    let value = parse_json(&body)?;
+    let taken: std::collections::HashSet<String> = s
+        .engine
+        .store()
+        .list_workflows()
+        .await
+        .map_err(sluice_runtime::executor::Error::from)?
+        .into_iter()
+        .map(|w| w.id)
+        .collect();
+    let imported = sluice_model::n8n::convert(&value, &|id| taken.contains(id))
+        .map_err(|e| ApiError::bad_request(format!("body: {e}")))?;
+    let missing = imported.report.not_converted().count();
+    if query.strict && missing > 0 {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!("{missing} node(s) could not be converted; nothing was imported"),
+        )
+        .with_detail(serde_json::to_value(&imported.report).unwrap_or_default()));
+    }
+    let wf = Workflow::from_value(imported.workflow)
+        .map_err(|e| ApiError::internal(format!("the converted workflow: {e}")))?;
+    let plan = Plan::new(wf).map_err(sluice_runtime::executor::Error::from)?;
+    s.engine.save_draft(&plan, Some("import from n8n")).await?;
+    if query.publish {
+        s.engine.publish(&imported.report.id, None).await?;
+    }
+    Ok((StatusCode::CREATED, Json(imported.report)))
 }
 
 #[utoipa::path(post, path = "/api/v1/validate", tag = "workflows",

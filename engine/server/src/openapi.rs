@@ -17,6 +17,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
         crate::api::get_workflow,
         crate::api::put_workflow,
         crate::api::validate_workflow,
+        crate::api::import_n8n,
         crate::api::delete_workflow,
         crate::api::publish_state,
         crate::api::publish_workflow,

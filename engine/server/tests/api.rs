@@ -1284,3 +1284,77 @@ async fn an_approval_is_decided_once_by_its_link_or_by_the_api() {
         .unwrap();
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn an_n8n_export_is_imported_through_the_api_and_its_webhook_answers_as_in_n8n() {
+    let s = server().await;
+    let export: Value = serde_json::from_str(include_str!(
+        "../../runtime/tests/n8n/webhook-set-respond.json"
+    ))
+    .unwrap();
+    let r = s
+        .api(reqwest::Method::POST, "/import/n8n?publish=true")
+        .json(&export)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let report = json_of(r).await;
+    assert_eq!(report["id"], "order-total", "{report}");
+    assert_eq!(
+        report["webhooks"][0],
+        json!({"method": "POST", "n8n": "/webhook/orders", "sluice": "/hook/order-total/orders"})
+    );
+    // n8n's webhook, at Sluice's address: what n8n answers.
+    let r = s
+        .hook(reqwest::Method::POST, "order-total/orders?source=app")
+        .json(&json!({"name": "ada", "qty": 3, "item": "mug", "price": 2.5}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    assert_eq!(r.headers()["x-order-source"], "app");
+    assert_eq!(
+        json_of(r).await,
+        json!({"customer": "ADA", "total": 7.5, "summary": "3 x mug for ada", "shipping": {"express": true}})
+    );
+    // Imported again: a second workflow, not a replacement.
+    let r = s
+        .api(reqwest::Method::POST, "/import/n8n")
+        .json(&export)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(json_of(r).await["id"], "order-total-2");
+    // Not an n8n export: 400.
+    let r = s
+        .api(reqwest::Method::POST, "/import/n8n")
+        .json(&json!({"nodes": []}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    // strict, with a node that cannot be converted: 409, nothing stored.
+    let mut partial = export.clone();
+    partial["name"] = json!("Partly convertible");
+    partial["nodes"][1]["type"] = json!("n8n-nodes-base.airtable");
+    let r = s
+        .api(reqwest::Method::POST, "/import/n8n?strict=true")
+        .json(&partial)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CONFLICT);
+    let body = json_of(r).await;
+    assert_eq!(
+        body["error"]["detail"]["nodes"][1]["converted"],
+        json!(false),
+        "{body}"
+    );
+    let r = s
+        .api(reqwest::Method::GET, "/workflows/partly-convertible")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+}

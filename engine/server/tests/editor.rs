@@ -1102,6 +1102,29 @@ async fn the_list_renames_duplicates_deletes_exports_and_imports() {
         "Alpha Two",
         "the original stays"
     );
+    // An n8n export is converted by the engine; the notice says what to do.
+    let n8n = dir.path().join("n8n-notify.json");
+    std::fs::write(&n8n, include_str!("../../cli/tests/n8n/notify-team.json")).unwrap();
+    a.find(Locator::Css("#import"))
+        .await
+        .unwrap()
+        .send_keys(n8n.to_str().unwrap())
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(5), "the n8n import stored", || async {
+        status_of("notify-the-team").await == 200
+    })
+    .await;
+    let notice = text_of(&a, ".notice").await.unwrap_or_default();
+    assert!(
+        notice
+            .starts_with("imported n8n-notify.json (n8n) as notify-the-team; kept disabled: Slack"),
+        "{notice}"
+    );
+    assert!(
+        notice.contains("credentials to create: slack-account (slackApi), smtp-account (smtp)"),
+        "{notice}"
+    );
     let bad = dir.path().join("broken.json");
     std::fs::write(&bad, "{ not json").unwrap();
     a.find(Locator::Css("#import"))
