@@ -488,10 +488,18 @@
   }
 
   // An If/Filter/Switch `conditions` block (already resolved for the item).
-  function holds(block, nodeOptions) {
+  // What the block stores wins (n8n's editor writes the node's "Ignore Case"
+  // and "Convert types" settings into it); a block without them takes the
+  // node's.
+  function holds(block, node) {
     const options = Object.assign({}, block.options || {});
-    const loose = nodeOptions.looseTypeValidation === true || options.typeValidation === "loose";
-    const caseSensitive = nodeOptions.ignoreCase === true ? false : options.caseSensitive !== false;
+    const nodeOptions = node.options || {};
+    const loose = options.typeValidation !== undefined
+      ? options.typeValidation === "loose"
+      : node.looseTypeValidation === true || nodeOptions.looseTypeValidation === true;
+    const caseSensitive = options.caseSensitive !== undefined
+      ? options.caseSensitive !== false
+      : nodeOptions.ignoreCase !== true;
     const list = block.conditions || [];
     const results = list.map((c) => test(c, { loose, caseSensitive }));
     return (block.combinator || "and") === "or" ? results.some(Boolean) : results.every(Boolean);
@@ -646,7 +654,7 @@
     const f = [];
     c.items.forEach((it, i) => {
       const r = c.resolveFor(i, params || {});
-      (holds(r.conditions || {}, r.options || {}) ? t : f).push(c.out(clone(it.json), i));
+      (holds(r.conditions || {}, r) ? t : f).push(c.out(clone(it.json), i));
     });
     return ports({ true: c.done(t), false: c.done(f) });
   };
@@ -657,7 +665,7 @@
     const kept = [];
     c.items.forEach((it, i) => {
       const r = c.resolveFor(i, params || {});
-      if (holds(r.conditions || {}, r.options || {})) kept.push(c.out(clone(it.json), i));
+      if (holds(r.conditions || {}, r)) kept.push(c.out(clone(it.json), i));
     });
     return c.done(kept);
   };
@@ -682,7 +690,7 @@
       const ruleList = (r.rules && (r.rules.values || r.rules.rules)) || [];
       let matched = false;
       for (let k = 0; k < ruleList.length; k++) {
-        if (holds(ruleList[k].conditions || {}, options)) {
+        if (holds(ruleList[k].conditions || {}, r)) {
           outs[k].push(c.out(clone(it.json), i));
           matched = true;
           if (!options.allMatchingOutputs) break;
