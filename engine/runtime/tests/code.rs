@@ -107,6 +107,81 @@ async fn a_script_runs_as_a_node() {
 }
 
 #[tokio::test]
+async fn a_script_with_ports_sends_on_the_ports_it_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(dir.path(), options()).await.unwrap();
+    let source = "const ok = input.filter(n => n > 0);\n\
+                  const bad = input.filter(n => n <= 0);\n\
+                  return { valid: ok.length ? ok : null, invalid: bad.length ? bad : undefined };";
+    let flow = |source: &str| {
+        plan(
+            json!([
+                {"id": "t", "kind": "trigger.manual"},
+                {"id": "sort", "kind": "code.js", "config": {"source": source, "ports": ["valid", "invalid"]}},
+                {"id": "good", "kind": "output.end"},
+                {"id": "bad", "kind": "output.end"},
+                {"id": "after_bad", "kind": "util.log", "config": {"message": "bad ones"}},
+                {"id": "logged", "kind": "output.end"}]),
+            json!([{"from": "t", "to": "sort"}, {"from": "sort:valid", "to": "good"},
+                   {"from": "sort:invalid", "to": "bad"}, {"from": "sort:invalid", "to": "after_bad"},
+                   {"from": "after_bad", "to": "logged"}]),
+        )
+    };
+    let run = |input: Value, source: &'static str| {
+        let engine = &engine;
+        async move {
+            engine
+                .start(flow(source), None, Arc::new(input))
+                .await
+                .unwrap()
+                .wait()
+                .await
+        }
+    };
+    let both = run(json!([3, -1, 5]), source).await;
+    assert_eq!(both.status, Status::Succeeded, "{:?}", both.error);
+    assert_eq!(
+        both.output,
+        json!({"good": [3, 5], "bad": [-1], "logged": [-1]})
+    );
+    // A port left out (or null) sends nothing: what follows it is skipped.
+    let one = run(json!([3, 5]), source).await;
+    assert_eq!(one.output, json!({"good": [3, 5]}));
+    // Not an object, or a port the node does not have: the step fails.
+    let wrong = run(json!([1]), "return [1];").await;
+    assert_eq!(wrong.status, Status::Failed);
+    assert!(
+        wrong
+            .error
+            .unwrap()
+            .message
+            .contains("return an object with a message per port"),
+    );
+    let unknown = run(json!([1]), "return { valid: 1, maybe: 2 };").await;
+    assert!(
+        unknown
+            .error
+            .unwrap()
+            .message
+            .contains("port `maybe`, which is not one of its ports (valid, invalid)")
+    );
+    // An edge from a port the node does not declare is refused up front.
+    let bad = Workflow::from_value(
+        json!({"format": "sluice.workflow/v1", "id": "js", "nodes": [
+        {"id": "t", "kind": "trigger.manual"},
+        {"id": "sort", "kind": "code.js", "config": {"source": "return {}", "ports": ["a"]}},
+        {"id": "end", "kind": "output.end"}],
+        "edges": [{"from": "t", "to": "sort"}, {"from": "sort", "to": "end"}]}),
+    )
+    .unwrap();
+    let err = Plan::new(bad).unwrap_err();
+    assert!(
+        format!("{err:?}").contains("has no output port `out`"),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
 async fn a_failing_script_fails_only_its_step() {
     let dir = tempfile::tempdir().unwrap();
     let engine = Engine::open(dir.path(), options()).await.unwrap();

@@ -276,3 +276,135 @@ async fn http_request_with_a_json_body_expression() {
         ]})
     );
 }
+
+#[tokio::test]
+async fn execute_workflow_runs_the_imported_workflow_it_calls() {
+    let (child, child_report) = import("price-lines.json");
+    assert_eq!(child_report.id, "price-lines");
+    let (parent, report) = import("order-with-prices.json");
+    assert!(
+        report
+            .notes
+            .iter()
+            .any(|n| n.contains("calls the workflow `price-lines`")),
+        "{report:?}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(dir.path(), Options::default()).await.unwrap();
+    engine
+        .save_workflow_as(&Plan::new(child).unwrap(), Some("import"))
+        .await
+        .unwrap();
+    let handle = engine
+        .start(
+            Plan::new(parent).unwrap(),
+            Some(MANUAL),
+            Arc::new(json!([{"qty": 2, "price": 3}, {"qty": 1, "price": 10}])),
+        )
+        .await
+        .unwrap();
+    let r = tokio::time::timeout(Duration::from_secs(60), handle.wait())
+        .await
+        .unwrap();
+    assert_eq!(r.status, Status::Succeeded, "{:?}", r.error);
+    assert_eq!(r.output, json!({"aggregate_result": [{"total": [6, 10]}]}));
+}
+
+/// A plain SMTP server (Python's aiosmtpd) writing each message it gets
+/// as a JSON line.
+const SMTP: &str = r#"
+import asyncio, json, sys
+from email import message_from_bytes, policy
+from aiosmtpd.smtp import SMTP
+class Handler:
+    async def handle_DATA(self, server, session, envelope):
+        msg = message_from_bytes(envelope.content, policy=policy.default)
+        with open(sys.argv[1], "a") as f:
+            f.write(json.dumps({"from": str(msg["From"]), "to": envelope.rcpt_tos,
+                "subject": str(msg["Subject"]),
+                "text": msg.get_body(preferencelist=("plain",)).get_content().rstrip()}) + "\n")
+        return "250 2.0.0 queued"
+async def main():
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(lambda: SMTP(Handler()), "127.0.0.1", 0)
+    print(server.sockets[0].getsockname()[1], flush=True)
+    await server.serve_forever()
+asyncio.run(main())
+"#;
+
+#[tokio::test]
+async fn send_email_sends_one_message_per_item() {
+    use tokio::io::AsyncBufReadExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("smtp.py"), SMTP).unwrap();
+    let received = dir.path().join("received.jsonl");
+    let python = if std::path::Path::new("/usr/bin/python3").exists() {
+        "/usr/bin/python3"
+    } else {
+        "python3"
+    };
+    let mut child = tokio::process::Command::new(python)
+        .arg(dir.path().join("smtp.py"))
+        .arg(&received)
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("python3 with aiosmtpd (cargo xtask test installs python3-aiosmtpd)");
+    let mut line = String::new();
+    tokio::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .await
+        .unwrap();
+    let port: u16 = line.trim().parse().unwrap();
+
+    let (wf, report) = import("send-email.json");
+    assert_eq!(report.credentials[0].name, "smtp-account");
+    assert_eq!(report.credentials[0].kind, "smtp");
+    let engine = Engine::open(&dir.path().join("data"), Options::default())
+        .await
+        .unwrap();
+    engine
+        .store()
+        .put_credential(
+            "smtp-account",
+            "smtp",
+            &json!({"host": "127.0.0.1", "port": port, "security": "none"}),
+        )
+        .await
+        .unwrap();
+    let handle = engine
+        .start(
+            Plan::new(wf).unwrap(),
+            Some(MANUAL),
+            Arc::new(json!([{"id": 1, "name": "Ada", "email": "ada@example.org"},
+                            {"id": 2, "name": "Bob", "email": "bob@example.org"}])),
+        )
+        .await
+        .unwrap();
+    let r = tokio::time::timeout(Duration::from_secs(60), handle.wait())
+        .await
+        .unwrap();
+    assert_eq!(r.status, Status::Succeeded, "{:?}", r.error);
+    let items = r.output["send_email_result"].as_array().unwrap().clone();
+    assert_eq!(items.len(), 2);
+    assert_eq!(items[0]["accepted"], json!(["ada@example.org"]));
+    assert_eq!(
+        items[1]["envelope"],
+        json!({"from": "shop@example.com", "to": ["bob@example.org"]})
+    );
+    assert_eq!(items[0]["response"], json!("250 2.0.0 queued"));
+    let got: Vec<Value> = std::fs::read_to_string(&received)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            json!({"from": "shop@example.com", "to": ["ada@example.org"], "subject": "Order 1",
+                   "text": "Hello Ada, your order 1 is on its way."}),
+            json!({"from": "shop@example.com", "to": ["bob@example.org"], "subject": "Order 2",
+                   "text": "Hello Bob, your order 2 is on its way."}),
+        ]
+    );
+}
