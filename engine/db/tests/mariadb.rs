@@ -3,14 +3,18 @@
 //! hold, a killed connection or a restarted server is replaced, a
 //! transaction is all or nothing.
 
+#[path = "support/db.rs"]
+mod db;
 #[path = "support/servers.rs"]
 mod servers;
 
+use db::{exec, named, named_with_bytes, pools, req, rows};
+
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::json;
 use servers::{DATABASE, MariaDb, PASSWORD, USER};
-use sluice_db::{Mode, Outcome, Param, Params, PoolSettings, Pools, Request, Server, Target, Tls};
+use sluice_db::{Mode, Param, Params, Server, Target, Tls};
 
 fn target(db: &MariaDb) -> Target {
     Target::MySql(Server {
@@ -22,53 +26,6 @@ fn target(db: &MariaDb) -> Target {
         tls: Tls::Prefer,
         ca_pem: None,
     })
-}
-
-fn pools() -> Pools {
-    Pools::new(PoolSettings {
-        max_connections: 2,
-        idle_close: Duration::from_secs(300),
-        connect_timeout: Duration::from_secs(10),
-    })
-}
-
-fn named(pairs: Value) -> Params {
-    Params::Named(
-        pairs
-            .as_object()
-            .unwrap()
-            .iter()
-            .map(|(k, v)| (k.clone(), Param::Json(v.clone())))
-            .collect(),
-    )
-}
-
-fn req<'a>(sql: &'a str, params: &'a Params, mode: Mode) -> Request<'a> {
-    Request {
-        sql,
-        params,
-        mode,
-        max_rows: 1000,
-        max_bytes: 16 << 20,
-        timeout: Duration::from_secs(30),
-    }
-}
-
-async fn rows(p: &Pools, t: &Target, sql: &str, params: &Params) -> Vec<Value> {
-    match p.run(t, &req(sql, params, Mode::Query)).await.unwrap() {
-        Outcome::Rows { rows, .. } => rows.into_iter().map(Value::Object).collect(),
-        other => panic!("{other:?}"),
-    }
-}
-
-async fn exec(p: &Pools, t: &Target, sql: &str, params: &Params) -> (u64, Option<i64>) {
-    match p.run(t, &req(sql, params, Mode::Execute)).await.unwrap() {
-        Outcome::Executed {
-            rows_affected,
-            last_insert_id,
-        } => (rows_affected, last_insert_id),
-        other => panic!("{other:?}"),
-    }
 }
 
 #[tokio::test]
@@ -87,19 +44,18 @@ async fn types_round_trip_and_parameters_stay_data() {
         &none,
     )
     .await;
-    let mut params = match named(json!({
-        "b": true, "ti": -5, "i": "42", "bi": -9_007_199_254_740_993i64,
-        "ub": 18_446_744_073_709_551_615u64, "f": 1.5, "d": 0.1,
-        "n": "123456789012345678901234567890.0123456789",
-        "vc": "x'); DROP TABLE t; -- \\ \u{1F600}", "tx": "' OR '1'='1", "dt": "2024-02-29",
-        "tm": "-26:03:04.5", "dtm": "2024-02-29 13:45:07.25", "ts": "2024-02-29 13:45:07.5",
-        "e": "happy", "bits": 5, "y": 2024, "js": {"a": [1, null]}, "nul": null, "cs": "Case"
-    })) {
-        Params::Named(v) => v,
-        _ => unreachable!(),
-    };
-    params.push(("bl".into(), Param::Bytes(vec![0, 1, 0xfe, 0xff])));
-    let params = Params::Named(params);
+    let params = named_with_bytes(
+        json!({
+            "b": true, "ti": -5, "i": "42", "bi": -9_007_199_254_740_993i64,
+            "ub": 18_446_744_073_709_551_615u64, "f": 1.5, "d": 0.1,
+            "n": "123456789012345678901234567890.0123456789",
+            "vc": "x'); DROP TABLE t; -- \\ \u{1F600}", "tx": "' OR '1'='1", "dt": "2024-02-29",
+            "tm": "-26:03:04.5", "dtm": "2024-02-29 13:45:07.25", "ts": "2024-02-29 13:45:07.5",
+            "e": "happy", "bits": 5, "y": 2024, "js": {"a": [1, null]}, "nul": null, "cs": "Case"
+        }),
+        "bl",
+        vec![0, 1, 0xfe, 0xff],
+    );
     let (n, id) = exec(
         &p,
         &t,

@@ -3,14 +3,18 @@
 //! hold (and leave the pool usable), a connection killed or a server
 //! restarted is replaced, a transaction is all or nothing.
 
+#[path = "support/db.rs"]
+mod db;
 #[path = "support/servers.rs"]
 mod servers;
+
+use db::{exec, named, named_with_bytes, pools, req, rows};
 
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use servers::{DATABASE, PASSWORD, Postgres, USER};
-use sluice_db::{Mode, Outcome, Param, Params, PoolSettings, Pools, Request, Server, Target, Tls};
+use sluice_db::{Mode, Outcome, Param, Params, PoolSettings, Pools, Server, Target, Tls};
 
 fn target(pg: &Postgres) -> Target {
     Target::Postgres(Server {
@@ -22,50 +26,6 @@ fn target(pg: &Postgres) -> Target {
         tls: Tls::Prefer,
         ca_pem: None,
     })
-}
-
-fn pools() -> Pools {
-    Pools::new(PoolSettings {
-        max_connections: 2,
-        idle_close: Duration::from_secs(300),
-        connect_timeout: Duration::from_secs(10),
-    })
-}
-
-fn named(pairs: Value) -> Params {
-    Params::Named(
-        pairs
-            .as_object()
-            .unwrap()
-            .iter()
-            .map(|(k, v)| (k.clone(), Param::Json(v.clone())))
-            .collect(),
-    )
-}
-
-fn req<'a>(sql: &'a str, params: &'a Params, mode: Mode) -> Request<'a> {
-    Request {
-        sql,
-        params,
-        mode,
-        max_rows: 1000,
-        max_bytes: 16 << 20,
-        timeout: Duration::from_secs(30),
-    }
-}
-
-async fn rows(p: &Pools, t: &Target, sql: &str, params: &Params) -> Vec<Value> {
-    match p.run(t, &req(sql, params, Mode::Query)).await.unwrap() {
-        Outcome::Rows { rows, .. } => rows.into_iter().map(Value::Object).collect(),
-        other => panic!("{other:?}"),
-    }
-}
-
-async fn exec(p: &Pools, t: &Target, sql: &str, params: &Params) -> u64 {
-    match p.run(t, &req(sql, params, Mode::Execute)).await.unwrap() {
-        Outcome::Executed { rows_affected, .. } => rows_affected,
-        other => panic!("{other:?}"),
-    }
 }
 
 #[tokio::test]
@@ -92,21 +52,20 @@ async fn every_type_round_trips_through_json() {
     )
     .await;
     let by = vec![0u8, 1, 2, 0xfe, 0xff];
-    let mut params = match named(json!({
-        "b": true, "i2": -12, "i4": "42", "i8": 9_007_199_254_740_993i64, "f4": 1.5, "f8": 0.1,
-        "n": "123456789012345678901234567890.0123456789",
-        "txt": "héllo 'quoted' \"x\" :not_a_param $1 \\ \u{1F600}",
-        "vc": "short", "ch": "ab", "js": {"a": [1, 2.5, null]}, "jb": {"k": null, "n": 1},
-        "u": "A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11", "d": "2024-02-29", "tm": "13:45:07.25",
-        "ts": "2024-02-29T13:45:07.5", "tz": "2024-02-29T13:45:07.5+02:00", "ip": "192.168.1.5",
-        "ia": [1, null, 3], "ta": ["a", "b,c"], "e": "happy", "pos": 7, "nul": null
-    })) {
-        Params::Named(v) => v,
-        _ => unreachable!(),
-    };
-    params.push(("by".into(), Param::Bytes(by.clone())));
-    let params = Params::Named(params);
-    let n = exec(
+    let params = named_with_bytes(
+        json!({
+            "b": true, "i2": -12, "i4": "42", "i8": 9_007_199_254_740_993i64, "f4": 1.5, "f8": 0.1,
+            "n": "123456789012345678901234567890.0123456789",
+            "txt": "héllo 'quoted' \"x\" :not_a_param $1 \\ \u{1F600}",
+            "vc": "short", "ch": "ab", "js": {"a": [1, 2.5, null]}, "jb": {"k": null, "n": 1},
+            "u": "A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11", "d": "2024-02-29", "tm": "13:45:07.25",
+            "ts": "2024-02-29T13:45:07.5", "tz": "2024-02-29T13:45:07.5+02:00", "ip": "192.168.1.5",
+            "ia": [1, null, 3], "ta": ["a", "b,c"], "e": "happy", "pos": 7, "nul": null
+        }),
+        "by",
+        by.clone(),
+    );
+    let (n, _) = exec(
         &p,
         &t,
         "INSERT INTO t (b, i2, i4, i8, f4, f8, n, txt, vc, ch, js, jb, by, u, d, tm, ts, tz, ip,

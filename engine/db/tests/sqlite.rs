@@ -5,30 +5,12 @@
 
 use std::time::{Duration, Instant};
 
+#[path = "support/db.rs"]
+mod db;
+
+use db::{pools, req, rows};
 use serde_json::{Value, json};
-use sluice_db::{Mode, Outcome, Param, Params, PoolSettings, Pools, Request, Target};
-
-fn req<'a>(sql: &'a str, params: &'a Params, mode: Mode) -> Request<'a> {
-    Request {
-        sql,
-        params,
-        mode,
-        max_rows: 1000,
-        max_bytes: 16 << 20,
-        timeout: Duration::from_secs(30),
-    }
-}
-
-fn pools() -> Pools {
-    Pools::new(PoolSettings::default())
-}
-
-async fn rows(p: &Pools, t: &Target, sql: &str, params: &Params) -> Vec<Value> {
-    match p.run(t, &req(sql, params, Mode::Query)).await.unwrap() {
-        Outcome::Rows { rows, .. } => rows.into_iter().map(Value::Object).collect(),
-        other => panic!("{other:?}"),
-    }
-}
+use sluice_db::{Mode, Outcome, Param, Params, Target};
 
 #[tokio::test]
 async fn values_round_trip_by_storage_class() {

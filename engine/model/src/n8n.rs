@@ -359,6 +359,69 @@ impl Builder {
     }
 }
 
+/// The Sluice nodes of an n8n node that does I/O once per item.
+struct PerItem<'a> {
+    /// The n8n node's Sluice id (its items).
+    id: &'a str,
+    name: &'a str,
+    /// What each item asks for (`requests`, `messages`), for the node ids.
+    what: &'a str,
+    /// The `code.js` config computing one request per item.
+    requests: Value,
+    /// The Sluice kind doing it, and its config (reading `input.*`).
+    call: (&'a str, Value),
+    /// The answers' key in the shaping node's input (`responses`).
+    answers: &'a str,
+    /// The `code.js` source making the answers n8n's items.
+    shape: String,
+    at: &'a dyn Fn(f64) -> Value,
+}
+
+impl Builder {
+    /// `<id>_<what>` computes one request per item, `flow.split` hands them
+    /// one at a time to the call, `flow.join` gathers the answers in order,
+    /// and `id` makes them n8n's items (given `{<answers>, "requests"}`).
+    fn per_item(&mut self, p: PerItem<'_>) -> Made {
+        let requests = self.fresh(&format!("{}_{}", p.id, p.what));
+        let each = self.fresh(&format!("{}_each", p.id));
+        let call = self.fresh(&format!("{}_call", p.id));
+        let all = self.fresh(&format!("{}_all", p.id));
+        let (kind, cfg) = p.call;
+        self.nodes.extend([
+            json!({"id": requests, "kind": "code.js", "label": format!("{} ({})", p.name, p.what),
+                "position": (p.at)(-440.0), "config": p.requests}),
+            json!({"id": each, "kind": "flow.split", "label": format!("{} (each item)", p.name),
+                "position": (p.at)(-330.0), "config": {"concurrency": 1}}),
+            json!({"id": call, "kind": kind, "label": format!("{} ({kind})", p.name),
+                "position": (p.at)(-220.0), "config": cfg}),
+            json!({"id": all, "kind": "flow.join", "label": format!("{} (all)", p.name),
+                "position": (p.at)(-110.0)}),
+            json!({"id": p.id, "kind": "code.js", "label": p.name, "position": (p.at)(0.0),
+                "config": {"source": p.shape, "timeout_ms": 30000, "input": {
+                    p.answers: "{{ input }}", "requests": format!("{{{{ nodes.{requests} }}}}")}}}),
+        ]);
+        self.edge(&requests, "out", &each);
+        self.edge(&each, "out", &call);
+        self.edge(&call, "out", &all);
+        self.edge(&all, "out", p.id);
+        Made::out(&requests, p.id)
+    }
+}
+
+impl Made {
+    /// One output, `out`: entered at `entry`, its items at `items`.
+    fn out(entry: &str, items: &str) -> Made {
+        Made {
+            entry: entry.to_string(),
+            items: items.to_string(),
+            ports: vec!["out".into()],
+            trigger: false,
+            responds: false,
+            merges: false,
+        }
+    }
+}
+
 fn js_string(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
 }
@@ -710,14 +773,7 @@ pub fn convert(v: &Value, taken: &dyn Fn(&str) -> bool) -> Result<Import, String
                         json!({"id": id, "kind": "code.js", "label": n.name, "position": at(0.0),
                         "config": code_node(src, &[], input("{{ input }}"))}),
                     );
-                    Made {
-                        entry: id.clone(),
-                        items: id.clone(),
-                        ports: vec!["out".into()],
-                        trigger: false,
-                        responds: false,
-                        merges: false,
-                    }
+                    Made::out(&id, &id)
                 }
                 "if" => {
                     push(
@@ -823,14 +879,7 @@ pub fn convert(v: &Value, taken: &dyn Fn(&str) -> bool) -> Result<Import, String
                         json!({"id": id, "kind": "code.js", "label": n.name, "position": at(0.0),
                         "config": code_node(src, &[], input("{{ input }}"))}),
                     );
-                    Made {
-                        entry: id.clone(),
-                        items: id.clone(),
-                        ports: vec!["out".into()],
-                        trigger: false,
-                        responds: false,
-                        merges: false,
-                    }
+                    Made::out(&id, &id)
                 }
                 "respondToWebhook" => {
                     let reply = b.fresh(&format!("{id}_reply"));
@@ -915,14 +964,7 @@ pub fn convert(v: &Value, taken: &dyn Fn(&str) -> bool) -> Result<Import, String
                         &mut b,
                         json!({"id": id, "kind": "flow.wait", "label": n.name, "position": at(0.0), "config": cfg}),
                     );
-                    Made {
-                        entry: id.clone(),
-                        items: id.clone(),
-                        ports: vec!["out".into()],
-                        trigger: false,
-                        responds: false,
-                        merges: false,
-                    }
+                    Made::out(&id, &id)
                 }
                 "httpRequest" => {
                     let p = &n.params;
@@ -948,20 +990,6 @@ pub fn convert(v: &Value, taken: &dyn Fn(&str) -> bool) -> Result<Import, String
                             "its headers are a JSON expression: list them one by one".into()
                         );
                     }
-                    let requests = b.fresh(&format!("{id}_requests"));
-                    let each = b.fresh(&format!("{id}_each"));
-                    let call_id = b.fresh(&format!("{id}_call"));
-                    let all = b.fresh(&format!("{id}_all"));
-                    push(
-                        &mut b,
-                        json!({"id": requests, "kind": "code.js", "label": format!("{} (requests)", n.name),
-                        "position": at(-440.0), "config": code_node(simple("httpRequests"), &[], input("{{ input }}"))}),
-                    );
-                    push(
-                        &mut b,
-                        json!({"id": each, "kind": "flow.split", "label": format!("{} (each item)", n.name),
-                        "position": at(-330.0), "config": {"concurrency": 1}}),
-                    );
                     let mut headers = Map::new();
                     for h in p
                         .pointer("/headerParameters/parameters")
@@ -1002,42 +1030,23 @@ pub fn convert(v: &Value, taken: &dyn Fn(&str) -> bool) -> Result<Import, String
                             cfg["credential"] = json!(cname);
                         }
                     }
-                    push(
-                        &mut b,
-                        json!({"id": call_id, "kind": "http.request", "label": format!("{} (request)", n.name),
-                        "position": at(-220.0), "config": cfg}),
-                    );
-                    push(
-                        &mut b,
-                        json!({"id": all, "kind": "flow.join", "label": format!("{} (responses)", n.name),
-                        "position": at(-110.0)}),
-                    );
-                    let src = format!(
-                        "// n8n: \"{}\" ({} v{}): the responses as n8n's items\nreturn n8n.httpResponses(input, {}, {});",
-                        n.name,
-                        n.n8n_type,
-                        n.raw.get("typeVersion").cloned().unwrap_or(json!(1)),
-                        js_value(&n.params),
-                        js_string(&n.name)
-                    );
-                    push(
-                        &mut b,
-                        json!({"id": id, "kind": "code.js", "label": n.name, "position": at(0.0),
-                        "config": code_node(src, &[], json!({"responses": "{{ input }}",
-                            "requests": format!("{{{{ nodes.{requests} }}}}")}))}),
-                    );
-                    b.edge(&requests, "out", &each);
-                    b.edge(&each, "out", &call_id);
-                    b.edge(&call_id, "out", &all);
-                    b.edge(&all, "out", &id);
-                    Made {
-                        entry: requests,
-                        items: id.clone(),
-                        ports: vec!["out".into()],
-                        trigger: false,
-                        responds: false,
-                        merges: false,
-                    }
+                    b.per_item(PerItem {
+                        id: &id,
+                        name: &n.name,
+                        what: "requests",
+                        requests: code_node(simple("httpRequests"), &[], input("{{ input }}")),
+                        call: ("http.request", cfg),
+                        answers: "responses",
+                        shape: format!(
+                            "// n8n: \"{}\" ({} v{}): the responses as n8n's items\nreturn n8n.httpResponses(input, {}, {});",
+                            n.name,
+                            n.n8n_type,
+                            n.raw.get("typeVersion").cloned().unwrap_or(json!(1)),
+                            js_value(&n.params),
+                            js_string(&n.name)
+                        ),
+                        at: &at,
+                    })
                 }
                 "emailSend" => {
                     if n.params["operation"].as_str().is_some_and(|o| o != "send") {
@@ -1054,57 +1063,27 @@ pub fn convert(v: &Value, taken: &dyn Fn(&str) -> bool) -> Result<Import, String
                         .map(|c| slug(c["name"].as_str().unwrap_or("smtp"), '-'))
                         .filter(|c| !c.is_empty())
                         .unwrap_or_else(|| "smtp".into());
-                    let requests = b.fresh(&format!("{id}_messages"));
-                    let each = b.fresh(&format!("{id}_each"));
-                    let send = b.fresh(&format!("{id}_send"));
-                    let all = b.fresh(&format!("{id}_all"));
-                    push(
-                        &mut b,
-                        json!({"id": requests, "kind": "code.js", "label": format!("{} (messages)", n.name),
-                        "position": at(-440.0), "config": code_node(simple("emailRequests"), &[], input("{{ input }}"))}),
-                    );
-                    push(
-                        &mut b,
-                        json!({"id": each, "kind": "flow.split", "label": format!("{} (each item)", n.name),
-                        "position": at(-330.0), "config": {"concurrency": 1}}),
-                    );
-                    push(
-                        &mut b,
-                        json!({"id": send, "kind": "email.send", "label": format!("{} (send)", n.name),
-                        "position": at(-220.0), "config": {"credential": cred, "from": "{{ input.from }}",
-                            "to": "{{ input.to }}", "cc": "{{ input.cc }}", "bcc": "{{ input.bcc }}",
-                            "reply_to": "{{ input.reply_to }}", "subject": "{{ input.subject }}",
-                            "text": "{{ input.text }}", "html": "{{ input.html }}"}}),
-                    );
-                    push(
-                        &mut b,
-                        json!({"id": all, "kind": "flow.join", "label": format!("{} (results)", n.name),
-                        "position": at(-110.0)}),
-                    );
-                    let src = format!(
-                        "// n8n: \"{}\" ({}): the results as n8n's items\nreturn n8n.emailResults(input, {});",
-                        n.name,
-                        n.n8n_type,
-                        js_string(&n.name)
-                    );
-                    push(
-                        &mut b,
-                        json!({"id": id, "kind": "code.js", "label": n.name, "position": at(0.0),
-                        "config": code_node(src, &[], json!({"results": "{{ input }}",
-                            "requests": format!("{{{{ nodes.{requests} }}}}")}))}),
-                    );
-                    b.edge(&requests, "out", &each);
-                    b.edge(&each, "out", &send);
-                    b.edge(&send, "out", &all);
-                    b.edge(&all, "out", &id);
-                    Made {
-                        entry: requests,
-                        items: id.clone(),
-                        ports: vec!["out".into()],
-                        trigger: false,
-                        responds: false,
-                        merges: false,
-                    }
+                    b.per_item(PerItem {
+                        id: &id,
+                        name: &n.name,
+                        what: "messages",
+                        requests: code_node(simple("emailRequests"), &[], input("{{ input }}")),
+                        call: (
+                            "email.send",
+                            json!({"credential": cred, "from": "{{ input.from }}",
+                                "to": "{{ input.to }}", "cc": "{{ input.cc }}", "bcc": "{{ input.bcc }}",
+                                "reply_to": "{{ input.reply_to }}", "subject": "{{ input.subject }}",
+                                "text": "{{ input.text }}", "html": "{{ input.html }}"}),
+                        ),
+                        answers: "results",
+                        shape: format!(
+                            "// n8n: \"{}\" ({}): the results as n8n's items\nreturn n8n.emailResults(input, {});",
+                            n.name,
+                            n.n8n_type,
+                            js_string(&n.name)
+                        ),
+                        at: &at,
+                    })
                 }
                 "executeWorkflow" => {
                     let p = &n.params;
@@ -1164,14 +1143,7 @@ pub fn convert(v: &Value, taken: &dyn Fn(&str) -> bool) -> Result<Import, String
                     );
                     b.edge(&given, "out", &call_id);
                     b.edge(&call_id, "out", &id);
-                    Made {
-                        entry: given,
-                        items: id.clone(),
-                        ports: vec!["out".into()],
-                        trigger: false,
-                        responds: false,
-                        merges: false,
-                    }
+                    Made::out(&given, &id)
                 }
                 _ => return Err(format!("Sluice has no counterpart for {}", n.n8n_type)),
             })

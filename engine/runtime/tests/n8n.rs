@@ -408,3 +408,48 @@ async fn send_email_sends_one_message_per_item() {
         ]
     );
 }
+
+#[tokio::test]
+async fn a_webhook_answering_with_the_last_node_answers_with_its_first_item() {
+    let path = format!(
+        "{}/tests/n8n/webhook-set-respond.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    // Without the Respond to Webhook node, answering "when the last node
+    // finishes" with its first item's JSON (n8n's default for that mode).
+    v["nodes"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|n| n["name"] != "Respond to Webhook");
+    v["connections"]
+        .as_object_mut()
+        .unwrap()
+        .remove("Edit Fields");
+    v["nodes"][0]["parameters"]["responseMode"] = json!("lastNode");
+    v["nodes"][0]["parameters"]["options"] = json!({"responseCode": 202});
+    let imported = convert(&v, &|_| false).unwrap();
+    let wf = Workflow::from_value(imported.workflow).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(dir.path(), Options::default()).await.unwrap();
+    let r = engine
+        .start(
+            Plan::new(wf).unwrap(),
+            Some("webhook_hook"),
+            Arc::new(request(
+                json!({"name": "bo", "qty": 1, "item": "pen", "price": 4}),
+                json!({}),
+            )),
+        )
+        .await
+        .unwrap()
+        .wait()
+        .await;
+    assert_eq!(r.status, Status::Succeeded, "{:?}", r.error);
+    let respond = r.respond.unwrap();
+    assert_eq!(respond["status"], json!(202));
+    assert_eq!(
+        respond["body"],
+        json!({"customer": "BO", "total": 4, "summary": "1 x pen for bo", "shipping": {"express": false}})
+    );
+}
