@@ -408,6 +408,31 @@ impl Builder {
     }
 }
 
+impl Builder {
+    /// The node after a trigger making its message into n8n's items (its
+    /// `source` calls the library); the triggers in `from` lead to it.
+    fn adapter(
+        &mut self,
+        id: &str,
+        name: &str,
+        position: Value,
+        source: String,
+        from: &[String],
+    ) -> Made {
+        self.nodes.push(
+            json!({"id": id, "kind": "code.js", "label": name, "position": position,
+            "config": {"source": source, "timeout_ms": 30000}}),
+        );
+        for t in from {
+            self.edge(t, "out", id);
+        }
+        Made {
+            trigger: true,
+            ..Made::out(id, id)
+        }
+    }
+}
+
 impl Made {
     /// One output, `out`: entered at `entry`, its items at `items`.
     fn out(entry: &str, items: &str) -> Made {
@@ -628,20 +653,7 @@ pub fn convert(v: &Value, taken: &dyn Fn(&str) -> bool) -> Result<Import, String
                         n.n8n_type,
                         js_string(&n.name)
                     );
-                    push(
-                        &mut b,
-                        json!({"id": id, "kind": "code.js", "label": n.name, "position": at(0.0),
-                        "config": code_node(src, &[], Value::Null)}),
-                    );
-                    b.edge(&trig, "out", &id);
-                    Made {
-                        entry: id.clone(),
-                        items: id.clone(),
-                        ports: vec!["out".into()],
-                        trigger: true,
-                        responds: false,
-                        merges: false,
-                    }
+                    b.adapter(&id, &n.name, at(0.0), src, &[trig])
                 }
                 "webhook" => {
                     let method = n.params["httpMethod"]
@@ -699,23 +711,11 @@ pub fn convert(v: &Value, taken: &dyn Fn(&str) -> bool) -> Result<Import, String
                         js_string(&n.name),
                         js_string(&format!("/hook/{}/{path}", report.id))
                     );
-                    push(
-                        &mut b,
-                        json!({"id": id, "kind": "code.js", "label": n.name, "position": at(0.0),
-                        "config": code_node(src, &[], Value::Null)}),
-                    );
-                    b.edge(&trig, "out", &id);
-                    Made {
-                        entry: id.clone(),
-                        items: id.clone(),
-                        ports: vec!["out".into()],
-                        trigger: true,
-                        responds: false,
-                        merges: false,
-                    }
+                    b.adapter(&id, &n.name, at(0.0), src, &[trig])
                 }
                 "scheduleTrigger" | "cron" => {
                     let crons = schedule_crons(&n.params)?;
+                    let mut triggers = Vec::new();
                     for (k, cron) in crons.iter().enumerate() {
                         let trig = b.fresh(&format!(
                             "{id}_at{}",
@@ -730,7 +730,7 @@ pub fn convert(v: &Value, taken: &dyn Fn(&str) -> bool) -> Result<Import, String
                             json!({"id": trig, "kind": "trigger.schedule", "label": n.name,
                             "position": at(-220.0), "config": cfg}),
                         );
-                        b.edge(&trig, "out", &id);
+                        triggers.push(trig);
                     }
                     let src = format!(
                         "// n8n: \"{}\" ({}): the time it fired as n8n's item\nreturn n8n.schedule(input && input.scheduled_at, {});",
@@ -738,19 +738,7 @@ pub fn convert(v: &Value, taken: &dyn Fn(&str) -> bool) -> Result<Import, String
                         n.n8n_type,
                         js_string(&n.name)
                     );
-                    push(
-                        &mut b,
-                        json!({"id": id, "kind": "code.js", "label": n.name, "position": at(0.0),
-                        "config": code_node(src, &[], Value::Null)}),
-                    );
-                    Made {
-                        entry: id.clone(),
-                        items: id.clone(),
-                        ports: vec!["out".into()],
-                        trigger: true,
-                        responds: false,
-                        merges: false,
-                    }
+                    b.adapter(&id, &n.name, at(0.0), src, &triggers)
                 }
                 "set" | "noOp" | "splitOut" | "aggregate" | "filter" => {
                     let f = match t.as_str() {
