@@ -61,6 +61,10 @@ pub const TARGETS: &[Target] = &[
         name: "model_stream",
         run: model_stream,
     },
+    Target {
+        name: "n8n_import",
+        run: n8n_import,
+    },
 ];
 
 /// The target called `name`.
@@ -282,4 +286,22 @@ pub fn model_stream(data: &[u8]) {
         (Err(_), Err(_)) => {}
         (w, p) => panic!("whole: {w:?}, in pieces: {p:?}"),
     }
+}
+
+/// An n8n export (`sluice import`, `POST /api/v1/import/n8n`, the editor's
+/// Import): converted, and what comes out is always a workflow that parses
+/// and validates its shape (a node the import could not make is a disabled
+/// pass-through, never a broken file).
+pub fn n8n_import(data: &[u8]) {
+    let Ok(v) = serde_json::from_slice::<Value>(data) else {
+        return;
+    };
+    let Ok(imported) = sluice_model::n8n::convert(&v, &|id| id.len() % 3 == 0) else {
+        return;
+    };
+    let text = imported.workflow.to_string();
+    if let Err(e) = Workflow::from_json(&text) {
+        panic!("the converted workflow does not parse: {e}\n{text}");
+    }
+    let _ = imported.report.text();
 }
