@@ -2228,3 +2228,33 @@ async fn a_run_waits_at_an_approval_in_the_run_view_and_approve_resumes_it() {
     );
     assert_eq!(count(&a, ".approval").await, 0);
 }
+
+/// The built editor has a favicon (a browser asks for one on every load;
+/// a missing one is a console error each time).
+#[tokio::test]
+async fn the_editor_page_names_its_favicon_and_it_is_served() {
+    let (s, _) = editor_server().await;
+    let page = s
+        .client
+        .get(format!("{}/", s.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        page.contains(r#"<link rel="icon" type="image/png" href="/favicon.png">"#),
+        "{page}"
+    );
+    let r = s
+        .client
+        .get(format!("{}/favicon.png", s.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), reqwest::StatusCode::OK);
+    assert_eq!(r.headers()["content-type"], "image/png");
+    let bytes = r.bytes().await.unwrap();
+    assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"), "not a PNG");
+}
