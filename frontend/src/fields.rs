@@ -3,7 +3,60 @@
 //! value is shown as text, exactly, and where a JSON mistake is. Pure, and
 //! tested natively; the form (`inspector.rs`) draws it.
 
-use serde_json::Value;
+use serde_json::{Value, json};
+
+/// `$ref` to `#/$defs/…`, and `Option<T>` written as `anyOf [T, null]`.
+pub fn resolve(schema: &Value, prop: &Value) -> Value {
+    let deref = |p: &Value| -> Value {
+        match p.get("$ref").and_then(Value::as_str) {
+            Some(r) => r
+                .strip_prefix("#/$defs/")
+                .and_then(|name| schema["$defs"].get(name))
+                .cloned()
+                .unwrap_or(Value::Null),
+            None => p.clone(),
+        }
+    };
+    let mut out = deref(prop);
+    if let Some(any) = prop.get("anyOf").and_then(Value::as_array)
+        && let Some(inner) = any.iter().find(|a| a.get("type") != Some(&json!("null")))
+    {
+        out = deref(inner);
+    }
+    if let (Some(d), Value::Object(o)) = (prop.get("description"), &mut out) {
+        o.entry("description").or_insert(d.clone());
+    }
+    out
+}
+
+/// The values a field may take, when its schema lists them: `enum`, or
+/// `oneOf` alternatives each a `const` or an `enum` of several (schemars
+/// writes documented variants as `const`s and groups the undocumented ones
+/// into one `enum`, so every value of every alternative counts).
+pub fn choices(prop: &Value) -> Option<Vec<String>> {
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect()
+    };
+    let found = if prop.get("enum").is_some() {
+        strings(&prop["enum"])
+    } else {
+        prop["oneOf"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|alt| match alt["const"].as_str() {
+                Some(c) => vec![c.to_string()],
+                None => strings(&alt["enum"]),
+            })
+            .collect()
+    };
+    (!found.is_empty()).then_some(found)
+}
 
 /// What a text field's text must be to become the field's value.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -159,6 +212,28 @@ pub fn child_path(base: &str, key: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_choice_of_a_schema_is_offered() {
+        // http.request's `response`: two documented variants and two not.
+        let spec = sluice_model::kinds::spec("http.request").unwrap();
+        let schema = spec.config_schema();
+        let prop = resolve(&schema, &schema["properties"]["response"]);
+        assert_eq!(
+            choices(&prop),
+            Some(vec![
+                "json".into(),
+                "text".into(),
+                "auto".into(),
+                "bytes".into()
+            ])
+        );
+        assert_eq!(
+            choices(&serde_json::json!({"enum": ["a", "b"]})),
+            Some(vec!["a".into(), "b".into()])
+        );
+        assert_eq!(choices(&serde_json::json!({"type": "string"})), None);
+    }
     use serde_json::json;
 
     #[track_caller]

@@ -1,37 +1,14 @@
 //! The side panel's parts: a node's config form generated from its kind's
 //! JSON Schema, the code editor, and collapsible JSON.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use wasm_bindgen::JsCast;
 use web_sys::{HtmlTextAreaElement, KeyboardEvent};
 use yew::prelude::*;
 
+pub use crate::fields::resolve;
 use crate::fields::{Shape, child_path, parse, show};
 use crate::state::carry_caret;
-
-/// `$ref` to `#/$defs/…`, and `Option<T>` written as `anyOf [T, null]`.
-pub fn resolve(schema: &Value, prop: &Value) -> Value {
-    let deref = |p: &Value| -> Value {
-        match p.get("$ref").and_then(Value::as_str) {
-            Some(r) => r
-                .strip_prefix("#/$defs/")
-                .and_then(|name| schema["$defs"].get(name))
-                .cloned()
-                .unwrap_or(Value::Null),
-            None => p.clone(),
-        }
-    };
-    let mut out = deref(prop);
-    if let Some(any) = prop.get("anyOf").and_then(Value::as_array)
-        && let Some(inner) = any.iter().find(|a| a.get("type") != Some(&json!("null")))
-    {
-        out = deref(inner);
-    }
-    if let (Some(d), Value::Object(o)) = (prop.get("description"), &mut out) {
-        o.entry("description").or_insert(d.clone());
-    }
-    out
-}
 
 /// What a field's control reports: the new value, or `None` to remove it.
 pub type OnValue = Callback<Option<Value>>;
@@ -82,27 +59,7 @@ impl Field<'_> {
                 .unwrap_or(Value::Null),
             t => t.clone(),
         };
-        let options: Option<Vec<String>> = prop["enum"]
-            .as_array()
-            .map(|e| {
-                e.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_string)
-                    .collect()
-            })
-            .or_else(|| {
-                prop["oneOf"].as_array().map(|alts| {
-                    alts.iter()
-                        .filter_map(|a| {
-                            a["const"]
-                                .as_str()
-                                .or_else(|| a["enum"].get(0).and_then(Value::as_str))
-                        })
-                        .map(str::to_string)
-                        .collect()
-                })
-            })
-            .filter(|o: &Vec<String>| !o.is_empty());
+        let options: Option<Vec<String>> = crate::fields::choices(prop);
         let input_id = format!("cfg-{name}");
         let hint = templated(prop).then(|| html! {
             <small class="hint">{ "Templates: " }<code>{ "{{ input.field }}" }</code>{ ", " }<code>{ "{{ vars.name }}" }</code>{ ", " }<code>{ "{{ nodes.<node id>.field }}" }</code></small>
