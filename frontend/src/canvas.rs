@@ -95,6 +95,8 @@ pub enum Msg {
         field: String,
         text: Option<String>,
     },
+    /// The node panel's tab: its parameters (false) or its settings.
+    NodeTab(bool),
     Undo,
     Redo,
     /// Back to editing from a past version or a run opened from the list.
@@ -705,6 +707,11 @@ impl Component for Canvas {
             Msg::KeepText { node, field, text } => {
                 self.on_keep_text(node, field, text);
                 false
+            }
+            Msg::NodeTab(settings) => {
+                let changed = self.inspector.settings_tab != settings;
+                self.inspector.settings_tab = settings;
+                changed
             }
             Msg::Undo | Msg::Redo => {
                 if self.viewing() {

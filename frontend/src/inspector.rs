@@ -50,7 +50,11 @@ impl Field<'_> {
         } = self;
         let help = prop["description"]
             .as_str()
-            .map(|d| html! { <small>{ d }</small> });
+            .map(|d| html! { <small class="help">{ crate::looks::rich(d) }</small> });
+        let title = prop["title"]
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| crate::text::label(name));
         let ty = match &prop["type"] {
             Value::Array(types) => types
                 .iter()
@@ -146,7 +150,7 @@ impl Field<'_> {
         };
         html! {
             <div class="field" key={format!("{node}/{name}")} data-field={name.to_string()}>
-                <label for={input_id}>{ name }{ if required { " *" } else { "" } }</label>
+                <label for={input_id} title={name.to_string()}>{ title }{ if required { " *" } else { "" } }</label>
                 { control }
                 { for preview }
                 { for hint }

@@ -8,6 +8,8 @@
 //!   pure and tested natively.
 //! - [`review`]: what publishing a draft would change, per node and
 //!   field, code as a line diff; pure, tested natively.
+//! - [`icons`]: the node kinds' icons (assets/node-icons), pure.
+//! - [`text`]: field names as labels and inline Markdown as spans, pure.
 //! - [`sync`]: the workflow's document and presence as the canvas syncs
 //!   them, pure and tested natively.
 //! - `app`, `canvas`, `scene`, `inspector`, `net`: the browser side
@@ -16,9 +18,11 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod fields;
+pub mod icons;
 pub mod review;
 pub mod state;
 pub mod sync;
+pub mod text;
 
 #[cfg(target_arch = "wasm32")]
 mod app;
@@ -26,6 +30,8 @@ mod app;
 mod canvas;
 #[cfg(target_arch = "wasm32")]
 mod inspector;
+#[cfg(target_arch = "wasm32")]
+mod looks;
 #[cfg(target_arch = "wasm32")]
 mod net;
 #[cfg(target_arch = "wasm32")]

@@ -27,6 +27,10 @@ pub struct NodeItem {
     /// The label is not the id: the id (what templates name) is shown too.
     pub labelled: bool,
     pub kind: String,
+    /// The kind's display name (`Condition`).
+    pub kind_title: &'static str,
+    /// Switched off (`disabled`): drawn faded, passes its input on.
+    pub disabled: bool,
     pub category: &'static str,
     pub ports: Vec<String>,
     pub has_input: bool,
@@ -117,6 +121,8 @@ pub fn build(
             label: n.label.clone().unwrap_or_else(|| n.id.clone()),
             labelled: n.label.as_ref().is_some_and(|l| *l != n.id),
             kind: n.kind.clone(),
+            kind_title: spec.map_or("unknown kind", |k| k.title()),
+            disabled: n.disabled,
             category: spec.map_or("unknown", |k| k.category),
             ports,
             has_input: spec.is_some_and(|k| k.has_input()),
@@ -223,16 +229,17 @@ pub fn NodeView(props: &NodeProps) -> Html {
         }
     });
     html! {
-        <g class={classes!("node", n.category, n.selected.then_some("selected"), n.invalid.then_some("invalid"), n.run.clone())}
+        <g class={classes!("node", n.category, n.selected.then_some("selected"), n.invalid.then_some("invalid"), n.disabled.then_some("disabled"), n.run.clone())}
             data-node={n.id.clone()} transform={format!("translate({} {})", n.x, n.y)}>
             <title>{ &n.title }</title>
             { for seen }
             <rect class="box" width={NODE_W.to_string()} height={NODE_H.to_string()} rx="8" />
-            <text class="label" x="14" y="26">{ &n.label }</text>
+            { crate::looks::icon_at(&n.kind, 12.0, 20.0, 24.0) }
+            <text class="label" x="46" y="28">{ &n.label }</text>
             if n.labelled {
                 <text class="node-id" x="2" y="-6">{ &n.id }</text>
             }
-            <text class="kind" x="14" y="46">{ &n.kind }</text>
+            <text class="kind" x="46" y="46">{ n.kind_title }</text>
             if let Some(badge) = &n.badge {
                 <text class="badge" x={(NODE_W - 4.0).to_string()} y="-6">{ badge }</text>
             }

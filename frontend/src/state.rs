@@ -11,6 +11,8 @@ use sluice_model::{Edge, Node, Workflow, kinds, validate};
 
 /// A node's box on the canvas, in world units.
 pub const NODE_W: f64 = 200.0;
+/// The node settings [`Action::SetNodeSetting`] sets (its Settings tab).
+pub const NODE_SETTINGS: &[&str] = &["disabled", "retry", "on_error", "timeout_ms", "notes"];
 pub const NODE_H: f64 = 64.0;
 /// Positions snap to this grid when a drag ends.
 pub const GRID: f64 = 20.0;
@@ -180,6 +182,13 @@ pub enum Action {
     SetLabel {
         node: String,
         label: String,
+    },
+    /// One of a node's settings, beside its config: `disabled`, `retry`,
+    /// `on_error`, `timeout_ms` or `notes`; `None` back to the default.
+    SetNodeSetting {
+        node: String,
+        key: String,
+        value: Option<Value>,
     },
     /// Pin a node's output (messages by output port) as test data for the
     /// nodes after it, or (with `None`) unpin it. Kept with the draft
@@ -530,6 +539,38 @@ impl Editor {
                     Some(v) => map.insert(key, v),
                     None => map.remove(&key),
                 };
+                Ok(Change::Workflow)
+            }
+            Action::SetNodeSetting { node, key, value } => {
+                if !NODE_SETTINGS.contains(&key.as_str()) {
+                    return Err(format!("`{key}` is not a node setting"));
+                }
+                let n = self
+                    .wf
+                    .nodes
+                    .iter_mut()
+                    .find(|n| n.id == node)
+                    .ok_or_else(|| format!("there is no node `{node}`"))?;
+                let mut v = serde_json::to_value(&*n).map_err(|e| e.to_string())?;
+                let Some(map) = v.as_object_mut() else {
+                    return Ok(Change::None);
+                };
+                // `false`, an empty text or an empty retry is the default.
+                let value = value.filter(|v| {
+                    !matches!(v, Value::Bool(false))
+                        && v.as_str().is_none_or(|s| !s.trim().is_empty())
+                        && v.as_object().is_none_or(|o| !o.is_empty())
+                });
+                if map.get(&key) == value.as_ref() {
+                    return Ok(Change::None);
+                }
+                match value {
+                    Some(v) => map.insert(key.clone(), v),
+                    None => map.remove(&key),
+                };
+                let updated: sluice_model::Node =
+                    serde_json::from_value(v).map_err(|e| format!("node `{node}`: {key}: {e}"))?;
+                *n = updated;
                 Ok(Change::Workflow)
             }
             Action::SetLabel { node, label } => {
@@ -1045,6 +1086,83 @@ mod tests {
         );
         assert_eq!(e.wf.edges.len(), edges - 1);
         assert_eq!(e.reduce(Action::Disconnect { edge: 99 }), Ok(Change::None));
+    }
+
+    #[test]
+    fn node_settings_are_set_checked_and_back_to_their_defaults() {
+        let mut e = editor();
+        let set = |e: &mut Editor, key: &str, value: Option<Value>| {
+            e.reduce(Action::SetNodeSetting {
+                node: "set".into(),
+                key: key.into(),
+                value,
+            })
+        };
+        let node = |e: &Editor| serde_json::to_value(&e.wf.nodes[2]).unwrap();
+        assert_eq!(
+            set(
+                &mut e,
+                "retry",
+                Some(json!({"max_attempts": 5, "backoff_ms": 1000}))
+            ),
+            Ok(Change::Workflow)
+        );
+        assert_eq!(
+            set(&mut e, "on_error", Some(json!("route"))),
+            Ok(Change::Workflow)
+        );
+        assert_eq!(
+            set(&mut e, "timeout_ms", Some(json!(2500))),
+            Ok(Change::Workflow)
+        );
+        assert_eq!(
+            set(&mut e, "disabled", Some(json!(true))),
+            Ok(Change::Workflow)
+        );
+        assert_eq!(
+            set(&mut e, "notes", Some(json!("Ask **Ana** first"))),
+            Ok(Change::Workflow)
+        );
+        let n = node(&e);
+        assert_eq!(n["retry"], json!({"max_attempts": 5, "backoff_ms": 1000}));
+        assert_eq!(n["on_error"], "route");
+        assert_eq!(n["timeout_ms"], 2500);
+        assert_eq!(n["disabled"], true);
+        assert_eq!(n["notes"], "Ask **Ana** first");
+        assert_eq!(
+            set(&mut e, "on_error", Some(json!("route"))),
+            Ok(Change::None)
+        );
+        // A wrong value is refused, naming the node and the setting, and
+        // changes nothing.
+        let bad = set(&mut e, "on_error", Some(json!("explode"))).unwrap_err();
+        assert!(
+            bad.contains("node `set`") && bad.contains("on_error"),
+            "{bad}"
+        );
+        assert!(set(&mut e, "timeout_ms", Some(json!(-1))).is_err());
+        assert!(
+            set(&mut e, "config", Some(json!({})))
+                .unwrap_err()
+                .contains("not a node setting")
+        );
+        assert_eq!(node(&e)["on_error"], "route");
+        // Defaults remove the key.
+        assert_eq!(
+            set(&mut e, "disabled", Some(json!(false))),
+            Ok(Change::Workflow)
+        );
+        assert_eq!(
+            set(&mut e, "notes", Some(json!("  "))),
+            Ok(Change::Workflow)
+        );
+        assert_eq!(set(&mut e, "retry", Some(json!({}))), Ok(Change::Workflow));
+        assert_eq!(set(&mut e, "on_error", None), Ok(Change::Workflow));
+        assert_eq!(set(&mut e, "timeout_ms", None), Ok(Change::Workflow));
+        let n = node(&e);
+        for key in NODE_SETTINGS {
+            assert!(n.get(key).is_none(), "{key} left in {n}");
+        }
     }
 
     #[test]

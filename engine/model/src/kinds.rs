@@ -165,7 +165,9 @@ impl KindSpec {
         serde_json::json!({
             "kind": self.kind,
             "category": self.category,
+            "title": self.title(),
             "summary": self.summary,
+            "synonyms": self.synonyms(),
             "trigger": self.is_trigger,
             "inputs": if self.is_trigger { vec![] } else { vec!["in"] },
             "outputs": self.outputs,
@@ -173,6 +175,9 @@ impl KindSpec {
         })
     }
 }
+
+mod names;
+pub use names::{Search, search};
 
 /// Looks a kind up by name.
 pub fn spec(kind: &str) -> Option<&'static KindSpec> {
@@ -1535,11 +1540,26 @@ pub fn reference_markdown() -> String {
         "# Node reference\n\n<!-- Generated from the schemas in engine/model/src/kinds.rs by \
          `cargo xtask docs`; a test fails when this file is stale. -->\n\n\
          Every node has `id`, `kind`, `config` and optionally `position`, `label`, `disabled`, \
-         `retry`, `on_error` and `timeout_ms` (see [workflow-format.md](workflow-format.md)). \
+         `retry`, `on_error`, `timeout_ms` and `notes` (see [workflow-format.md](workflow-format.md)). \
          Strings in `config` are templates unless noted (see [semantics.md](semantics.md)).\n",
     );
     for spec in CATALOG {
-        out.push_str(&format!("\n## `{}`\n\n{}\n\n", spec.kind, spec.summary));
+        out.push_str(&format!(
+            "\n## `{}` — {}\n\n{}\n\n",
+            spec.kind,
+            spec.title(),
+            spec.summary
+        ));
+        out.push_str(&format!(
+            "- In the editor: **{}** ![icon](../assets/node-icons/{}.svg), also found by {}\n",
+            spec.title(),
+            spec.kind,
+            spec.synonyms()
+                .iter()
+                .map(|s| format!("\"{s}\""))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
         let inputs = if spec.is_trigger {
             "none (entry point)"
         } else {

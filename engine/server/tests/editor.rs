@@ -2258,3 +2258,167 @@ async fn the_editor_page_names_its_favicon_and_it_is_served() {
     let bytes = r.bytes().await.unwrap();
     assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"), "not a PNG");
 }
+
+/// Types `text` into `css` after deleting what it holds.
+async fn retype(c: &Client, css: &str, text: &str) {
+    let el = c.find(Locator::Css(css)).await.unwrap();
+    el.click().await.unwrap();
+    let held = el.prop("value").await.unwrap().unwrap_or_default();
+    // End, then one backspace per character held.
+    let mut keys = "\u{E010}".to_string();
+    keys.push_str(&"\u{E003}".repeat(held.chars().count()));
+    keys.push_str(text);
+    el.send_keys(&keys).await.unwrap();
+}
+
+/// The `data-kind` of the palette's entries, in order.
+async fn palette_kinds(c: &Client) -> Vec<String> {
+    let mut kinds = Vec::new();
+    for b in c
+        .find_all(Locator::Css(".palette button.kind"))
+        .await
+        .unwrap()
+    {
+        if let Ok(Some(k)) = b.attr("data-kind").await {
+            kinds.push(k);
+        }
+    }
+    kinds
+}
+
+#[tokio::test]
+async fn kinds_have_names_and_icons_are_found_by_synonym_and_description_and_settings_have_a_tab() {
+    let (s, codes) = editor_server().await;
+    s.put_workflow(json!({"format": "sluice.workflow/v1", "id": "looks", "nodes": [
+        {"id": "start", "kind": "trigger.manual", "position": [0, 0]},
+        {"id": "call", "kind": "http.request", "config": {"url": "http://127.0.0.1:9/x"}, "position": [300, 0]}],
+        "edges": [{"from": "start", "to": "call"}]}))
+    .await;
+    let driver = driver().await;
+    let a = browser(&driver).await;
+    open(&a, &s, &codes, "looks").await;
+
+    // Nodes and palette entries read as names, each with its icon.
+    assert_eq!(
+        text(&a, "g.node[data-node='call'] text.kind").await,
+        "HTTP request"
+    );
+    assert!(count(&a, "g.node[data-node='call'] svg.icon path").await >= 1);
+    assert_eq!(
+        text(&a, ".palette button.kind[data-kind='flow.if'] .kind-title").await,
+        "Condition"
+    );
+    assert_eq!(
+        count(&a, ".palette button.kind svg.icon").await,
+        sluice_model::catalog().len()
+    );
+
+    // Search by synonym, by description, and a miss with a suggestion.
+    for (query, first) in [
+        ("if", "flow.if"),
+        ("api", "http.request"),
+        ("cron", "trigger.schedule"),
+    ] {
+        retype(&a, ".palette-search", query).await;
+        eventually(
+            Duration::from_secs(3),
+            &format!("`{query}` finds {first} first"),
+            || async { palette_kinds(&a).await.first().map(String::as_str) == Some(first) },
+        )
+        .await;
+    }
+    retype(&a, ".palette-search", "one-time link").await;
+    eventually(
+        Duration::from_secs(3),
+        "a search by description",
+        || async { palette_kinds(&a).await == ["flow.approval"] },
+    )
+    .await;
+    // Typed fast through a miss: no key is lost (the box keeps its focus).
+    retype(&a, ".palette-search", "zzzzzzzz").await;
+    eventually(
+        Duration::from_secs(3),
+        "every key typed through a miss kept",
+        || async { value_of(&a, ".palette-search").await == "zzzzzzzz" },
+    )
+    .await;
+    retype(&a, ".palette-search", "shedule").await;
+    eventually(Duration::from_secs(3), "a miss says so", || async {
+        text_of(&a, ".palette .no-match").await.is_some_and(|t| {
+            t.contains("No node matches “shedule”") && t.contains("Did you mean Schedule?")
+        })
+    })
+    .await;
+    assert!(palette_kinds(&a).await.is_empty());
+    click(&a, ".palette .no-match .suggestion").await;
+    eventually(
+        Duration::from_secs(3),
+        "the suggestion searched",
+        || async {
+            palette_kinds(&a).await.first().map(String::as_str) == Some("trigger.schedule")
+        },
+    )
+    .await;
+    screenshot(&a, "palette-suggestion").await;
+
+    // Field labels and help are written for people.
+    select_node(&a, "call").await;
+    assert_eq!(
+        text(&a, ".node-panel label[for='cfg-fail_on_status']").await,
+        "Fail on status"
+    );
+    assert_eq!(text(&a, ".node-panel .node-title").await, "call");
+    let helps = a.find_all(Locator::Css(".node-panel .help")).await.unwrap();
+    assert!(!helps.is_empty());
+    for h in helps {
+        let t = h.text().await.unwrap();
+        assert!(!t.contains('`'), "raw Markdown in help: {t}");
+    }
+    assert!(count(&a, ".node-panel .summary code").await >= 1);
+
+    // The settings tab: retries, failures, time limit, notes, switched off.
+    click(&a, "#tab-settings").await;
+    retype(&a, "#node-retry-attempts", "4").await;
+    retype(&a, "#node-retry-backoff", "50").await;
+    a.find(Locator::Css("#node-on-error"))
+        .await
+        .unwrap()
+        .select_by_value("route")
+        .await
+        .unwrap();
+    retype(&a, "#node-timeout", "1500").await;
+    retype(&a, "#node-notes", "Ask **Ana** first").await;
+    click(&a, "#node-disabled").await;
+    eventually(Duration::from_secs(5), "the settings stored", || async {
+        let wf = stored(&s, "looks").await;
+        let call = wf["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["id"] == "call")
+            .cloned()
+            .unwrap();
+        call["retry"] == json!({"max_attempts": 4, "backoff_ms": 50})
+            && call["on_error"] == "route"
+            && call["timeout_ms"] == 1500
+            && call["notes"] == "Ask **Ana** first"
+            && call["disabled"] == true
+    })
+    .await;
+    assert_eq!(text(&a, ".notes-preview strong").await, "Ana");
+    eventually(
+        Duration::from_secs(3),
+        "the node drawn switched off",
+        || async {
+            class_of(&a, "g.node[data-node='call']")
+                .await
+                .contains("disabled")
+        },
+    )
+    .await;
+    screenshot(&a, "node-settings").await;
+    // Back to the parameters: the config is still there.
+    click(&a, "#tab-parameters").await;
+    assert_eq!(value_of(&a, "#cfg-url").await, "http://127.0.0.1:9/x");
+    a.close().await.ok();
+}

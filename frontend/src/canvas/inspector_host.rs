@@ -22,6 +22,8 @@ pub struct InspectorHost {
     /// object with a syntax error), by node and field: shown again, with
     /// its error, when the node is selected again.
     kept: std::collections::HashMap<(String, String), String>,
+    /// The node panel shows the node's settings instead of its parameters.
+    pub settings_tab: bool,
 }
 
 impl Canvas {
@@ -157,22 +159,186 @@ impl Canvas {
             });
         let step = self.run_step(n);
         let test = (!viewing).then(|| self.test_panel(ctx, n));
-        html! {
-            <section class="node-panel" key={n.id.clone()} data-node={n.id.clone()}>
-                <h2>{ &n.id }</h2>
-                <p class="summary"><code>{ &n.kind }</code>{ " · " }{ spec.map(|k| k.summary).unwrap_or("unknown kind") }</p>
-                { for problems }
-                { for test }
-                { for step }
-                <fieldset disabled={viewing}>
+        let settings_tab = self.inspector.settings_tab;
+        let tab = |settings: bool, text: &'static str| {
+            let selected = settings == settings_tab;
+            html! {
+                <button type="button" role="tab" class={classes!("tab", selected.then_some("selected"))}
+                    id={if settings { "tab-settings" } else { "tab-parameters" }}
+                    aria-selected={selected.to_string()} aria-controls="node-tab-panel"
+                    onclick={link.callback(move |_| super::Msg::NodeTab(settings))}>{ text }</button>
+            }
+        };
+        let title = spec.map_or("Unknown kind", |k| k.title());
+        let body = if settings_tab {
+            settings_form(ctx, n)
+        } else {
+            html! {
+                <>
                     <label for="node-label">{ "Label" }</label>
                     <input id="node-label" value={n.label.clone().unwrap_or_default()} placeholder={n.id.clone()} oninput={on_label} />
                     <form class="config" onsubmit={Callback::from(|e: SubmitEvent| e.prevent_default())}>
                         { for fields }
                     </form>
+                </>
+            }
+        };
+        html! {
+            <section class="node-panel" key={n.id.clone()} data-node={n.id.clone()}>
+                <h2 class={classes!("node-title", spec.map(|k| k.category))}>
+                    { crate::looks::icon(&n.kind) }
+                    <span>{ n.label.clone().unwrap_or_else(|| n.id.clone()) }</span>
+                </h2>
+                <p class="summary">
+                    <strong>{ title }</strong>{ " · " }
+                    { spec.map(|k| crate::looks::rich(k.summary)).unwrap_or_default() }
+                    { " " }<code class="kind-name" title="kind">{ &n.kind }</code>
+                    if n.label.is_some() { { " " }<code class="node-id" title="node id (what templates name)">{ &n.id }</code> }
+                </p>
+                if n.disabled { <p class="off-note">{ "Switched off: it passes its input on unchanged." }</p> }
+                { for problems }
+                { for test }
+                { for step }
+                <div class="tabs" role="tablist" aria-label="Node">
+                    { tab(false, "Parameters") }
+                    { tab(true, "Settings") }
+                </div>
+                <fieldset disabled={viewing} id="node-tab-panel" role="tabpanel"
+                    aria-labelledby={if settings_tab { "tab-settings" } else { "tab-parameters" }}>
+                    { body }
                 </fieldset>
             </section>
         }
+    }
+}
+
+/// The node's settings beside its config: switched off, retries, what a
+/// failure does, its time limit, and notes.
+fn settings_form(ctx: &Context<Canvas>, n: &sluice_model::Node) -> Html {
+    let link = ctx.link();
+    let setter = |key: &'static str| {
+        let node = n.id.clone();
+        link.callback(move |value: Option<Value>| {
+            super::Msg::Act(Action::SetNodeSetting {
+                node: node.clone(),
+                key: key.to_string(),
+                value,
+            })
+        })
+    };
+    let number = |e: &InputEvent| -> Option<Option<Value>> {
+        let i: web_sys::HtmlInputElement = e.target_unchecked_into();
+        let text = i.value();
+        let text = text.trim();
+        if text.is_empty() {
+            return Some(None);
+        }
+        // Not a number yet (a lone `-`, `1e`): nothing changes.
+        let v: Value = serde_json::from_str(text).ok()?;
+        v.is_number().then_some(Some(v))
+    };
+    let on_disabled = {
+        let set = setter("disabled");
+        Callback::from(move |e: Event| {
+            let i: web_sys::HtmlInputElement = e.target_unchecked_into();
+            set.emit(Some(Value::Bool(i.checked())));
+        })
+    };
+    let retry = n.retry.unwrap_or(sluice_model::RetryPolicy {
+        max_attempts: None,
+        backoff_ms: None,
+        factor: None,
+    });
+    let retry_field = |field: &'static str| {
+        let set = setter("retry");
+        let current = serde_json::to_value(retry).unwrap_or_default();
+        Callback::from(move |e: InputEvent| {
+            let Some(v) = number(&e) else { return };
+            let mut r = current.clone();
+            if let Some(m) = r.as_object_mut() {
+                match v {
+                    Some(v) => m.insert(field.to_string(), v),
+                    None => m.remove(field),
+                };
+            }
+            set.emit(Some(r));
+        })
+    };
+    let on_timeout = {
+        let set = setter("timeout_ms");
+        Callback::from(move |e: InputEvent| {
+            if let Some(v) = number(&e) {
+                set.emit(v);
+            }
+        })
+    };
+    let on_error = {
+        let set = setter("on_error");
+        Callback::from(move |e: Event| {
+            let s: web_sys::HtmlSelectElement = e.target_unchecked_into();
+            let v = s.value();
+            set.emit((!v.is_empty()).then_some(Value::String(v)));
+        })
+    };
+    let on_notes = {
+        let set = setter("notes");
+        Callback::from(move |e: InputEvent| {
+            let a: web_sys::HtmlTextAreaElement = e.target_unchecked_into();
+            set.emit(Some(Value::String(a.value())));
+        })
+    };
+    let on_error_now = n
+        .on_error
+        .and_then(|o| serde_json::to_value(o).ok())
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    let notes = n
+        .extra
+        .get("notes")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let num = |v: Option<String>| v.unwrap_or_default();
+    html! {
+        <form class="settings" onsubmit={Callback::from(|e: SubmitEvent| e.prevent_default())}>
+            <div class="setting check">
+                <input id="node-disabled" type="checkbox" checked={n.disabled} onchange={on_disabled} />
+                <label for="node-disabled">{ "Switched off" }</label>
+                <small class="help">{ "The node does not run; its input passes on unchanged." }</small>
+            </div>
+            <fieldset class="retry">
+                <legend>{ "Retry when it fails" }</legend>
+                <label for="node-retry-attempts">{ "Attempts (the first included)" }</label>
+                <input id="node-retry-attempts" type="number" min="1" step="1" placeholder={if n.retry.is_some() { "3" } else { "1 (no retry)" }}
+                    value={num(retry.max_attempts.map(|v| v.to_string()))} oninput={retry_field("max_attempts")} />
+                <label for="node-retry-backoff">{ "First delay (ms)" }</label>
+                <input id="node-retry-backoff" type="number" min="0" step="1" placeholder="200"
+                    value={num(retry.backoff_ms.map(|v| v.to_string()))} oninput={retry_field("backoff_ms")} />
+                <label for="node-retry-factor">{ "Each later delay ×" }</label>
+                <input id="node-retry-factor" type="number" min="0" step="any" placeholder="2"
+                    value={num(retry.factor.map(|v| v.to_string()))} oninput={retry_field("factor")} />
+            </fieldset>
+            <div class="setting">
+                <label for="node-on-error">{ "When it still fails" }</label>
+                <select id="node-on-error" onchange={on_error}>
+                    <option value="" selected={on_error_now.is_empty() || on_error_now == "fail"}>{ "Fail the run" }</option>
+                    <option value="continue" selected={on_error_now == "continue"}>{ "Go on: the error and input on its output" }</option>
+                    <option value="route" selected={on_error_now == "route"}>{ "Send the error and input to its error port" }</option>
+                </select>
+            </div>
+            <div class="setting">
+                <label for="node-timeout">{ "Time limit (ms)" }</label>
+                <input id="node-timeout" type="number" min="1" step="1" placeholder="none"
+                    value={num(n.timeout_ms.map(|v| v.to_string()))} oninput={on_timeout} />
+            </div>
+            <div class="setting">
+                <label for="node-notes">{ "Notes" }</label>
+                <textarea id="node-notes" rows="4" placeholder="What this node is for (Markdown)" value={notes.clone()} oninput={on_notes} />
+                if !notes.trim().is_empty() {
+                    <div class="notes-preview">{ for notes.lines().map(|l| html! { <p>{ crate::looks::rich(l) }</p> }) }</div>
+                }
+            </div>
+        </form>
     }
 }
 

@@ -9,6 +9,7 @@ use yew::prelude::*;
 
 use super::gestures::{Drag, hit};
 use super::{Canvas, focus, now_ms};
+use crate::looks;
 use crate::state::{Action, NODE_H, NODE_W};
 
 pub enum Msg {
@@ -93,7 +94,8 @@ impl Canvas {
             }
             Msg::SearchKey(e) => match e.key().as_str() {
                 "Enter" => {
-                    let first = palette_matches(&self.palette.search)
+                    let first = kinds::search(&self.palette.search)
+                        .matches
                         .first()
                         .map(|k| k.kind);
                     match first {
@@ -134,7 +136,8 @@ impl Canvas {
                 "Enter" => {
                     e.prevent_default();
                     let first = self.palette.quick.as_ref().and_then(|q| {
-                        palette_matches(&q.query)
+                        kinds::search(&q.query)
+                            .matches
                             .first()
                             .map(|k| k.kind.to_string())
                     });
@@ -172,12 +175,14 @@ impl Canvas {
         self.act(Action::AddNode { kind, at })
     }
 
-    /// The left-hand panel: the node kinds by category.
+    /// The left-hand panel: the node kinds by category, each with its
+    /// icon and name (its description on hover); a search that finds
+    /// nothing says so and suggests the closest kind.
     pub(super) fn palette_view(&self, ctx: &Context<Self>) -> Html {
         let link = ctx.link();
-        let matches = palette_matches(&self.palette.search);
+        let found = kinds::search(&self.palette.search);
         let mut groups: Vec<(&str, Vec<&kinds::KindSpec>)> = Vec::new();
-        for k in matches {
+        for k in &found.matches {
             match groups.iter_mut().find(|(c, _)| *c == k.category) {
                 Some((_, list)) => list.push(k),
                 None => groups.push((k.category, vec![k])),
@@ -186,15 +191,16 @@ impl Canvas {
         let groups = groups.into_iter().map(|(category, list)| {
             html! {
                 <li class="category">
-                    <h3>{ category }</h3>
+                    <h3>{ category_title(category) }</h3>
                     <ul>
                         { for list.into_iter().map(|k| {
                             let kind = k.kind.to_string();
                             let onclick = { let kind = kind.clone(); link.callback(move |_| Msg::Add(kind.clone())) };
                             let onpointerdown = link.callback(move |e: PointerEvent| Msg::Down(kind.clone(), e));
                             html! {
-                                <li><button class="kind" data-kind={k.kind} title={k.summary} {onclick} {onpointerdown}>
-                                    <span class={classes!("dot", k.category)}></span>{ k.kind }
+                                <li><button class={classes!("kind", k.category)} data-kind={k.kind} title={k.summary_text()}
+                                    aria-label={format!("{}: {}", k.title(), k.summary_text())} {onclick} {onpointerdown}>
+                                    { looks::icon(k.kind) }<span class="kind-title">{ k.title() }</span>
                                 </button></li>
                             }
                         }) }
@@ -202,13 +208,32 @@ impl Canvas {
                 </li>
             }
         });
+        let nothing = found.matches.is_empty().then(|| {
+            let suggestion = found.suggestion.map(|k| {
+                let title = k.title().to_string();
+                html! {
+                    <>{ " Did you mean " }
+                    <button class="suggestion" data-kind={k.kind}
+                        onclick={link.callback(move |_| Msg::Search(title.clone()))}>{ k.title() }</button>{ "?" }</>
+                }
+            });
+            html! {
+                <p class="no-match" role="status">
+                    { format!("No node matches “{}”.", self.palette.search.trim()) }{ for suggestion }
+                </p>
+            }
+        });
         html! {
-            <aside class="palette">
+            <aside class="palette" aria-label="Nodes">
                 <h2>{ "Nodes" }</h2>
                 <input ref={self.palette.search_box.clone()} class="palette-search" type="search" placeholder="Search ( / )"
-                    aria-label="Search node kinds" value={self.palette.search.clone()}
+                    aria-label="Search nodes by name or what they do" value={self.palette.search.clone()}
                     oninput={link.callback(|e: InputEvent| { let i: web_sys::HtmlInputElement = e.target_unchecked_into(); Msg::Search(i.value()) })}
                     onkeydown={link.callback(Msg::SearchKey)} />
+                // A stable wrapper: an element appearing among the
+                // panel's children would make Yew redraw the search box
+                // under the typing (losing its focus and the next keys).
+                <div class="palette-status">{ for nothing }</div>
                 <ul class="categories">{ for groups }</ul>
             </aside>
         }
@@ -218,18 +243,31 @@ impl Canvas {
     pub(super) fn quick_add(&self, ctx: &Context<Self>) -> Option<Html> {
         let link = ctx.link();
         self.palette.quick.as_ref().map(|q| {
-            let matches = palette_matches(&q.query);
+            let found = kinds::search(&q.query);
+            let nothing = found.matches.is_empty().then(|| {
+                let suggestion = found.suggestion.map(|k| {
+                    let kind = k.kind.to_string();
+                    html! {
+                        <>{ " Did you mean " }
+                        <button class="suggestion" data-kind={k.kind}
+                            onclick={link.callback(move |_| Msg::QuickPick(kind.clone()))}>{ k.title() }</button>{ "?" }</>
+                    }
+                });
+                html! { <p class="no-match" role="status">{ "No node matches." }{ for suggestion }</p> }
+            });
             html! {
                 <div class="quick-add" style={format!("left: {}px; top: {}px", q.screen.0, q.screen.1)}>
                     <input ref={self.palette.quick_box.clone()} class="quick-search" placeholder="Add a node…" value={q.query.clone()}
-                        aria-label="Search node kinds"
+                        aria-label="Search nodes by name or what they do"
                         oninput={link.callback(|e: InputEvent| { let i: web_sys::HtmlInputElement = e.target_unchecked_into(); Msg::QuickSearch(i.value()) })}
                         onkeydown={link.callback(Msg::QuickKey)} />
+                    <div class="palette-status">{ for nothing }</div>
                     <ul>
-                        { for matches.iter().take(8).map(|k| {
+                        { for found.matches.iter().take(8).map(|k| {
                             let kind = k.kind.to_string();
-                            html! { <li><button class="kind" data-kind={k.kind} onclick={link.callback(move |_| Msg::QuickPick(kind.clone()))}>
-                                <span class={classes!("dot", k.category)}></span>{ k.kind }</button></li> }
+                            html! { <li><button class={classes!("kind", k.category)} data-kind={k.kind} title={k.summary_text()}
+                                onclick={link.callback(move |_| Msg::QuickPick(kind.clone()))}>
+                                { looks::icon(k.kind) }<span class="kind-title">{ k.title() }</span></button></li> }
                         }) }
                     </ul>
                 </div>
@@ -238,25 +276,16 @@ impl Canvas {
     }
 }
 
-/// The kinds matching `query`: in the kind's name first, then its
-/// category, then its summary; catalog order within each.
-fn palette_matches(query: &str) -> Vec<&'static kinds::KindSpec> {
-    let q = query.trim().to_lowercase();
-    let mut ranked: Vec<(u8, &'static kinds::KindSpec)> = kinds::catalog()
-        .iter()
-        .filter_map(|k| {
-            let rank = if q.is_empty() || k.kind.contains(&q) {
-                0
-            } else if k.category.contains(&q) {
-                1
-            } else if k.summary.to_lowercase().contains(&q) {
-                2
-            } else {
-                return None;
-            };
-            Some((rank, k))
-        })
-        .collect();
-    ranked.sort_by_key(|(rank, _)| *rank);
-    ranked.into_iter().map(|(_, k)| k).collect()
+/// A category's heading.
+fn category_title(category: &str) -> &str {
+    match category {
+        "trigger" => "Triggers",
+        "flow" => "Flow",
+        "data" => "Data",
+        "integration" => "Integrations",
+        "code" => "Code",
+        "util" => "Utilities",
+        "output" => "Outputs",
+        other => other,
+    }
 }
