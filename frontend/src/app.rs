@@ -211,7 +211,7 @@ fn sign_in_page() -> Html {
         .unwrap_or_default();
     html! {
         <div class="app">
-            <header><h1>{ "Sluice" }</h1></header>
+            <header><h1>{ "Sluice" }</h1><ThemeToggle /></header>
             <main class="sign-in">
                 <h2>{ "Sign in to this engine" }</h2>
                 <p>{ "This browser is not signed in to the engine at " }<code>{ origin }</code>{ ", or its session has ended." }</p>
@@ -576,6 +576,7 @@ impl Component for App {
                     <header>
                         <button class="back" onclick={link.callback(|_| Msg::Back)}>{ "← Workflows" }</button>
                         <h1>{ id }</h1>
+                        <ThemeToggle />
                     </header>
                     { for error }
                     <Canvas key={id.clone()} workflow={id.clone()} run={self.open_run.clone()} />
@@ -660,7 +661,7 @@ impl Component for App {
         });
         html! {
             <div class="app">
-                <header><h1>{ "Sluice" }</h1></header>
+                <header><h1>{ "Sluice" }</h1><ThemeToggle /></header>
                 { for error }
                 <main class="list">
                     <form class="new" {onsubmit}>
@@ -725,5 +726,75 @@ impl App {
             },
         };
         html! { <section class="join-ask" role="dialog" aria-label="Join a shared workflow">{ body }</section> }
+    }
+}
+
+/// The theme chooser in every header: follows the system, or light, or
+/// dark, kept in local storage (`sluice-theme`, read by `boot.js` before
+/// the first paint).
+#[component]
+pub fn ThemeToggle() -> Html {
+    let choice = use_state(|| {
+        storage()
+            .and_then(|s| s.get_item(THEME_KEY).ok().flatten())
+            .filter(|t| t == "light" || t == "dark")
+            .unwrap_or_default()
+    });
+    let onclick = {
+        let choice = choice.clone();
+        Callback::from(move |_| {
+            let next = match choice.as_str() {
+                "" => "light",
+                "light" => "dark",
+                _ => "",
+            };
+            if let Some(s) = storage() {
+                if next.is_empty() {
+                    s.remove_item(THEME_KEY).ok();
+                } else {
+                    s.set_item(THEME_KEY, next).ok();
+                }
+            }
+            apply_theme(next);
+            choice.set(next.to_string());
+        })
+    };
+    let label = match choice.as_str() {
+        "light" => "Light",
+        "dark" => "Dark",
+        _ => "System",
+    };
+    html! {
+        <button type="button" class="theme-toggle" data-theme-choice={if choice.is_empty() { "system".to_string() } else { (*choice).clone() }}
+            title="Theme: follow the system, light or dark" aria-label={format!("Theme: {label} (change)")} {onclick}>
+            { format!("Theme: {label}") }
+        </button>
+    }
+}
+
+const THEME_KEY: &str = "sluice-theme";
+
+fn storage() -> Option<web_sys::Storage> {
+    web_sys::window()?.local_storage().ok().flatten()
+}
+
+/// Sets the page's theme: `choice`, or the system's when empty.
+fn apply_theme(choice: &str) {
+    let Some(window) = web_sys::window() else {
+        return;
+    };
+    let theme = match choice {
+        "light" | "dark" => choice,
+        _ => {
+            let dark = window
+                .match_media("(prefers-color-scheme: dark)")
+                .ok()
+                .flatten()
+                .is_some_and(|m| m.matches());
+            if dark { "dark" } else { "light" }
+        }
+    };
+    if let Some(root) = window.document().and_then(|d| d.document_element()) {
+        root.set_attribute("data-theme", theme).ok();
     }
 }

@@ -97,6 +97,8 @@ pub enum Msg {
     },
     /// The node panel's tab: its parameters (false) or its settings.
     NodeTab(bool),
+    /// Show (or hide) the keyboard shortcuts.
+    Shortcuts(bool),
     Undo,
     Redo,
     /// Back to editing from a past version or a run opened from the list.
@@ -136,6 +138,8 @@ pub struct Canvas {
     testing: Testing,
     svg: NodeRef,
     fitted: bool,
+    /// The keyboard shortcuts are shown (`?`).
+    shortcuts: bool,
     /// The surface's size (read on gestures, not in every render).
     view_size: (f64, f64),
     _heartbeat: Option<(i32, Closure<dyn FnMut()>)>,
@@ -620,6 +624,7 @@ impl Component for Canvas {
             testing: Testing::default(),
             svg: NodeRef::default(),
             fitted: false,
+            shortcuts: false,
             view_size: (1200.0, 800.0),
             _heartbeat: heartbeat,
             _keys: keys,
@@ -707,6 +712,11 @@ impl Component for Canvas {
             Msg::KeepText { node, field, text } => {
                 self.on_keep_text(node, field, text);
                 false
+            }
+            Msg::Shortcuts(show) => {
+                let changed = self.shortcuts != show;
+                self.shortcuts = show;
+                changed
             }
             Msg::NodeTab(settings) => {
                 let changed = self.inspector.settings_tab != settings;
@@ -860,6 +870,8 @@ impl Component for Canvas {
                     { for version_banner }
                     { for refused }
                     { for quick }
+                    // A stable wrapper, so showing it redraws nothing else.
+                    <div class="shortcuts-host">{ for self.shortcuts.then(|| shortcuts_view(ctx)) }</div>
                     <div class="status" data-status={self.status.clone()}>
                         { &self.status }{ format!(" · {:.0}%", v.zoom * 100.0) }
                         { if self.sync.others().is_empty() { String::new() } else { format!(" · {} more here", self.sync.others().len()) } }
@@ -869,6 +881,42 @@ impl Component for Canvas {
                 { self.inspector_view(ctx, editor) }
             </div>
         }
+    }
+}
+
+/// Every keyboard shortcut of the canvas (`?` shows them).
+pub const SHORTCUTS: &[(&str, &str)] = &[
+    ("?", "Show or hide these shortcuts"),
+    ("/", "Search the nodes to add"),
+    ("Double click", "Add a node where you clicked"),
+    ("Ctrl + Enter", "Run the draft"),
+    ("Ctrl + A", "Select every node"),
+    ("Ctrl + C / Ctrl + V", "Copy / paste the selected nodes"),
+    ("Ctrl + D", "Duplicate the selected nodes"),
+    ("Delete / Backspace", "Delete the selected nodes"),
+    ("Ctrl + Z", "Undo"),
+    ("Ctrl + Shift + Z / Ctrl + Y", "Redo"),
+    ("F", "Fit the workflow in view"),
+    ("Space + drag", "Pan the canvas"),
+    ("Wheel", "Zoom"),
+    ("Shift + click", "Add a node to the selection"),
+    (
+        "Escape",
+        "Clear the selection, close a run or a past version",
+    ),
+];
+
+fn shortcuts_view(ctx: &Context<Canvas>) -> Html {
+    html! {
+        <div class="shortcuts" role="dialog" aria-label="Keyboard shortcuts">
+            <h2>{ "Keyboard shortcuts" }</h2>
+            <table>
+                { for SHORTCUTS.iter().map(|(keys, what)| html! {
+                    <tr><th scope="row"><kbd>{ *keys }</kbd></th><td>{ *what }</td></tr>
+                }) }
+            </table>
+            <button type="button" class="close-shortcuts" onclick={ctx.link().callback(|_| Msg::Shortcuts(false))}>{ "Close" }</button>
+        </div>
     }
 }
 

@@ -38,6 +38,7 @@ pub(crate) fn run() -> Result<()> {
     ensure_desktop_toolchain()?;
     // The worker's tests run a real restate-server.
     let restate = ensure_restate_server()?;
+    let axe = crate::toolchain::ensure_axe()?;
     step("cargo fmt --check");
     check(cargo().args(["fmt", "--all", "--check"]))?;
     step("cargo clippy --workspace --all-targets -- -D warnings");
@@ -76,7 +77,8 @@ pub(crate) fn run() -> Result<()> {
             .args(["test", "--workspace", "--locked"])
             .env("SLUICE_PEERS_LISTEN", "127.0.0.1:0")
             .env("SLUICE_PEERS_RELAYS", "none")
-            .env("SLUICE_RESTATE_SERVER", &restate),
+            .env("SLUICE_RESTATE_SERVER", &restate)
+            .env("SLUICE_AXE", &axe),
     )?;
     step("all checks passed");
     Ok(())

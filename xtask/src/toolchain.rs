@@ -71,6 +71,40 @@ pub(crate) fn ensure_restate_server() -> Result<std::path::PathBuf> {
     Ok(bin)
 }
 
+/// The axe-core version the editor's accessibility audit runs.
+pub(crate) const AXE_CORE: &str = "4.14.1";
+
+/// axe-core (the accessibility rules engine) for the editor's end-to-end
+/// audit: the npm package, installed under the target dir on first use.
+/// Returns the path of `axe.min.js`, which the test injects into the page.
+pub(crate) fn ensure_axe() -> Result<std::path::PathBuf> {
+    let dir = crate::cmd::target_dir()?.join("axe-core");
+    let script = dir.join("node_modules/axe-core/axe.min.js");
+    let stamp = dir.join(format!("installed-{AXE_CORE}"));
+    if script.exists() && stamp.exists() {
+        return Ok(script);
+    }
+    ensure_apt("npm", "npm")?;
+    step(&format!(
+        "installing axe-core {AXE_CORE} (npm) into {}",
+        dir.display()
+    ));
+    std::fs::create_dir_all(&dir)?;
+    check(
+        std::process::Command::new("npm")
+            .args(["install", "--no-audit", "--no-fund", "--prefix"])
+            .arg(&dir)
+            .arg(format!("axe-core@{AXE_CORE}")),
+    )?;
+    anyhow::ensure!(
+        script.exists(),
+        "npm installed axe-core but {} is missing",
+        script.display()
+    );
+    std::fs::write(&stamp, b"")?;
+    Ok(script)
+}
+
 /// The Node-RED version the webhook benchmark compares against.
 pub(crate) const NODE_RED: &str = "5.0.7";
 

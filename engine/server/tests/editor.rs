@@ -2422,3 +2422,140 @@ async fn kinds_have_names_and_icons_are_found_by_synonym_and_description_and_set
     assert_eq!(value_of(&a, "#cfg-url").await, "http://127.0.0.1:9/x");
     a.close().await.ok();
 }
+
+/// The accessibility audit: axe-core (`SLUICE_AXE`, its `axe.min.js`,
+/// installed by `cargo xtask test`) run in the page against WCAG 2.1 A and
+/// AA. Returns the serious and critical violations, and prints the rest.
+async fn audit(c: &Client, what: &str) -> Vec<String> {
+    let path = std::env::var("SLUICE_AXE").unwrap_or_else(|_| {
+        let target = std::env::var("CARGO_TARGET_DIR")
+            .unwrap_or_else(|_| format!("{}/../../target", env!("CARGO_MANIFEST_DIR")));
+        format!("{target}/axe-core/node_modules/axe-core/axe.min.js")
+    });
+    let axe = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!("axe-core at {path} (`cargo xtask test` installs it; or set SLUICE_AXE): {e}")
+    });
+    c.execute(&format!("{axe}\nreturn typeof axe;"), vec![])
+        .await
+        .unwrap();
+    let found = c
+        .execute_async(
+            r#"const done = arguments[arguments.length - 1];
+               axe.run(document, {resultTypes: ["violations"],
+                                  runOnly: {type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]}})
+                 .then(r => done(r.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,
+                     nodes: v.nodes.slice(0, 4).map(n => n.target.join(" ") + " " + (n.failureSummary || "").replace(/\s+/g, " "))}))))
+                 .catch(e => done([{id: "axe-failed", impact: "critical", help: String(e), nodes: []}]));"#,
+            vec![],
+        )
+        .await
+        .unwrap();
+    let mut serious = Vec::new();
+    for v in found.as_array().cloned().unwrap_or_default() {
+        let line = format!(
+            "{what}: {} ({}): {} at {}",
+            v["id"], v["impact"], v["help"], v["nodes"]
+        );
+        if matches!(v["impact"].as_str(), Some("serious" | "critical")) {
+            serious.push(line);
+        } else {
+            eprintln!("accessibility (minor): {line}");
+        }
+    }
+    serious
+}
+
+#[tokio::test]
+async fn the_editor_passes_an_accessibility_audit_in_light_and_dark_and_lists_its_shortcuts() {
+    let (s, codes) = editor_server().await;
+    s.put_workflow(json!({"format": "sluice.workflow/v1", "id": "audit", "nodes": [
+        {"id": "start", "kind": "trigger.manual", "position": [0, 0]},
+        {"id": "check", "kind": "flow.if", "config": {"condition": "{{ input.n > 1 }}"}, "position": [300, 0]},
+        {"id": "call", "kind": "http.request", "config": {"url": "http://127.0.0.1:9/x"}, "position": [600, 0]}],
+        "edges": [{"from": "start", "to": "check"}, {"from": "check:true", "to": "call"}]}))
+    .await;
+    let driver = driver().await;
+    let a = browser(&driver).await;
+    open(&a, &s, &codes, "audit").await;
+    let mut serious = Vec::new();
+    select_node(&a, "call").await;
+    serious.extend(audit(&a, "editor, a node selected").await);
+    click(&a, "#tab-settings").await;
+    serious.extend(audit(&a, "editor, node settings").await);
+
+    // `?` lists every shortcut; Escape closes it.
+    click(&a, "svg.surface").await;
+    press(&a, "?").await;
+    eventually(Duration::from_secs(3), "the shortcuts shown", || async {
+        text_of(&a, ".shortcuts").await.is_some_and(|t| {
+            t.contains("Keyboard shortcuts") && t.contains("Run the draft") && t.contains("Undo")
+        })
+    })
+    .await;
+    serious.extend(audit(&a, "editor, shortcuts").await);
+    screenshot(&a, "shortcuts").await;
+    press(&a, "\u{E00C}").await;
+    eventually(Duration::from_secs(3), "the shortcuts closed", || async {
+        count(&a, ".shortcuts").await == 0
+    })
+    .await;
+
+    // Dark: chosen in the header (System → Light → Dark), kept across a reload.
+    assert_eq!(
+        attr(&a, ".theme-toggle", "data-theme-choice")
+            .await
+            .as_deref(),
+        Some("system")
+    );
+    click(&a, ".theme-toggle").await;
+    click(&a, ".theme-toggle").await;
+    eventually(Duration::from_secs(3), "the dark theme", || async {
+        attr(&a, "html", "data-theme").await.as_deref() == Some("dark")
+    })
+    .await;
+    a.refresh().await.unwrap();
+    a.wait()
+        .at_most(Duration::from_secs(20))
+        .for_element(Locator::Css("g.node[data-node='start']"))
+        .await
+        .unwrap();
+    assert_eq!(
+        attr(&a, "html", "data-theme").await.as_deref(),
+        Some("dark")
+    );
+    assert_eq!(
+        attr(&a, ".theme-toggle", "data-theme-choice")
+            .await
+            .as_deref(),
+        Some("dark")
+    );
+    select_node(&a, "call").await;
+    serious.extend(audit(&a, "editor, dark").await);
+    screenshot(&a, "dark").await;
+    click(&a, ".back").await;
+    a.wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css("ul.workflows"))
+        .await
+        .unwrap();
+    serious.extend(audit(&a, "workflow list, dark").await);
+    click(&a, ".theme-toggle").await;
+    eventually(
+        Duration::from_secs(3),
+        "back to the system's theme",
+        || async {
+            attr(&a, ".theme-toggle", "data-theme-choice")
+                .await
+                .as_deref()
+                == Some("system")
+        },
+    )
+    .await;
+    serious.extend(audit(&a, "workflow list, light").await);
+    a.close().await.ok();
+    assert!(
+        serious.is_empty(),
+        "serious accessibility violations:\n{}",
+        serious.join("\n")
+    );
+}

@@ -259,6 +259,15 @@ impl Canvas {
             return false;
         }
         let action = match (command, key.as_str()) {
+            (false, "?") => {
+                self.shortcuts = !self.shortcuts;
+                e.prevent_default();
+                return true;
+            }
+            (false, "Escape") if self.shortcuts => {
+                self.shortcuts = false;
+                return true;
+            }
             (false, " ") => {
                 self.gestures.space = true;
                 e.prevent_default();
