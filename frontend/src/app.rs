@@ -14,6 +14,8 @@ pub enum Msg {
     Back,
     NewName(String),
     Create,
+    /// Start a new workflow from a template (its key).
+    FromTemplate(&'static str),
     Created(Result<String, String>),
     /// The URL hash changed (back/forward, a link, an edit of the URL).
     Route,
@@ -46,6 +48,8 @@ pub enum Msg {
 
 pub struct App {
     workflows: Vec<WorkflowEntry>,
+    /// The list arrived at least once (an empty one means a new install).
+    listed: bool,
     open: Option<String>,
     /// A run to show on the open workflow.
     open_run: Option<String>,
@@ -267,6 +271,7 @@ impl Component for App {
         }
         App {
             workflows: Vec::new(),
+            listed: false,
             open: hash_route().map(|r| r.0),
             open_run: hash_route().and_then(|r| r.1),
             error: None,
@@ -293,6 +298,7 @@ impl Component for App {
             }
             Msg::Listed(Ok(list)) => {
                 self.workflows = list;
+                self.listed = true;
                 self.error = None;
             }
             Msg::Listed(Err(e)) | Msg::Created(Err(e)) => self.error = Some(e),
@@ -317,6 +323,8 @@ impl Component for App {
                     self.error = Some("give the workflow a name".into());
                     return true;
                 }
+                // A new workflow never replaces one of the same name.
+                let id = self.free_id(&id);
                 let body = json!({
                     "format": "sluice.workflow/v1", "id": id, "name": name,
                     // A typo in a template is an error, not a silent null.
@@ -328,6 +336,18 @@ impl Component for App {
                     let path = format!("/api/v1/workflows/{id}");
                     Msg::Created(net::call("PUT", &path, Some(&body)).await.map(|_| id))
                 });
+            }
+            Msg::FromTemplate(key) => {
+                let Some(t) = crate::templates::all().into_iter().find(|t| t.key == key) else {
+                    return false;
+                };
+                let id = self.free_id(key);
+                let body = t.instantiate(&id);
+                ctx.link().send_future(async move {
+                    let path = format!("/api/v1/workflows/{id}");
+                    Msg::Created(net::call("PUT", &path, Some(&body)).await.map(|_| id))
+                });
+                return false;
             }
             Msg::Peers(Ok(info)) => self.links = info.links,
             // Peers are extra: the list works without them.
@@ -621,6 +641,10 @@ impl Component for App {
                                 { format!("from {} · {}", l.host_name, crate::canvas::link_state(l).1) }
                             </span>
                         }
+                        if !w.editing.is_empty() {
+                            <span class="editing" title="Has it open in an editor now">{ format!("✎ {}", w.editing.join(", ")) }</span>
+                        }
+                        { last_run(w) }
                         <span class="id">{ id }</span>
                     </button>
                 },
@@ -681,7 +705,16 @@ impl Component for App {
                         </button>
                     </form>
                     { for notice }
+                    if self.listed && self.workflows.is_empty() {
+                        { self.welcome_view(ctx) }
+                    }
                     <ul class="workflows">{ for rows }</ul>
+                    if !self.workflows.is_empty() {
+                        <details class="more-templates">
+                            <summary>{ "New from a template" }</summary>
+                            { self.templates_view(ctx) }
+                        </details>
+                    }
                 </main>
             </div>
         }
@@ -689,6 +722,51 @@ impl Component for App {
 }
 
 impl App {
+    /// `base`, or `base-2`, `base-3`… : an id no stored workflow has.
+    fn free_id(&self, base: &str) -> String {
+        let taken: Vec<&str> = self.workflows.iter().map(|w| w.id.as_str()).collect();
+        crate::templates::free_id(base, &taken)
+    }
+
+    /// The templates and examples to start from, as cards.
+    fn templates_view(&self, ctx: &Context<Self>) -> Html {
+        let link = ctx.link();
+        html! {
+            <ul class="templates">
+                { for crate::templates::all().into_iter().map(|t| {
+                    let key = t.key;
+                    let mut kinds = t.kinds.clone();
+                    kinds.dedup();
+                    html! {
+                        <li>
+                            <button class="template" data-template={key} onclick={link.callback(move |_| Msg::FromTemplate(key))}>
+                                <span class="template-icons" aria-hidden="true">
+                                    { for kinds.iter().take(5).map(|k| html! {
+                                        <span class={classes!("template-icon", sluice_model::kinds::spec(k).map(|s| s.category))}>{ crate::looks::icon(k) }</span>
+                                    }) }
+                                </span>
+                                <strong class="template-name">{ &t.name }</strong>
+                                <span class="template-description">{ crate::looks::rich(&t.description) }</span>
+                            </button>
+                        </li>
+                    }
+                }) }
+            </ul>
+        }
+    }
+
+    /// A new install's first page: what Sluice is and where to start.
+    fn welcome_view(&self, ctx: &Context<Self>) -> Html {
+        html! {
+            <section class="welcome" aria-labelledby="welcome-title">
+                <h2 id="welcome-title">{ "Welcome to Sluice" }</h2>
+                <p>{ "Draw workflows from triggers, requests, conditions, code and more; run them on this machine and see every step's input and output. Start from one of these, or give a new workflow a name above." }</p>
+                <h3>{ "Start from a template" }</h3>
+                { self.templates_view(ctx) }
+            </section>
+        }
+    }
+
     /// A join link's question: who shares which workflow, with which role.
     fn ask_view(&self, ctx: &Context<Self>) -> Html {
         let link = ctx.link();
@@ -796,5 +874,29 @@ fn apply_theme(choice: &str) {
     };
     if let Some(root) = window.document().and_then(|d| d.document_element()) {
         root.set_attribute("data-theme", theme).ok();
+    }
+}
+
+/// A list row's last run: its status and how long ago it started.
+fn last_run(w: &WorkflowEntry) -> Html {
+    let Some(r) = &w.last_run else {
+        return html! { <span class="last-run" data-status="none">{ "never run" }</span> };
+    };
+    let ago = ago(js_sys::Date::now() * 1000.0 - r.created_at_us as f64);
+    html! {
+        <span class="last-run" data-status={r.status.as_str()} title={format!("Last run {}", r.id)}>
+            <span class="dot" aria-hidden="true"></span>{ format!("{} {ago}", r.status.as_str()) }
+        </span>
+    }
+}
+
+/// `us` microseconds as "just now", "5 min ago", "3 h ago", "2 days ago".
+fn ago(us: f64) -> String {
+    let s = (us / 1e6).max(0.0);
+    match s {
+        s if s < 45.0 => "just now".into(),
+        s if s < 3600.0 => format!("{:.0} min ago", (s / 60.0).max(1.0)),
+        s if s < 86400.0 => format!("{:.0} h ago", s / 3600.0),
+        s => format!("{:.0} days ago", s / 86400.0),
     }
 }

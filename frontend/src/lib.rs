@@ -9,6 +9,7 @@
 //! - [`review`]: what publishing a draft would change, per node and
 //!   field, code as a line diff; pure, tested natively.
 //! - [`icons`]: the node kinds' icons (assets/node-icons), pure.
+//! - [`templates`]: the templates and examples a workflow starts from, pure.
 //! - [`text`]: field names as labels and inline Markdown as spans, pure.
 //! - [`sync`]: the workflow's document and presence as the canvas syncs
 //!   them, pure and tested natively.
@@ -22,6 +23,7 @@ pub mod icons;
 pub mod review;
 pub mod state;
 pub mod sync;
+pub mod templates;
 pub mod text;
 
 #[cfg(target_arch = "wasm32")]

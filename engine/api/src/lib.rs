@@ -32,9 +32,9 @@ pub use worker::{
     WorkerProgress, WorkerRun, deployed_run,
 };
 pub use workflows::{
-    Changes, CredentialEntry, CredentialStored, FromPeer, Health, Me, ModuleAdded, NewSignInLink,
-    Problem, Publish, PublishMode, PublishState, Restored, SetCredential, SignInLink, Stored,
-    Validation, VersionEntry, WorkflowEntry,
+    Changes, CredentialEntry, CredentialStored, FromPeer, Health, LastRun, Me, ModuleAdded,
+    NewSignInLink, Problem, Publish, PublishMode, PublishState, Restored, SetCredential,
+    SignInLink, Stored, Validation, VersionEntry, WorkflowEntry,
 };
 
 /// For `Option<Value>` fields where `null` and absent differ: a field that

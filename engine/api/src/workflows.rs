@@ -23,6 +23,23 @@ pub struct WorkflowEntry {
     pub published_version: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub published_at_us: Option<i64>,
+    /// Its newest run (drafts' runs included), if it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_run: Option<LastRun>,
+    /// Who has it open in an editor now (their names).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub editing: Vec<String>,
+}
+
+/// A workflow's newest run, as its list entry shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct LastRun {
+    pub id: String,
+    pub status: crate::RunStatus,
+    pub created_at_us: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at_us: Option<i64>,
 }
 
 /// An entry of `GET /api/v1/credentials`: never the value.

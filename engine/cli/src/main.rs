@@ -764,18 +764,11 @@ async fn dispatch(cli: Cli) -> Result<u8, Exit> {
             let engine = open(cli.data_dir).await?;
             let rows = engine.store().list_workflows().await.map_err(internal)?;
             if json {
-                let list: Vec<sluice_api::WorkflowEntry> = rows
+                let list = rows
                     .into_iter()
-                    .map(|w| sluice_api::WorkflowEntry {
-                        id: w.id,
-                        name: w.name,
-                        updated_at_us: w.updated_at_us,
-                        draft_version: w.doc_version,
-                        published: w.published,
-                        published_version: w.published_version,
-                        published_at_us: w.published_at_us,
-                    })
-                    .collect();
+                    .map(|w| w.into_entry(Vec::new()))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(internal)?;
                 println!("{}", serde_json::to_string_pretty(&list).map_err(internal)?);
                 return Ok(0);
             }

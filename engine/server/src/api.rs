@@ -213,19 +213,12 @@ pub(crate) async fn list_workflows(
     State(s): State<AppState>,
 ) -> Result<Json<Vec<WorkflowEntry>>, ApiError> {
     let rows = s.engine.store().list_workflows().await?;
-    Ok(Json(
-        rows.into_iter()
-            .map(|w| WorkflowEntry {
-                id: w.id,
-                name: w.name,
-                updated_at_us: w.updated_at_us,
-                draft_version: w.doc_version,
-                published: w.published,
-                published_version: w.published_version,
-                published_at_us: w.published_at_us,
-            })
-            .collect(),
-    ))
+    let mut list = Vec::with_capacity(rows.len());
+    for w in rows {
+        let editing = s.engine.editors(&w.id);
+        list.push(w.into_entry(editing)?);
+    }
+    Ok(Json(list))
 }
 
 #[utoipa::path(get, path = "/api/v1/workflows/{id}", tag = "workflows",

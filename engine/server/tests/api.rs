@@ -858,6 +858,45 @@ async fn runs_can_be_filtered_and_paged() {
             .unwrap()
             .contains("limit")
     );
+
+    // The workflow list names each one's newest run (and none for one
+    // that never ran).
+    s.put_workflow(json!({"format": "sluice.workflow/v1", "id": "c", "nodes": [
+        {"id": "t", "kind": "trigger.manual"}], "edges": []}))
+        .await;
+    s.api(reqwest::Method::POST, "/workflows/a/runs")
+        .json(&json!({"input": false, "wait": true}))
+        .send()
+        .await
+        .unwrap();
+    let newest_a = get("workflow=a&limit=1").await;
+    let list = json_of(
+        s.api(reqwest::Method::GET, "/workflows")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let entry = |id: &str| {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .find(|w| w["id"] == id)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(entry("a")["last_run"]["id"], newest_a[0]["id"]);
+    assert_eq!(entry("a")["last_run"]["status"], "failed");
+    assert!(
+        entry("a")["last_run"]["finished_at_us"].as_i64().unwrap()
+            >= entry("a")["last_run"]["created_at_us"].as_i64().unwrap()
+    );
+    assert_eq!(entry("b")["last_run"]["status"], "succeeded");
+    assert!(entry("c").get("last_run").is_none(), "{list}");
+    assert!(
+        entry("c").get("editing").is_none(),
+        "nobody edits it: {list}"
+    );
 }
 
 #[tokio::test]

@@ -2559,3 +2559,101 @@ async fn the_editor_passes_an_accessibility_audit_in_light_and_dark_and_lists_it
         serious.join("\n")
     );
 }
+
+#[tokio::test]
+async fn a_new_install_welcomes_with_templates_that_open_run_and_show_in_the_list() {
+    let (s, codes) = editor_server().await;
+    let driver = driver().await;
+    let a = browser(&driver).await;
+    a.goto(&format!("{}/ui/login?code={}", s.base, codes.issue()))
+        .await
+        .unwrap();
+    a.wait()
+        .at_most(Duration::from_secs(20))
+        .for_element(Locator::Css(".welcome"))
+        .await
+        .unwrap();
+    assert_eq!(text(&a, ".welcome h2").await, "Welcome to Sluice");
+    assert_eq!(count(&a, ".welcome button.template").await, 6);
+    assert!(count(&a, ".welcome button.template svg.icon").await >= 6);
+    screenshot(&a, "welcome").await;
+
+    // A template opens as a new workflow (a draft), and runs.
+    click(&a, "button.template[data-template='answer-a-webhook']").await;
+    a.wait()
+        .at_most(Duration::from_secs(20))
+        .for_element(Locator::Css("g.node[data-node='hook']"))
+        .await
+        .unwrap();
+    assert!(
+        a.current_url()
+            .await
+            .unwrap()
+            .as_str()
+            .ends_with("#/w/answer-a-webhook")
+    );
+    let input = a.find(Locator::Css("#run-input")).await.unwrap();
+    input.click().await.unwrap();
+    key_chord(&a, CONTROL, "a").await;
+    input
+        .send_keys(r#"{"method": "POST", "body": {"name": "Ana"}}"#)
+        .await
+        .unwrap();
+    click(&a, ".run-button").await;
+    eventually(
+        Duration::from_secs(10),
+        "the template's run succeeded",
+        || async { text_of(&a, ".run-status").await.as_deref() == Some("succeeded") },
+    )
+    .await;
+    assert!(text(&a, ".run-output").await.contains("Hello Ana!"));
+    let wf = stored(&s, "answer-a-webhook").await;
+    assert_eq!(wf["name"], "Answer a webhook");
+
+    // The same template again: a second workflow, never the first replaced.
+    click(&a, ".back").await;
+    a.wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css("li.workflow-row[data-id='answer-a-webhook']"))
+        .await
+        .unwrap();
+    // The list: the last run's status, and who is editing (nobody now).
+    eventually(
+        Duration::from_secs(5),
+        "the last run in the list",
+        || async {
+            text_of(&a, "li.workflow-row[data-id='answer-a-webhook'] .last-run")
+                .await
+                .is_some_and(|t| t.starts_with("succeeded") && t.contains("just now"))
+        },
+    )
+    .await;
+    assert_eq!(
+        count(&a, ".welcome").await,
+        0,
+        "no welcome once there is a workflow"
+    );
+    click(&a, ".more-templates summary").await;
+    click(
+        &a,
+        ".more-templates button.template[data-template='answer-a-webhook']",
+    )
+    .await;
+    a.wait()
+        .at_most(Duration::from_secs(20))
+        .for_element(Locator::Css("g.node[data-node='hook']"))
+        .await
+        .unwrap();
+    assert!(
+        a.current_url()
+            .await
+            .unwrap()
+            .as_str()
+            .ends_with("#/w/answer-a-webhook-2")
+    );
+    assert_eq!(
+        stored(&s, "answer-a-webhook").await["name"],
+        "Answer a webhook"
+    );
+    a.close().await.ok();
+}

@@ -230,6 +230,44 @@ pub struct WorkflowRow {
     /// Whether a definition is published (a workflow stored from a file
     /// outside documents publishes without a version).
     pub published: bool,
+    /// Its newest run: id, stored status, created, finished.
+    pub last_run_id: Option<String>,
+    pub last_run_status: Option<String>,
+    pub last_run_at_us: Option<i64>,
+    pub last_run_finished_at_us: Option<i64>,
+}
+
+impl WorkflowRow {
+    /// The workflow's list entry (`GET /api/v1/workflows`, `sluice
+    /// workflows list --json`), with who is `editing` it.
+    pub fn into_entry(self, editing: Vec<String>) -> Result<sluice_api::WorkflowEntry> {
+        let last_run = match (self.last_run_id, self.last_run_status, self.last_run_at_us) {
+            (Some(id), Some(status), Some(created_at_us)) => Some(sluice_api::LastRun {
+                status: status
+                    .parse()
+                    .map_err(|e: sluice_api::runs::UnknownStatus| Error::Corrupt {
+                        table: "runs",
+                        key: id.clone(),
+                        detail: format!("status: {e}"),
+                    })?,
+                id,
+                created_at_us,
+                finished_at_us: self.last_run_finished_at_us,
+            }),
+            _ => None,
+        };
+        Ok(sluice_api::WorkflowEntry {
+            id: self.id,
+            name: self.name,
+            updated_at_us: self.updated_at_us,
+            draft_version: self.doc_version,
+            published: self.published,
+            published_version: self.published_version,
+            published_at_us: self.published_at_us,
+            last_run,
+            editing,
+        })
+    }
 }
 
 /// The data dir's database, blob store and journal writer. Cheap to clone.
@@ -952,9 +990,17 @@ impl Store {
 
     /// All workflows, by id.
     pub async fn list_workflows(&self) -> Result<Vec<WorkflowRow>> {
+        // The newest run of each: one seek in `runs_workflow` per workflow.
         Ok(sqlx::query_as(
-            "SELECT id, name, updated_at_us, doc_version, published_version, published_at_us, \
-                 published_definition IS NOT NULL AS published FROM workflows ORDER BY id",
+            "SELECT w.id, w.name, w.updated_at_us, w.doc_version, w.published_version, \
+                 w.published_at_us, w.published_definition IS NOT NULL AS published, \
+                 r.id AS last_run_id, \
+                 CASE WHEN r.status = 'running' AND r.waiting_since_us IS NOT NULL \
+                      THEN 'waiting' ELSE r.status END AS last_run_status, \
+                 r.created_at_us AS last_run_at_us, r.finished_at_us AS last_run_finished_at_us \
+             FROM workflows w LEFT JOIN runs r ON r.rowid = \
+                 (SELECT rowid FROM runs WHERE workflow_id = w.id ORDER BY created_at_us DESC LIMIT 1) \
+             ORDER BY w.id",
         )
         .fetch_all(&self.inner.pool)
         .await?)

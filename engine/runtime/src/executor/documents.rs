@@ -486,6 +486,29 @@ impl Engine {
         Ok(keys)
     }
 
+    /// The names of those who have workflow `id` open in an editor now
+    /// (from their presence), sorted, each once.
+    pub fn editors(&self, id: &str) -> Vec<String> {
+        let all = self
+            .inner
+            .documents
+            .presence
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let mut names: Vec<String> = all
+            .get(id)
+            .map(|p| {
+                p.states()
+                    .values()
+                    .filter_map(|v| v.get("name")?.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names.dedup();
+        names
+    }
+
     /// Everyone's presence on workflow `id`, encoded (for a new subscriber).
     pub fn presence_state(&self, id: &str) -> Vec<u8> {
         let all = self
