@@ -50,6 +50,8 @@ pub struct App {
     workflows: Vec<WorkflowEntry>,
     /// The list arrived at least once (an empty one means a new install).
     listed: bool,
+    /// The runs page is open, with these filters.
+    runs: Option<crate::runs_query::RunsQuery>,
     open: Option<String>,
     /// A run to show on the open workflow.
     open_run: Option<String>,
@@ -87,6 +89,18 @@ fn hash_route() -> Option<(String, Option<String>)> {
         Some((wf, run)) if !run.is_empty() => (decode(wf), Some(decode(run))),
         _ => (decode(rest.trim_end_matches('/')), None),
     })
+}
+
+/// `#/runs?<filters>`: the runs page.
+fn runs_route() -> Option<crate::runs_query::RunsQuery> {
+    let hash = web_sys::window()?.location().hash().ok()?;
+    let rest = hash.strip_prefix("#/runs")?;
+    if !(rest.is_empty() || rest.starts_with('?') || rest == "/") {
+        return None;
+    }
+    Some(crate::runs_query::RunsQuery::parse(
+        rest.trim_start_matches('/').trim_start_matches('?'),
+    ))
 }
 
 /// `#/join/<ticket>`: a `sluice://join/` link opened (by the desktop app, or
@@ -272,6 +286,7 @@ impl Component for App {
         App {
             workflows: Vec::new(),
             listed: false,
+            runs: runs_route(),
             open: hash_route().map(|r| r.0),
             open_run: hash_route().and_then(|r| r.1),
             error: None,
@@ -310,6 +325,7 @@ impl Component for App {
             Msg::Back => {
                 set_hash("/");
                 self.open = None;
+                self.runs = None;
                 App::list(ctx);
             }
             Msg::NewName(name) => {
@@ -403,13 +419,23 @@ impl Component for App {
                     App::describe(ctx, ticket);
                     return true;
                 }
+                let runs = runs_route();
+                if runs.is_some() || self.runs.is_some() {
+                    let changed = runs != self.runs;
+                    self.runs = runs;
+                    if self.runs.is_some() {
+                        self.open = None;
+                        self.open_run = None;
+                        return changed;
+                    }
+                }
                 let route = hash_route();
                 let (open, run) = match route {
                     Some((wf, run)) => (Some(wf), run),
                     None => (None, None),
                 };
                 if open == self.open && run == self.open_run {
-                    return false;
+                    return true;
                 }
                 if open.is_none() {
                     App::list(ctx);
@@ -590,6 +616,22 @@ impl Component for App {
             .error
             .as_ref()
             .map(|e| html! { <p class="error" role="alert">{ e }</p> });
+        if let Some(query) = &self.runs {
+            let on_query = Callback::from(|q: crate::runs_query::RunsQuery| set_hash(&q.to_hash()));
+            let on_open = Callback::from(|(wf, run): (String, String)| {
+                set_hash(&format!("/w/{}/r/{}", encode(&wf), encode(&run)));
+            });
+            return html! {
+                <div class="app">
+                    <header>
+                        <button class="back" onclick={link.callback(|_| Msg::Back)}>{ "← Workflows" }</button>
+                        <h1>{ "Runs" }</h1>
+                        <ThemeToggle />
+                    </header>
+                    <crate::runs_page::RunsPage query={query.clone()} {on_query} {on_open} />
+                </div>
+            };
+        }
         if let Some(id) = &self.open {
             return html! {
                 <div class="app">
@@ -685,7 +727,11 @@ impl Component for App {
         });
         html! {
             <div class="app">
-                <header><h1>{ "Sluice" }</h1><ThemeToggle /></header>
+                <header>
+                    <h1>{ "Sluice" }</h1>
+                    <a class="runs-link" href="#/runs">{ "Runs" }</a>
+                    <ThemeToggle />
+                </header>
                 { for error }
                 <main class="list">
                     <form class="new" {onsubmit}>
@@ -899,4 +945,11 @@ fn ago(us: f64) -> String {
         s if s < 86400.0 => format!("{:.0} h ago", s / 3600.0),
         s => format!("{:.0} days ago", s / 86400.0),
     }
+}
+
+/// A URL path segment, percent-encoded.
+fn encode(s: &str) -> String {
+    js_sys::encode_uri_component(s)
+        .as_string()
+        .unwrap_or_default()
 }

@@ -9,6 +9,7 @@
 //! - [`review`]: what publishing a draft would change, per node and
 //!   field, code as a line diff; pure, tested natively.
 //! - [`icons`]: the node kinds' icons (assets/node-icons), pure.
+//! - [`runs_query`]: the runs page's filters as its URL and the API's query, pure.
 //! - [`templates`]: the templates and examples a workflow starts from, pure.
 //! - [`text`]: field names as labels and inline Markdown as spans, pure.
 //! - [`sync`]: the workflow's document and presence as the canvas syncs
@@ -21,6 +22,7 @@
 pub mod fields;
 pub mod icons;
 pub mod review;
+pub mod runs_query;
 pub mod state;
 pub mod sync;
 pub mod templates;
@@ -36,6 +38,8 @@ mod inspector;
 mod looks;
 #[cfg(target_arch = "wasm32")]
 mod net;
+#[cfg(target_arch = "wasm32")]
+mod runs_page;
 #[cfg(target_arch = "wasm32")]
 mod scene;
 

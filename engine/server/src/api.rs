@@ -650,6 +650,14 @@ pub(crate) struct ListRuns {
     status: Option<String>,
     /// Pagination: the id of the last run of the previous page.
     before: Option<String>,
+    /// Only runs started at this trigger node.
+    trigger: Option<String>,
+    /// Only runs started at or after this time (microseconds since the epoch).
+    since_us: Option<i64>,
+    /// `true`: only runs of drafts; `false`: only of published versions.
+    draft: Option<bool>,
+    /// Only runs whose input or output holds this text (any case).
+    text: Option<String>,
 }
 
 fn default_limit() -> u32 {
@@ -660,7 +668,11 @@ fn default_limit() -> u32 {
     params(("workflow" = Option<String>, Query, description = "Only this workflow's runs"),
         ("status" = Option<String>, Query, description = "running, waiting, succeeded, failed or cancelled"),
         ("limit" = Option<u32>, Query, description = "Page size, 1–1000 (default 50)"),
-        ("before" = Option<String>, Query, description = "Cursor: the id of the last run of the previous page")),
+        ("before" = Option<String>, Query, description = "Cursor: the id of the last run of the previous page"),
+        ("trigger" = Option<String>, Query, description = "Only runs started at this trigger node"),
+        ("since_us" = Option<i64>, Query, description = "Only runs started at or after this time (microseconds since the epoch)"),
+        ("draft" = Option<bool>, Query, description = "true: only runs of drafts (the editor's Run); false: only of published versions"),
+        ("text" = Option<String>, Query, description = "Only runs whose input or output holds this text (any case; values of 1 MiB and more are not searched)")),
     responses((status = 200, description = "Runs, newest first, without steps", body = Vec<RunSummary>)))]
 pub(crate) async fn list_runs(
     State(s): State<AppState>,
@@ -676,8 +688,11 @@ pub(crate) async fn list_runs(
         workflow: q.workflow,
         status,
         before: q.before,
+        since_us: q.since_us,
+        trigger: q.trigger,
+        draft: q.draft,
+        text: q.text,
         limit: q.limit.clamp(1, 1000),
-        ..Default::default()
     };
     let rows = s.engine.store().find_runs(&filter).await?;
     Ok(Json(rows.iter().map(report::run_summary).collect()))

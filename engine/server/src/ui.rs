@@ -229,7 +229,7 @@ fn signed_in_page(session: &str, then: &str) -> Response {
     };
     let body = format!(
         "<!doctype html><meta charset=utf-8><title>Sluice</title>\
-         <body style=\"font:16px system-ui;margin:4em\"><p>Signing in…</p>\
+         <style nonce=\"{nonce}\">{PAGE_STYLE}</style><p>Signing in…</p>\
          <script nonce=\"{nonce}\">localStorage.setItem({key}, {session});\
          location.replace({then});</script>",
         key = js(SESSION_KEY),
@@ -239,7 +239,7 @@ fn signed_in_page(session: &str, then: &str) -> Response {
     let mut resp = Html(body).into_response();
     let headers = resp.headers_mut();
     let csp = format!(
-        "default-src 'none'; script-src 'nonce-{nonce}'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+        "default-src 'none'; script-src 'nonce-{nonce}'; style-src 'nonce-{nonce}'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
     );
     if let Ok(v) = HeaderValue::from_str(&csp) {
         headers.insert(header::CONTENT_SECURITY_POLICY, v);
@@ -257,10 +257,15 @@ fn signed_in_page(session: &str, then: &str) -> Response {
     resp
 }
 
+/// The look of the server's own small pages. In a `<style>` with the
+/// page's nonce, or the editor's stylesheet: never a `style` attribute,
+/// which the pages' Content-Security-Policy blocks (and the browser logs).
+const PAGE_STYLE: &str = "body{font:16px system-ui;margin:4em}";
+
 fn page(message: &str) -> String {
     format!(
         "<!doctype html><meta charset=utf-8><title>Sluice</title>\
-         <body style=\"font:16px system-ui;margin:4em\"><h1>Sluice</h1><p>{message}</p>"
+         <link rel=stylesheet href=\"/style.css\"><main class=\"server-page\"><h1>Sluice</h1><p>{message}</p></main>"
     )
 }
 

@@ -782,6 +782,10 @@ async fn live_events_over_the_websocket_in_order() {
     assert_eq!(seen.last().unwrap(), "run_finished");
 }
 
+async fn get_at(s: &common::Server, path: &str) -> Value {
+    json_of(s.api(reqwest::Method::GET, path).send().await.unwrap()).await
+}
+
 #[tokio::test]
 async fn runs_can_be_filtered_and_paged() {
     let s = server().await;
@@ -896,6 +900,25 @@ async fn runs_can_be_filtered_and_paged() {
     assert!(
         entry("c").get("editing").is_none(),
         "nobody edits it: {list}"
+    );
+
+    // Filters by trigger, version, time and text.
+    let n = |v: &Value| v.as_array().unwrap().len();
+    assert_eq!(
+        n(&get("text=TRUE&workflow=a").await),
+        3,
+        "input or output holds `true`"
+    );
+    assert_eq!(n(&get("text=nowhere").await), 0);
+    assert_eq!(n(&get("trigger=t").await), 6);
+    assert_eq!(n(&get("trigger=other").await), 0);
+    assert_eq!(n(&get("draft=false").await), 6);
+    assert_eq!(n(&get("draft=true").await), 0);
+    let later = newest_a[0]["created_at_us"].as_i64().unwrap() + 1;
+    assert_eq!(n(&get_at(&s, &format!("/runs?since_us={later}")).await), 0);
+    assert_eq!(
+        n(&get_at(&s, &format!("/runs?since_us={}", later - 1)).await),
+        1
     );
 }
 

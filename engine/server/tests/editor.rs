@@ -8,7 +8,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use browser::{artifacts, browser, driver, editor_peer, editor_server, editor_with_worker};
+use browser::{artifacts, browser, driver, editor_peer, editor_server, editor_with_worker, finish};
 use fantoccini::actions::{InputSource, MOUSE_BUTTON_LEFT, MouseActions, PointerAction};
 use fantoccini::{Client, Locator};
 use serde_json::{Value, json};
@@ -104,6 +104,40 @@ async fn click_at(c: &Client, css: &str, x: f64, y: f64, clicks: usize) {
 async fn screenshot(c: &Client, name: &str) {
     let png = c.screenshot().await.unwrap();
     std::fs::write(artifacts().join(format!("editor-{name}.png")), png).unwrap();
+}
+
+/// The docs' screenshots of the editor (`docs/images/editor-<name>-light.png`
+/// and `-dark.png`), taken by the tests so they stay true: the page as it
+/// is, then in the dark theme (set on the page only, not chosen).
+async fn doc_screenshots(c: &Client, name: &str) {
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/images");
+    let was = c
+        .execute("return document.documentElement.dataset.theme;", vec![])
+        .await
+        .unwrap();
+    for theme in ["light", "dark"] {
+        c.execute(
+            "document.documentElement.dataset.theme = arguments[0];",
+            vec![json!(theme)],
+        )
+        .await
+        .unwrap();
+        // Two frames: the styles applied and painted.
+        c.execute_async(
+            "const done = arguments[0]; requestAnimationFrame(() => requestAnimationFrame(() => done(true)));",
+            vec![],
+        )
+        .await
+        .unwrap();
+        let png = c.screenshot().await.unwrap();
+        std::fs::write(dir.join(format!("editor-{name}-{theme}.png")), png).unwrap();
+    }
+    c.execute(
+        "document.documentElement.dataset.theme = arguments[0];",
+        vec![was],
+    )
+    .await
+    .unwrap();
 }
 
 async fn stored(s: &common::Server, id: &str) -> Value {
@@ -285,8 +319,8 @@ async fn edits_on_the_canvas_reach_the_engine_and_other_windows() {
     )
     .await;
     screenshot(&a, "canvas").await;
-    a.close().await.ok();
-    b.close().await.ok();
+    finish(&a, &[]).await;
+    finish(&b, &[]).await;
 }
 
 /// The class of `css` ("" while it is missing or being re-rendered).
@@ -494,8 +528,8 @@ async fn configure_run_read_undo_and_see_a_failure() {
         .find(|st| st["node"] == "explode")
         .unwrap();
     assert_eq!(explode["status"], "failed", "{detail}");
-    a.close().await.ok();
-    b.close().await.ok();
+    finish(&a, &[]).await;
+    finish(&b, &[]).await;
 }
 
 async fn value_of(c: &Client, css: &str) -> String {
@@ -628,7 +662,7 @@ async fn a_click_in_the_minimap_centres_the_canvas_there() {
     )
     .await;
     screenshot(&a, "minimap").await;
-    a.close().await.ok();
+    finish(&a, &[]).await;
 }
 
 #[tokio::test]
@@ -986,8 +1020,8 @@ async fn typing_together_presence_runs_list_run_view_and_adding_nodes() {
         count(&a, "g.cursor").await == 0 && !text(&a, ".status").await.contains("more here")
     })
     .await;
-    a.close().await.ok();
-    b.close().await.ok();
+    finish(&a, &[]).await;
+    finish(&b, &[]).await;
 }
 
 #[tokio::test]
@@ -1142,7 +1176,7 @@ async fn the_list_renames_duplicates_deletes_exports_and_imports() {
     let text = error.text().await.unwrap();
     assert!(text.contains("broken.json is not JSON"), "{text}");
     screenshot(&a, "list").await;
-    a.close().await.ok();
+    finish(&a, &[]).await;
 }
 
 /// Signed in, the browser sends nothing of its session to another server
@@ -1195,7 +1229,12 @@ async fn another_local_port_never_receives_the_session() {
         !lower.contains("sluice_session") && !lower.contains("\r\ncookie:"),
         "the other port received: {head}"
     );
-    a.close().await.ok();
+    // The other port (the test's recorder) is gone when the browser asks it for a favicon.
+    finish(
+        &a,
+        &["favicon.ico - Failed to load resource: net::ERR_CONNECTION_REFUSED"],
+    )
+    .await;
 }
 
 /// A loopback HTTP server that answers `{}` to everything and records the
@@ -1390,7 +1429,7 @@ async fn editing_a_published_webhook_workflow_changes_nothing_live_until_publish
         stored(&s, "live").await["nodes"][1]["config"]["url"],
         url("invoices")
     );
-    a.close().await.ok();
+    finish(&a, &[]).await;
 }
 
 /// An attribute of `css` (None when it is missing or being re-rendered).
@@ -1643,7 +1682,7 @@ async fn every_field_of_every_kind_keeps_what_is_typed_when_focus_leaves_at_once
         json!({"x-id": "{{ input.id }}"}),
         "a mistake is not stored"
     );
-    a.close().await.ok();
+    finish(&a, &[]).await;
 
     // A new window shows exactly what was typed.
     let b = browser(&driver).await;
@@ -1686,7 +1725,7 @@ async fn every_field_of_every_kind_keeps_what_is_typed_when_focus_leaves_at_once
             }
         }
     }
-    b.close().await.ok();
+    finish(&b, &[]).await;
 }
 
 /// Selects a node with a click on its label (on a fitted canvas of many
@@ -1758,7 +1797,9 @@ async fn a_browser_that_is_not_signed_in_is_told_how_to_sign_in() {
         .await
         .unwrap();
     assert_eq!(count(&a, "main.sign-in").await, 0);
-    a.close().await.ok();
+    // The page learns it is not signed in from the API's 401s, which
+    // the browser logs.
+    finish(&a, &["401 (Unauthorized)"]).await;
 }
 
 #[tokio::test]
@@ -1880,7 +1921,7 @@ async fn listen_for_a_test_call_pin_it_run_one_node_and_preview_templates() {
     )
     .await;
     screenshot(&a, "preview-undefined").await;
-    a.close().await.ok();
+    finish(&a, &[]).await;
 }
 
 /// Two engines, each a peer with its own editor: Ada shares from the
@@ -2028,8 +2069,8 @@ async fn share_join_and_edit_live_across_two_engines() {
         .await
         .unwrap();
     assert_eq!(state["published"], false);
-    a.close().await.ok();
-    b.close().await.ok();
+    finish(&a, &[]).await;
+    finish(&b, &[]).await;
 }
 
 /// A viewer's editor shows the sharer's edits live and makes none of its
@@ -2116,7 +2157,7 @@ async fn a_viewers_editor_follows_the_sharer_and_refuses_edits() {
         },
     )
     .await;
-    v.close().await.ok();
+    finish(&v, &[]).await;
 }
 
 /// With a shared worker configured, the publish panel says where the
@@ -2167,7 +2208,8 @@ async fn the_publish_panel_offers_deploy_and_says_when_the_worker_does_not_answe
         attr(&a, ".deploy", "data-state").await.as_deref(),
         Some("local")
     );
-    a.close().await.ok();
+    // The deploy the test makes fail on purpose.
+    finish(&a, &["502 (Bad Gateway)"]).await;
 }
 
 #[tokio::test]
@@ -2360,6 +2402,7 @@ async fn kinds_have_names_and_icons_are_found_by_synonym_and_description_and_set
     )
     .await;
     screenshot(&a, "palette-suggestion").await;
+    doc_screenshots(&a, "palette").await;
 
     // Field labels and help are written for people.
     select_node(&a, "call").await;
@@ -2417,10 +2460,11 @@ async fn kinds_have_names_and_icons_are_found_by_synonym_and_description_and_set
     )
     .await;
     screenshot(&a, "node-settings").await;
+    doc_screenshots(&a, "node-settings").await;
     // Back to the parameters: the config is still there.
     click(&a, "#tab-parameters").await;
     assert_eq!(value_of(&a, "#cfg-url").await, "http://127.0.0.1:9/x");
-    a.close().await.ok();
+    finish(&a, &[]).await;
 }
 
 /// The accessibility audit: axe-core (`SLUICE_AXE`, its `axe.min.js`,
@@ -2552,7 +2596,14 @@ async fn the_editor_passes_an_accessibility_audit_in_light_and_dark_and_lists_it
     )
     .await;
     serious.extend(audit(&a, "workflow list, light").await);
-    a.close().await.ok();
+    click(&a, "a.runs-link").await;
+    a.wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css(".runs-table"))
+        .await
+        .unwrap();
+    serious.extend(audit(&a, "runs page").await);
+    finish(&a, &[]).await;
     assert!(
         serious.is_empty(),
         "serious accessibility violations:\n{}",
@@ -2577,6 +2628,7 @@ async fn a_new_install_welcomes_with_templates_that_open_run_and_show_in_the_lis
     assert_eq!(count(&a, ".welcome button.template").await, 6);
     assert!(count(&a, ".welcome button.template svg.icon").await >= 6);
     screenshot(&a, "welcome").await;
+    doc_screenshots(&a, "welcome").await;
 
     // A template opens as a new workflow (a draft), and runs.
     click(&a, "button.template[data-template='answer-a-webhook']").await;
@@ -2655,5 +2707,133 @@ async fn a_new_install_welcomes_with_templates_that_open_run_and_show_in_the_lis
         stored(&s, "answer-a-webhook").await["name"],
         "Answer a webhook"
     );
-    a.close().await.ok();
+    finish(&a, &[]).await;
+}
+
+#[tokio::test]
+async fn the_runs_page_lists_every_workflows_runs_filters_them_by_url_and_stays_live() {
+    let (s, codes) = editor_server().await;
+    for (id, step) in [
+        (
+            "alpha",
+            json!({"id": "check", "kind": "data.transform", "config": {"jq": "if .ok then . else error(\"bad input\") end"}}),
+        ),
+        (
+            "beta",
+            json!({"id": "check", "kind": "data.set", "config": {"values": {"seen": true}}}),
+        ),
+    ] {
+        s.put_workflow(json!({"format": "sluice.workflow/v1", "id": id, "nodes": [
+            {"id": "start", "kind": "trigger.manual", "position": [0, 0]}, step],
+            "edges": [{"from": "start", "to": "check"}]}))
+            .await;
+    }
+    let run = |wf: &'static str, input: Value| {
+        let req = s
+            .api(reqwest::Method::POST, &format!("/workflows/{wf}/runs"))
+            .json(&json!({"input": input, "wait": true}));
+        async move {
+            let r = req.send().await.unwrap();
+            common::json_of(r).await["id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        }
+    };
+    run("alpha", json!({"ok": true, "order": "A-17"})).await;
+    run("alpha", json!({"ok": false})).await;
+    let beta_run = run("beta", json!({})).await;
+    assert!(!beta_run.is_empty());
+
+    let driver = driver().await;
+    let a = browser(&driver).await;
+    open(&a, &s, &codes, "alpha").await;
+    click(&a, ".back").await;
+    click(&a, "a.runs-link").await;
+    eventually(Duration::from_secs(10), "three runs listed", || async {
+        count(&a, "tr.runs-row").await == 3
+            && text_of(&a, ".runs-count").await.as_deref() == Some("3 runs")
+    })
+    .await;
+    assert!(text(&a, ".runs-table").await.contains("published"));
+
+    // A filter moves the URL and the list.
+    a.find(Locator::Css("#runs-status"))
+        .await
+        .unwrap()
+        .select_by_value("failed")
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(5), "the failed run only", || async {
+        count(&a, "tr.runs-row").await == 1
+    })
+    .await;
+    assert!(
+        a.current_url()
+            .await
+            .unwrap()
+            .as_str()
+            .ends_with("#/runs?status=failed")
+    );
+    assert!(
+        text(&a, "tr.runs-row .run-error")
+            .await
+            .contains("bad input")
+    );
+    click(&a, ".clear-filters").await;
+    retype(&a, "#runs-text", "a-17").await;
+    click(&a, ".runs-search").await;
+    eventually(
+        Duration::from_secs(5),
+        "found by text in its input",
+        || async { count(&a, "tr.runs-row").await == 1 },
+    )
+    .await;
+    assert!(
+        a.current_url()
+            .await
+            .unwrap()
+            .as_str()
+            .ends_with("#/runs?text=a-17")
+    );
+    click(&a, ".clear-filters").await;
+
+    // Live: a run started elsewhere shows up without a reload.
+    eventually(Duration::from_secs(5), "the filters cleared", || async {
+        count(&a, "tr.runs-row").await == 3
+    })
+    .await;
+    run("beta", json!({})).await;
+    eventually(
+        Duration::from_secs(10),
+        "the new run counted live",
+        || async { text_of(&a, ".runs-count").await.as_deref() == Some("4 runs") },
+    )
+    .await;
+    screenshot(&a, "runs").await;
+    doc_screenshots(&a, "runs").await;
+
+    // A link opens the page filtered, and a run opens in its workflow.
+    a.goto(&format!("{}/#/runs?workflow=beta", s.base))
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(10), "beta's runs only", || async {
+        count(&a, "tr.runs-row").await == 2
+    })
+    .await;
+    assert_eq!(value_of(&a, "#runs-workflow").await, "beta");
+    click(&a, &format!("tr.runs-row[data-run='{beta_run}'] .open-run")).await;
+    a.wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css(".run-banner"))
+        .await
+        .unwrap();
+    assert!(
+        a.current_url()
+            .await
+            .unwrap()
+            .as_str()
+            .ends_with(&format!("#/w/beta/r/{beta_run}"))
+    );
+    finish(&a, &[]).await;
 }

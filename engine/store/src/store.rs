@@ -122,6 +122,13 @@ pub struct RunFilter {
     pub before: Option<String>,
     /// Only runs started at or after this time (microseconds since the epoch).
     pub since_us: Option<i64>,
+    /// Only runs started at this trigger node.
+    pub trigger: Option<String>,
+    /// Only runs of drafts (the editor's Run), or only of published versions.
+    pub draft: Option<bool>,
+    /// Only runs whose input or output holds this text (any case; values
+    /// kept in the blob store, 1 MiB and more, are not searched).
+    pub text: Option<String>,
     pub limit: u32,
 }
 
@@ -1105,6 +1112,20 @@ impl Store {
         }
         if let Some(since) = filter.since_us {
             q.push(" AND created_at_us >= ").push_bind(since);
+        }
+        if let Some(t) = &filter.trigger {
+            q.push(" AND \"trigger\" = ").push_bind(t.clone());
+        }
+        if let Some(draft) = filter.draft {
+            q.push(" AND draft = ").push_bind(i64::from(draft));
+        }
+        if let Some(text) = filter.text.as_deref().filter(|t| !t.is_empty()) {
+            let needle = text.to_lowercase();
+            q.push(" AND (instr(lower(input), ")
+                .push_bind(needle.clone())
+                .push(") > 0 OR instr(lower(ifnull(output, '')), ")
+                .push_bind(needle)
+                .push(") > 0)");
         }
         if let Some(before) = &filter.before {
             // Strictly older than the cursor run, in (created_at_us, id) order.

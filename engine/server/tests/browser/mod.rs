@@ -152,10 +152,70 @@ pub async fn browser(driver: &Driver) -> Client {
                      "--disable-dev-shm-usage", "--window-size=1400,900"]
         }),
     );
+    // The page's console, for `console_errors`.
+    caps.insert("goog:loggingPrefs".into(), json!({"browser": "ALL"}));
     let connector = hyper_util::client::legacy::connect::HttpConnector::new();
     ClientBuilder::new(connector)
         .capabilities(caps)
         .connect(&driver.url)
         .await
         .expect("a Chromium session")
+}
+
+/// chromedriver's log of the page's console (`POST /session/{id}/se/log`):
+/// each call returns what was logged since the previous one.
+#[derive(Debug)]
+struct BrowserLog;
+
+impl fantoccini::wd::WebDriverCompatibleCommand for BrowserLog {
+    fn endpoint(
+        &self,
+        base: &reqwest::Url,
+        session: Option<&str>,
+    ) -> Result<reqwest::Url, <reqwest::Url as std::str::FromStr>::Err> {
+        base.join(&format!("session/{}/se/log", session.unwrap_or_default()))
+    }
+
+    fn method_and_body(&self, _: &reqwest::Url) -> (axum::http::Method, Option<String>) {
+        (
+            axum::http::Method::POST,
+            Some(r#"{"type": "browser"}"#.into()),
+        )
+    }
+}
+
+/// The errors the page logged to its console since the last call
+/// (uncaught exceptions, failed loads, `console.error`).
+pub async fn console_errors(c: &Client) -> Vec<String> {
+    let log = c
+        .issue_cmd(BrowserLog)
+        .await
+        .expect("the browser's console log");
+    log.as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["level"] == "SEVERE")
+        .map(|e| e["message"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// Ends a browser session, failing the test on any console error but
+/// those `expected` names (a part of their message each, with the reason
+/// at the call: a refusal the test provokes on purpose).
+pub async fn finish(c: &Client, expected: &[&str]) {
+    let errors = console_errors(c).await;
+    c.clone().close().await.ok();
+    let unexpected: Vec<&String> = errors
+        .iter()
+        .filter(|e| !expected.iter().any(|x| e.contains(x)))
+        .collect();
+    assert!(
+        unexpected.is_empty(),
+        "the page logged console errors:\n{}",
+        unexpected
+            .iter()
+            .map(|e| e.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
 }
