@@ -28,6 +28,7 @@
 mod gestures;
 mod history;
 mod inspector_host;
+mod menu;
 mod palette;
 mod publish;
 mod sharing;
@@ -99,6 +100,9 @@ pub enum Msg {
     NodeTab(bool),
     /// Show (or hide) the keyboard shortcuts.
     Shortcuts(bool),
+    /// A choice in the node panel's connect controls: 0 the source, 1 the
+    /// target, 2 this node's port.
+    ConnectChoice(u8, String),
     Undo,
     Redo,
     /// Back to editing from a past version or a run opened from the list.
@@ -107,6 +111,7 @@ pub enum Msg {
     /// Who this install is (the name others see in presence).
     Me(Result<sluice_api::Me, String>),
     Palette(palette::Msg),
+    Menu(menu::Msg),
     Runs(runs::Msg),
     History(history::Msg),
     Publish(publish::Msg),
@@ -140,6 +145,11 @@ pub struct Canvas {
     fitted: bool,
     /// The keyboard shortcuts are shown (`?`).
     shortcuts: bool,
+    /// The right-click menu, when open.
+    menu: Option<menu::Menu>,
+    menu_ref: NodeRef,
+    /// Focus the menu's first item after the next render.
+    focus_menu: bool,
     /// The surface's size (read on gestures, not in every render).
     view_size: (f64, f64),
     _heartbeat: Option<(i32, Closure<dyn FnMut()>)>,
@@ -625,6 +635,9 @@ impl Component for Canvas {
             svg: NodeRef::default(),
             fitted: false,
             shortcuts: false,
+            menu: None,
+            menu_ref: NodeRef::default(),
+            focus_menu: false,
             view_size: (1200.0, 800.0),
             _heartbeat: heartbeat,
             _keys: keys,
@@ -666,6 +679,15 @@ impl Component for Canvas {
 
     fn rendered(&mut self, ctx: &Context<Self>, _first: bool) {
         self.palette.rendered();
+        if std::mem::take(&mut self.focus_menu)
+            && let Some(first) = self
+                .menu_ref
+                .cast::<Element>()
+                .and_then(|m| m.query_selector("button").ok().flatten())
+                .and_then(|b| b.dyn_into::<web_sys::HtmlElement>().ok())
+        {
+            first.focus().ok();
+        }
         // Fit once the surface exists (its size is only known then).
         if !self.fitted && self.editor.is_some() && self.svg.get().is_some() {
             self.fitted = true;
@@ -712,6 +734,14 @@ impl Component for Canvas {
             Msg::KeepText { node, field, text } => {
                 self.on_keep_text(node, field, text);
                 false
+            }
+            Msg::ConnectChoice(which, value) => {
+                match which {
+                    0 => self.inspector.connect_from = value,
+                    1 => self.inspector.connect_to = value,
+                    _ => self.inspector.connect_port = value,
+                }
+                true
             }
             Msg::Shortcuts(show) => {
                 let changed = self.shortcuts != show;
@@ -763,6 +793,7 @@ impl Component for Canvas {
                 false
             }
             Msg::Palette(msg) => self.on_palette(msg),
+            Msg::Menu(msg) => self.on_menu(ctx, msg),
             Msg::Runs(msg) => self.on_runs(ctx, msg),
             Msg::History(msg) => self.on_history(ctx, msg),
             Msg::Publish(msg) => self.on_publish(ctx, msg),
@@ -851,6 +882,7 @@ impl Component for Canvas {
                         aria-label="Workflow canvas"
                         onpointerdown={link.callback(Msg::Down)}
                         ondblclick={link.callback(palette::Msg::QuickAdd)}
+                        oncontextmenu={link.callback(menu::Msg::Open)}
                         onwheel={link.callback(Msg::Wheel)}>
                         <defs>
                             <pattern id="grid" width="20" height="20" patternUnits="userSpaceOnUse"
@@ -872,6 +904,7 @@ impl Component for Canvas {
                     { for quick }
                     // A stable wrapper, so showing it redraws nothing else.
                     <div class="shortcuts-host">{ for self.shortcuts.then(|| shortcuts_view(ctx)) }</div>
+                    <div class="menu-host">{ for self.menu_view(ctx) }</div>
                     <div class="status" data-status={self.status.clone()}>
                         { &self.status }{ format!(" · {:.0}%", v.zoom * 100.0) }
                         { if self.sync.others().is_empty() { String::new() } else { format!(" · {} more here", self.sync.others().len()) } }

@@ -213,12 +213,20 @@ pub fn NodeView(props: &NodeProps) -> Html {
     let outs = n.ports.iter().map(|p| {
         let (px, py) = port_at((0.0, 0.0), &n.ports, p);
         html! {
-            <g class="port out" data-port={p.clone()}>
-                <circle cx={px.to_string()} cy={py.to_string()} r="7" />
-                if n.ports.len() > 1 {
-                    <text x={(px - 10.0).to_string()} y={(py + 4.0).to_string()} class="port-label">{ p }</text>
-                }
-            </g>
+            <>
+                <g class="port out" data-port={p.clone()}>
+                    <circle cx={px.to_string()} cy={py.to_string()} r="7" />
+                    if n.ports.len() > 1 {
+                        { " " }<text x={(px - 10.0).to_string()} y={(py + 4.0).to_string()} class="port-label">{ p }</text>
+                    }
+                </g>
+                // Add a node after this port (no <title>: its text would
+                // count as the node's visible text).
+                <g class="port-add" data-add={p.clone()}>
+                    <circle cx={(px + 20.0).to_string()} cy={py.to_string()} r="8" />
+                    <path d={format!("M {} {py} h 8 M {} {} v 8", px + 16.0, px + 20.0, py - 4.0)} />
+                </g>
+            </>
         }
     });
     let seen = n.seen_by.iter().enumerate().map(|(i, color)| {
@@ -230,18 +238,24 @@ pub fn NodeView(props: &NodeProps) -> Html {
     });
     html! {
         <g class={classes!("node", n.category, n.selected.then_some("selected"), n.invalid.then_some("invalid"), n.disabled.then_some("disabled"), n.run.clone())}
-            data-node={n.id.clone()} transform={format!("translate({} {})", n.x, n.y)}>
-            <title>{ &n.title }</title>
+            data-node={n.id.clone()} transform={format!("translate({} {})", n.x, n.y)}
+            tabindex="0" role="button" aria-pressed={n.selected.to_string()}
+            aria-label={accessible_name(n)}>
+            if !n.title.is_empty() {
+                <title>{ &n.title }</title>
+            }
             { for seen }
             <rect class="box" width={NODE_W.to_string()} height={NODE_H.to_string()} rx="8" />
             { crate::looks::icon_at(&n.kind, 12.0, 20.0, 24.0) }
-            <text class="label" x="46" y="28">{ &n.label }</text>
+            // Spaces between the texts: the node's text reads as words
+            // (its accessible name must contain it, WCAG "label in name").
+            <text class="label" x="46" y="28">{ &n.label }</text>{ " " }
             if n.labelled {
-                <text class="node-id" x="2" y="-6">{ &n.id }</text>
+                <text class="node-id" x="2" y="-6">{ &n.id }</text>{ " " }
             }
-            <text class="kind" x="46" y="46">{ n.kind_title }</text>
+            <text class="kind" x="46" y="46">{ n.kind_title }</text>{ " " }
             if let Some(badge) = &n.badge {
-                <text class="badge" x={(NODE_W - 4.0).to_string()} y="-6">{ badge }</text>
+                <text class="badge" x={(NODE_W - 4.0).to_string()} y="-6">{ badge }</text>{ " " }
             }
             if n.has_input {
                 <g class="port in" data-port="in">
@@ -251,6 +265,32 @@ pub fn NodeView(props: &NodeProps) -> Html {
             { for outs }
         </g>
     }
+}
+
+/// A node's name for assistive technology: its text in the order it is
+/// drawn (problems, label, id, kind, badge, port names: a name that leaves
+/// some out fails WCAG's "label in name"), then its state.
+fn accessible_name(n: &NodeItem) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    if !n.title.is_empty() {
+        parts.push(&n.title);
+    }
+    parts.push(&n.label);
+    if n.labelled {
+        parts.push(&n.id);
+    }
+    parts.push(n.kind_title);
+    if let Some(b) = &n.badge {
+        parts.push(b);
+    }
+    if n.ports.len() > 1 {
+        parts.extend(n.ports.iter().map(String::as_str));
+    }
+    let mut name = parts.join(" ");
+    if n.disabled {
+        name.push_str(", switched off");
+    }
+    name
 }
 
 /// Where output `port` sits on a node at `at`: spread along the right side.

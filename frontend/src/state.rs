@@ -166,6 +166,14 @@ pub enum Action {
         kind: String,
         at: (f64, f64),
     },
+    /// Add a node of `kind` at `at` and connect `from`'s output `port` to
+    /// it (the "+" on a port): one edit.
+    AddAfter {
+        kind: String,
+        at: (f64, f64),
+        from: String,
+        port: String,
+    },
     /// Paste nodes copied with [`Editor::copy_selected`] (from this or
     /// another workflow), their top-left at `at`.
     Paste {
@@ -466,6 +474,33 @@ impl Editor {
                     extra: Map::new(),
                 });
                 self.selected = BTreeSet::from([id]);
+                Ok(Change::Workflow)
+            }
+            Action::AddAfter {
+                kind,
+                at,
+                from,
+                port,
+            } => {
+                let spec = kinds::spec(&kind).ok_or_else(|| format!("unknown kind `{kind}`"))?;
+                if spec.is_trigger {
+                    return Err(format!(
+                        "a trigger ({kind}) starts runs: it cannot follow `{from}`"
+                    ));
+                }
+                // Checked before anything changes: a port `from` lacks adds nothing.
+                if !self.wf.nodes.iter().any(|n| n.id == from) {
+                    return Err(format!("there is no node `{from}`"));
+                }
+                let before = (self.wf.clone(), self.selected.clone());
+                self.reduce(Action::AddNode { kind, at })?;
+                let Some(to) = self.selected.iter().next().cloned() else {
+                    return Ok(Change::Workflow);
+                };
+                if let Err(e) = self.reduce(Action::Connect { from, port, to }) {
+                    (self.wf, self.selected) = before;
+                    return Err(e);
+                }
                 Ok(Change::Workflow)
             }
             Action::Paste { json, at } => self.paste(&json, at),
@@ -1086,6 +1121,50 @@ mod tests {
         );
         assert_eq!(e.wf.edges.len(), edges - 1);
         assert_eq!(e.reduce(Action::Disconnect { edge: 99 }), Ok(Change::None));
+    }
+
+    #[test]
+    fn adding_after_a_port_adds_and_connects_in_one_edit_or_not_at_all() {
+        let mut e = editor();
+        let nodes = e.wf.nodes.len();
+        let edges = e.wf.edges.len();
+        assert_eq!(
+            e.reduce(Action::AddAfter {
+                kind: "util.log".into(),
+                at: (900.0, 0.0),
+                from: "check".into(),
+                port: "false".into(),
+            }),
+            Ok(Change::Workflow)
+        );
+        assert_eq!(e.wf.nodes.len(), nodes + 1);
+        let new = e.selected.iter().next().unwrap().clone();
+        let last = e.wf.edges.last().unwrap();
+        assert_eq!((last.source().node, last.source().port), ("check", "false"));
+        assert_eq!(last.target().node, new);
+        assert_eq!(e.wf.edges.len(), edges + 1);
+        // A trigger, a missing node, a port the node lacks: nothing changes.
+        let before = e.wf.clone();
+        for (kind, from, port) in [
+            ("trigger.manual", "check", "true"),
+            ("util.log", "ghost", "out"),
+            ("util.log", "check", "nope"),
+        ] {
+            assert!(
+                e.reduce(Action::AddAfter {
+                    kind: kind.into(),
+                    at: (0.0, 0.0),
+                    from: from.into(),
+                    port: port.into(),
+                })
+                .is_err(),
+                "{kind} after {from}:{port}"
+            );
+            assert_eq!(
+                e.wf, before,
+                "{kind} after {from}:{port} changed the workflow"
+            );
+        }
     }
 
     #[test]

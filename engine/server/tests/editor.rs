@@ -2837,3 +2837,203 @@ async fn the_runs_page_lists_every_workflows_runs_filters_them_by_url_and_stays_
     );
     finish(&a, &[]).await;
 }
+
+/// The stored workflow's node `id`.
+async fn stored_node(s: &common::Server, wf: &str, id: &str) -> Option<Value> {
+    stored(s, wf).await["nodes"]
+        .as_array()?
+        .iter()
+        .find(|n| n["id"] == id)
+        .cloned()
+}
+
+/// The stored workflow's edges as `from[:port] → to`.
+async fn stored_edges(s: &common::Server, wf: &str) -> Vec<String> {
+    stored(s, wf).await["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            format!(
+                "{} → {}",
+                e["from"].as_str().unwrap(),
+                e["to"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn right_click_menus_the_plus_on_a_port_and_keyboard_only_adding_and_connecting() {
+    let (s, codes) = editor_server().await;
+    s.put_workflow(
+        json!({"format": "sluice.workflow/v1", "id": "habits", "nodes": [
+        {"id": "start", "kind": "trigger.manual", "position": [0, 0]},
+        {"id": "first", "kind": "data.set", "config": {"values": {"a": 1}}, "position": [300, 0]}],
+        "edges": [{"from": "start", "to": "first"}]}),
+    )
+    .await;
+    let driver = driver().await;
+    let a = browser(&driver).await;
+    open(&a, &s, &codes, "habits").await;
+    let right_click = |css: &'static str| {
+        let a = a.clone();
+        async move {
+            let el = a.find(Locator::Css(css)).await.unwrap();
+            a.execute(
+                "arguments[0].dispatchEvent(new MouseEvent('contextmenu', {bubbles: true, cancelable: true, \
+                 clientX: arguments[0].getBoundingClientRect().x + 20, clientY: arguments[0].getBoundingClientRect().y + 20}));",
+                vec![serde_json::to_value(&el).unwrap()],
+            )
+            .await
+            .unwrap();
+        }
+    };
+
+    // On a node: switch it off.
+    right_click("g.node[data-node='first'] rect.box").await;
+    eventually(Duration::from_secs(3), "the node's menu", || async {
+        text_of(&a, ".context-menu").await.is_some_and(|t| {
+            t.contains("Settings")
+                && t.contains("Duplicate")
+                && t.contains("Switch off")
+                && t.contains("Delete")
+        })
+    })
+    .await;
+    screenshot(&a, "context-menu").await;
+    click(&a, ".context-menu button[data-item='Switch off']").await;
+    eventually(Duration::from_secs(5), "switched off", || async {
+        stored_node(&s, "habits", "first")
+            .await
+            .is_some_and(|n| n["disabled"] == true)
+    })
+    .await;
+    assert_eq!(count(&a, ".context-menu").await, 0, "the menu closes");
+
+    // On the connection: delete it.
+    right_click("path.edge[data-edge='0']").await;
+    click(&a, ".context-menu button[data-item='Delete connection']").await;
+    eventually(Duration::from_secs(5), "the connection deleted", || async {
+        stored_edges(&s, "habits").await.is_empty()
+    })
+    .await;
+
+    // On the canvas: add a node there.
+    right_click("svg.surface rect.grid").await;
+    click(&a, ".context-menu button[data-item='Add a node here']").await;
+    let quick = a
+        .wait()
+        .at_most(Duration::from_secs(5))
+        .for_element(Locator::Css(".quick-add input"))
+        .await
+        .unwrap();
+    quick.send_keys("wait\u{E007}").await.unwrap();
+    eventually(
+        Duration::from_secs(5),
+        "the node added from the menu",
+        || async { nodes_of_kind(&s, "habits", "flow.wait").await.len() == 1 },
+    )
+    .await;
+
+    // The "+" on a port: the node picked follows it.
+    click(&a, "g.node[data-node='start'] .port-add[data-add='out']").await;
+    let quick = a
+        .wait()
+        .at_most(Duration::from_secs(5))
+        .for_element(Locator::Css(".quick-add input"))
+        .await
+        .unwrap();
+    assert!(
+        quick
+            .attr("placeholder")
+            .await
+            .unwrap()
+            .unwrap_or_default()
+            .contains("Add after start"),
+    );
+    quick.send_keys("log\u{E007}").await.unwrap();
+    eventually(
+        Duration::from_secs(5),
+        "added after start, connected",
+        || async {
+            let logs = nodes_of_kind(&s, "habits", "util.log").await;
+            logs.len() == 1 && stored_edges(&s, "habits").await == [format!("start → {}", logs[0])]
+        },
+    )
+    .await;
+    let log = nodes_of_kind(&s, "habits", "util.log").await.remove(0);
+
+    // Keyboard only: `/`, a name, Enter adds a node; its panel connects it.
+    click(&a, "svg.surface rect.grid").await;
+    press(&a, "/").await;
+    a.active_element()
+        .await
+        .unwrap()
+        .send_keys("respond\u{E007}")
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(5), "added by keyboard", || async {
+        nodes_of_kind(&s, "habits", "output.respond").await.len() == 1
+    })
+    .await;
+    let reply = nodes_of_kind(&s, "habits", "output.respond")
+        .await
+        .remove(0);
+    let from = a
+        .wait()
+        .at_most(Duration::from_secs(5))
+        .for_element(Locator::Css(&format!(
+            ".node-panel[data-node='{reply}'] #connect-from"
+        )))
+        .await
+        .unwrap();
+    // Typed into the focused select, as a keyboard user picks an option.
+    from.send_keys(&log).await.unwrap();
+    eventually(Duration::from_secs(3), "the source picked", || async {
+        value_of(&a, "#connect-from").await == format!("{log}:out")
+    })
+    .await;
+    a.execute("document.querySelector('.connect-in').focus();", vec![])
+        .await
+        .unwrap();
+    press(&a, "\u{E007}").await;
+    eventually(Duration::from_secs(5), "connected by keyboard", || async {
+        stored_edges(&s, "habits")
+            .await
+            .contains(&format!("{log} → {reply}"))
+    })
+    .await;
+
+    // A node reached by Tab: Enter selects it; arrows move it.
+    a.execute(
+        "document.querySelector(\"g.node[data-node='first']\").focus();",
+        vec![],
+    )
+    .await
+    .unwrap();
+    press(&a, "\u{E007}").await;
+    a.wait()
+        .at_most(Duration::from_secs(5))
+        .for_element(Locator::Css(".node-panel[data-node='first']"))
+        .await
+        .unwrap();
+    let before = stored_node(&s, "habits", "first").await.unwrap()["position"].clone();
+    a.execute(
+        "document.querySelector(\"g.node[data-node='first']\").focus();",
+        vec![],
+    )
+    .await
+    .unwrap();
+    press(&a, "\u{E014}").await; // ArrowRight
+    eventually(
+        Duration::from_secs(5),
+        "moved right by the arrow key",
+        || async {
+            stored_node(&s, "habits", "first").await.unwrap()["position"][0].as_f64()
+                == before[0].as_f64().map(|x| x + 20.0)
+        },
+    )
+    .await;
+    finish(&a, &[]).await;
+}

@@ -46,7 +46,7 @@ pub struct Gestures {
     space: bool,
     /// A drag is one undo step: one was started.
     grouping: bool,
-    clipboard: Option<String>,
+    pub clipboard: Option<String>,
 }
 
 impl Default for Gestures {
@@ -78,6 +78,11 @@ impl Canvas {
         if self.gestures.space {
             self.gestures.drag = Drag::Pan { last: at };
             return true;
+        }
+        self.menu = None;
+        if let Some((node, port)) = add_hit(&e) {
+            self.gestures.drag = Drag::None;
+            return self.quick_add_after(node, port, at);
         }
         match hit(&e) {
             (Some(node), Some(port)) if port != "in" && !viewing => {
@@ -258,6 +263,40 @@ impl Canvas {
         if typing && !(command && key == "Enter") {
             return false;
         }
+        // A node reached with Tab: Enter selects it (shift: adds it).
+        let focused_node = e
+            .target()
+            .and_then(|t| t.dyn_into::<Element>().ok())
+            .filter(|el| el.tag_name() == "g")
+            .and_then(|el| el.get_attribute("data-node"));
+        if let (Some(id), false, "Enter") = (focused_node, command, key.as_str()) {
+            e.prevent_default();
+            return self.act(Action::Select {
+                id,
+                additive: e.shift_key(),
+            });
+        }
+        if self.menu.is_some() && key == "Escape" {
+            self.menu = None;
+            focus(&self.svg);
+            return true;
+        }
+        let arrow = match key.as_str() {
+            "ArrowLeft" => Some((-20.0, 0.0)),
+            "ArrowRight" => Some((20.0, 0.0)),
+            "ArrowUp" => Some((0.0, -20.0)),
+            "ArrowDown" => Some((0.0, 20.0)),
+            _ => None,
+        };
+        if let Some((dx, dy)) = arrow
+            && !command
+            && !self.viewing()
+            && self.shown().is_some_and(|ed| !ed.selected.is_empty())
+        {
+            e.prevent_default();
+            self.act(Action::MoveSelected { dx, dy });
+            return self.act(Action::SnapSelected);
+        }
         let action = match (command, key.as_str()) {
             (false, "?") => {
                 self.shortcuts = !self.shortcuts;
@@ -340,6 +379,17 @@ impl Canvas {
         }
         false
     }
+}
+
+/// The "+" of an output port under the pointer: its node and port.
+fn add_hit(e: &web_sys::MouseEvent) -> Option<(String, String)> {
+    let target = under(e)?;
+    let add = target.closest("[data-add]").ok().flatten()?;
+    let node = add.closest("[data-node]").ok().flatten()?;
+    Some((
+        node.get_attribute("data-node")?,
+        add.get_attribute("data-add")?,
+    ))
 }
 
 /// What is under the pointer: a port, a node, or the background. By

@@ -24,6 +24,11 @@ pub struct InspectorHost {
     kept: std::collections::HashMap<(String, String), String>,
     /// The node panel shows the node's settings instead of its parameters.
     pub settings_tab: bool,
+    /// The connect controls' choices: a source `node:port`, a target node,
+    /// this node's port.
+    pub connect_from: String,
+    pub connect_to: String,
+    pub connect_port: String,
 }
 
 impl Canvas {
@@ -180,6 +185,7 @@ impl Canvas {
                     <form class="config" onsubmit={Callback::from(|e: SubmitEvent| e.prevent_default())}>
                         { for fields }
                     </form>
+                    { self.connect_view(ctx, n) }
                 </>
             }
         };
@@ -208,6 +214,116 @@ impl Canvas {
                     { body }
                 </fieldset>
             </section>
+        }
+    }
+}
+
+impl Canvas {
+    /// Connecting without a pointer: from another node's output to this
+    /// one, or from this one to another node.
+    fn connect_view(&self, ctx: &Context<Self>, n: &sluice_model::Node) -> Html {
+        let Some(editor) = self.shown() else {
+            return Html::default();
+        };
+        let link = ctx.link();
+        let spec = kinds::spec(&n.kind);
+        let my_ports = spec.map(|k| k.output_ports(&n.config)).unwrap_or_default();
+        let has_input = spec.is_some_and(|k| k.has_input());
+        let sources: Vec<(String, String)> = editor
+            .wf
+            .nodes
+            .iter()
+            .filter(|o| o.id != n.id)
+            .flat_map(|o| {
+                let ports = kinds::spec(&o.kind)
+                    .map(|k| k.output_ports(&o.config))
+                    .unwrap_or_default();
+                ports.into_iter().map(move |p| (o.id.clone(), p))
+            })
+            .collect();
+        let targets: Vec<String> = editor
+            .wf
+            .nodes
+            .iter()
+            .filter(|o| o.id != n.id && kinds::spec(&o.kind).is_some_and(|k| k.has_input()))
+            .map(|o| o.id.clone())
+            .collect();
+        let from_value = Some(self.inspector.connect_from.clone())
+            .filter(|v| sources.iter().any(|(id, p)| format!("{id}:{p}") == *v))
+            .or_else(|| sources.first().map(|(id, p)| format!("{id}:{p}")))
+            .unwrap_or_default();
+        let to_value = Some(self.inspector.connect_to.clone())
+            .filter(|v| targets.contains(v))
+            .or_else(|| targets.first().cloned())
+            .unwrap_or_default();
+        let port_value = Some(self.inspector.connect_port.clone())
+            .filter(|v| my_ports.contains(v))
+            .or_else(|| my_ports.first().cloned())
+            .unwrap_or_default();
+        let me = n.id.clone();
+        let connect_in = {
+            let (me, from) = (me.clone(), from_value.clone());
+            link.callback(move |_| {
+                let (node, port) = from.rsplit_once(':').unwrap_or((&from, "out"));
+                super::Msg::Act(Action::Connect {
+                    from: node.to_string(),
+                    port: port.to_string(),
+                    to: me.clone(),
+                })
+            })
+        };
+        let connect_out = {
+            let (to, port) = (to_value.clone(), port_value.clone());
+            link.callback(move |_| {
+                super::Msg::Act(Action::Connect {
+                    from: me.clone(),
+                    port: port.clone(),
+                    to: to.clone(),
+                })
+            })
+        };
+        let on_from = link.callback(move |e: Event| {
+            let s: web_sys::HtmlSelectElement = e.target_unchecked_into();
+            super::Msg::ConnectChoice(0, s.value())
+        });
+        let on_to = link.callback(move |e: Event| {
+            let s: web_sys::HtmlSelectElement = e.target_unchecked_into();
+            super::Msg::ConnectChoice(1, s.value())
+        });
+        let on_port = link.callback(move |e: Event| {
+            let s: web_sys::HtmlSelectElement = e.target_unchecked_into();
+            super::Msg::ConnectChoice(2, s.value())
+        });
+        html! {
+            <fieldset class="connect">
+                <legend>{ "Connect" }</legend>
+                if has_input && !sources.is_empty() {
+                    <label for="connect-from">{ "From another node" }</label>
+                    <div class="row">
+                        <select id="connect-from" onchange={on_from}>
+                            { for sources.iter().map(|(id, p)| {
+                                let v = format!("{id}:{p}");
+                                html! { <option value={v.clone()} selected={v == from_value}>{ if p == "out" { id.clone() } else { format!("{id} ({p})") } }</option> }
+                            }) }
+                        </select>
+                        <button type="button" class="connect-in" onclick={connect_in}>{ "Connect" }</button>
+                    </div>
+                }
+                if !my_ports.is_empty() && !targets.is_empty() {
+                    <label for="connect-to">{ "To another node" }</label>
+                    <div class="row">
+                        if my_ports.len() > 1 {
+                            <select id="connect-port" aria-label="From this node's port" onchange={on_port}>
+                                { for my_ports.iter().map(|p| html! { <option value={p.clone()} selected={*p == port_value}>{ p }</option> }) }
+                            </select>
+                        }
+                        <select id="connect-to" onchange={on_to}>
+                            { for targets.iter().map(|t| html! { <option value={t.clone()} selected={*t == to_value}>{ t }</option> }) }
+                        </select>
+                        <button type="button" class="connect-out" onclick={connect_out}>{ "Connect" }</button>
+                    </div>
+                }
+            </fieldset>
         }
     }
 }

@@ -47,11 +47,14 @@ pub struct Palette {
     pub swallow_click_until: f64,
 }
 
-/// The quick-add box (double click on the background).
+/// The quick-add box (double click on the background, or the "+" on an
+/// output port: then the node picked follows that port).
 struct QuickAdd {
     screen: (f64, f64),
     world: (f64, f64),
     query: String,
+    /// The node and output port the new node is connected from.
+    after: Option<(String, String)>,
 }
 
 impl Palette {
@@ -69,6 +72,38 @@ impl Palette {
 }
 
 impl Canvas {
+    /// The quick-add box at screen point `screen` (world point `world`).
+    pub(super) fn open_quick_at(&mut self, screen: (f64, f64), world: (f64, f64)) -> bool {
+        self.palette.quick = Some(QuickAdd {
+            screen,
+            world,
+            query: String::new(),
+            after: None,
+        });
+        self.palette.focus_quick = true;
+        true
+    }
+
+    /// The "+" on output `port` of `node`, pressed at screen point `at`:
+    /// the quick-add box, its pick connected from that port.
+    pub(super) fn quick_add_after(&mut self, node: String, port: String, at: (f64, f64)) -> bool {
+        if self.viewing() {
+            return false;
+        }
+        let Some(editor) = &self.editor else {
+            return false;
+        };
+        let world = editor.viewport.to_world(at.0 + 40.0, at.1);
+        self.palette.quick = Some(QuickAdd {
+            screen: at,
+            world,
+            query: String::new(),
+            after: Some((node, port)),
+        });
+        self.palette.focus_quick = true;
+        true
+    }
+
     pub(super) fn on_palette(&mut self, msg: Msg) -> bool {
         match msg {
             Msg::Add(kind) => {
@@ -122,6 +157,7 @@ impl Canvas {
                     screen: at,
                     world: editor.viewport.to_world(at.0, at.1),
                     query: String::new(),
+                    after: None,
                 });
                 self.palette.focus_quick = true;
                 true
@@ -135,12 +171,11 @@ impl Canvas {
             Msg::QuickKey(e) => match e.key().as_str() {
                 "Enter" => {
                     e.prevent_default();
-                    let first = self.palette.quick.as_ref().and_then(|q| {
-                        kinds::search(&q.query)
-                            .matches
-                            .first()
-                            .map(|k| k.kind.to_string())
-                    });
+                    let first = self
+                        .palette
+                        .quick
+                        .as_ref()
+                        .and_then(|q| quick_matches(q).first().map(|k| k.kind.to_string()));
                     match first {
                         Some(kind) => self.on_palette(Msg::QuickPick(kind)),
                         None => false,
@@ -154,7 +189,15 @@ impl Canvas {
                     return false;
                 };
                 let at = (quick.world.0, quick.world.1 - NODE_H / 2.0);
-                self.act(Action::AddNode { kind, at });
+                match quick.after {
+                    Some((from, port)) => self.act(Action::AddAfter {
+                        kind,
+                        at,
+                        from,
+                        port,
+                    }),
+                    None => self.act(Action::AddNode { kind, at }),
+                };
                 focus(&self.svg);
                 true
             }
@@ -244,7 +287,12 @@ impl Canvas {
         let link = ctx.link();
         self.palette.quick.as_ref().map(|q| {
             let found = kinds::search(&q.query);
-            let nothing = found.matches.is_empty().then(|| {
+            let matches = quick_matches(q);
+            let title = match &q.after {
+                Some((node, port)) => format!("Add after {node}{}", if port == "out" { String::new() } else { format!(" ({port})") }),
+                None => "Add a node".to_string(),
+            };
+            let nothing = matches.is_empty().then(|| {
                 let suggestion = found.suggestion.map(|k| {
                     let kind = k.kind.to_string();
                     html! {
@@ -257,13 +305,13 @@ impl Canvas {
             });
             html! {
                 <div class="quick-add" style={format!("left: {}px; top: {}px", q.screen.0, q.screen.1)}>
-                    <input ref={self.palette.quick_box.clone()} class="quick-search" placeholder="Add a node…" value={q.query.clone()}
-                        aria-label="Search nodes by name or what they do"
+                    <input ref={self.palette.quick_box.clone()} class="quick-search" placeholder={format!("{title}…")} value={q.query.clone()}
+                        aria-label={format!("{title}: search nodes by name or what they do")}
                         oninput={link.callback(|e: InputEvent| { let i: web_sys::HtmlInputElement = e.target_unchecked_into(); Msg::QuickSearch(i.value()) })}
                         onkeydown={link.callback(Msg::QuickKey)} />
                     <div class="palette-status">{ for nothing }</div>
                     <ul>
-                        { for found.matches.iter().take(8).map(|k| {
+                        { for matches.iter().take(8).map(|k| {
                             let kind = k.kind.to_string();
                             html! { <li><button class={classes!("kind", k.category)} data-kind={k.kind} title={k.summary_text()}
                                 onclick={link.callback(move |_| Msg::QuickPick(kind.clone()))}>
@@ -274,6 +322,16 @@ impl Canvas {
             }
         })
     }
+}
+
+/// The kinds the quick-add box offers for its query: after a port, no
+/// trigger (a trigger starts runs, it follows nothing).
+fn quick_matches(q: &QuickAdd) -> Vec<&'static kinds::KindSpec> {
+    kinds::search(&q.query)
+        .matches
+        .into_iter()
+        .filter(|k| q.after.is_none() || !k.is_trigger)
+        .collect()
 }
 
 /// A category's heading.
