@@ -103,6 +103,8 @@ pub enum Msg {
     /// A choice in the node panel's connect controls: 0 the source, 1 the
     /// target, 2 this node's port.
     ConnectChoice(u8, String),
+    /// Show (or hide) the node panel's connect controls.
+    ConnectOpen(bool),
     Undo,
     Redo,
     /// Back to editing from a past version or a run opened from the list.
@@ -735,6 +737,10 @@ impl Component for Canvas {
                 self.on_keep_text(node, field, text);
                 false
             }
+            Msg::ConnectOpen(open) => {
+                self.inspector.connect_open = open;
+                true
+            }
             Msg::ConnectChoice(which, value) => {
                 match which {
                     0 => self.inspector.connect_from = value,
@@ -885,6 +891,7 @@ impl Component for Canvas {
                         oncontextmenu={link.callback(menu::Msg::Open)}
                         onwheel={link.callback(Msg::Wheel)}>
                         <defs>
+                            { crate::looks::icon_symbols() }
                             <pattern id="grid" width="20" height="20" patternUnits="userSpaceOnUse"
                                 patternTransform={format!("translate({} {}) scale({})", v.x, v.y, v.zoom)}>
                                 <circle cx="1" cy="1" r="1" class="grid-dot" />

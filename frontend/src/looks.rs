@@ -15,14 +15,26 @@ pub fn icon(kind: &str) -> Html {
     }
 }
 
-/// `kind`'s icon inside an SVG drawing, `size` units square at (`x`, `y`).
+/// Every kind's icon as an SVG `<symbol>` (`#icon-<kind>`), for the
+/// canvas's `<defs>`: each node then draws one `<use>`, not its own copy
+/// of the paths (a thousand nodes stay a small DOM).
+pub fn icon_symbols() -> Html {
+    html! {
+        { for sluice_model::catalog().iter().map(|k| html! {
+            <symbol id={format!("icon-{}", k.kind)} viewBox="0 0 24 24" fill="none" stroke="currentColor"
+                stroke-width="2" stroke-linecap="round" stroke-linejoin="round">
+                { for crate::icons::paths(k.kind).into_iter().map(|d| html! { <path d={d} /> }) }
+            </symbol>
+        }) }
+    }
+}
+
+/// `kind`'s icon inside the canvas (see [`icon_symbols`]), `size` units
+/// square at (`x`, `y`).
 pub fn icon_at(kind: &str, x: f64, y: f64, size: f64) -> Html {
     html! {
-        <svg class="icon" x={x.to_string()} y={y.to_string()} width={size.to_string()} height={size.to_string()}
-            viewBox="0 0 24 24" fill="none" stroke="currentColor" stroke-width="2"
-            stroke-linecap="round" stroke-linejoin="round" aria-hidden="true">
-            { for crate::icons::paths(kind).into_iter().map(|d| html! { <path d={d} /> }) }
-        </svg>
+        <use class="icon" href={format!("#icon-{kind}")} x={x.to_string()} y={y.to_string()}
+            width={size.to_string()} height={size.to_string()} aria-hidden="true" />
     }
 }
 

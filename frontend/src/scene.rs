@@ -220,12 +220,15 @@ pub fn NodeView(props: &NodeProps) -> Html {
                         { " " }<text x={(px - 10.0).to_string()} y={(py + 4.0).to_string()} class="port-label">{ p }</text>
                     }
                 </g>
-                // Add a node after this port (no <title>: its text would
-                // count as the node's visible text).
-                <g class="port-add" data-add={p.clone()}>
-                    <circle cx={(px + 20.0).to_string()} cy={py.to_string()} r="8" />
-                    <path d={format!("M {} {py} h 8 M {} {} v 8", px + 16.0, px + 20.0, py - 4.0)} />
-                </g>
+                // Add a node after this port, on the selected node only
+                // (a thousand nodes' worth would weigh on every frame; no
+                // <title>: its text would count as the node's text).
+                if n.selected {
+                    <g class="port-add" data-add={p.clone()}>
+                        <circle cx={(px + 20.0).to_string()} cy={py.to_string()} r="8" />
+                        <path d={format!("M {} {py} h 8 M {} {} v 8", px + 16.0, px + 20.0, py - 4.0)} />
+                    </g>
+                }
             </>
         }
     });

@@ -2345,7 +2345,13 @@ async fn kinds_have_names_and_icons_are_found_by_synonym_and_description_and_set
         text(&a, "g.node[data-node='call'] text.kind").await,
         "HTTP request"
     );
-    assert!(count(&a, "g.node[data-node='call'] svg.icon path").await >= 1);
+    assert_eq!(
+        attr(&a, "g.node[data-node='call'] use.icon", "href")
+            .await
+            .as_deref(),
+        Some("#icon-http.request")
+    );
+    assert!(count(&a, "symbol#icon-http\\.request path").await >= 1);
     assert_eq!(
         text(&a, ".palette button.kind[data-kind='flow.if'] .kind-title").await,
         "Condition"
@@ -2936,7 +2942,8 @@ async fn right_click_menus_the_plus_on_a_port_and_keyboard_only_adding_and_conne
     )
     .await;
 
-    // The "+" on a port: the node picked follows it.
+    // The "+" on a port (of the selected node): the node picked follows it.
+    select_node(&a, "start").await;
     click(&a, "g.node[data-node='start'] .port-add[data-add='out']").await;
     let quick = a
         .wait()
@@ -2980,6 +2987,10 @@ async fn right_click_menus_the_plus_on_a_port_and_keyboard_only_adding_and_conne
     let reply = nodes_of_kind(&s, "habits", "output.respond")
         .await
         .remove(0);
+    a.execute("document.querySelector('.connect-open').focus();", vec![])
+        .await
+        .unwrap();
+    press(&a, "\u{E007}").await;
     let from = a
         .wait()
         .at_most(Duration::from_secs(5))

@@ -29,6 +29,8 @@ pub struct InspectorHost {
     pub connect_from: String,
     pub connect_to: String,
     pub connect_port: String,
+    /// The connect controls are shown.
+    pub connect_open: bool,
 }
 
 impl Canvas {
@@ -226,6 +228,15 @@ impl Canvas {
             return Html::default();
         };
         let link = ctx.link();
+        // Listed only when asked for: every other node's ports, drawn on
+        // every frame of a drag, would cost a thousand-node workflow.
+        if !self.inspector.connect_open {
+            return html! {
+                <div class="connect closed">
+                    <button type="button" class="connect-open" onclick={link.callback(|_| super::Msg::ConnectOpen(true))}>{ "Connect…" }</button>
+                </div>
+            };
+        }
         let spec = kinds::spec(&n.kind);
         let my_ports = spec.map(|k| k.output_ports(&n.config)).unwrap_or_default();
         let has_input = spec.is_some_and(|k| k.has_input());
@@ -297,6 +308,7 @@ impl Canvas {
         html! {
             <fieldset class="connect">
                 <legend>{ "Connect" }</legend>
+                <button type="button" class="connect-close" onclick={link.callback(|_| super::Msg::ConnectOpen(false))}>{ "Close" }</button>
                 if has_input && !sources.is_empty() {
                     <label for="connect-from">{ "From another node" }</label>
                     <div class="row">
