@@ -166,6 +166,11 @@ pub enum Action {
         kind: String,
         at: (f64, f64),
     },
+    /// Lay every node out again in columns by depth from the triggers,
+    /// each column keeping its nodes' top-to-bottom order.
+    Tidy,
+    /// Line up or space out the selected nodes.
+    Arrange(Arrange),
     /// Add a node of `kind` at `at` and connect `from`'s output `port` to
     /// it (the "+" on a port): one edit.
     AddAfter {
@@ -211,6 +216,19 @@ pub enum Action {
         key: String,
         value: Option<Value>,
     },
+}
+
+/// How [`Action::Arrange`] moves the selected nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arrange {
+    /// Left edges on the leftmost one's.
+    AlignLeft,
+    /// Top edges on the topmost one's.
+    AlignTop,
+    /// Equal gaps from the leftmost to the rightmost (three or more).
+    DistributeHorizontally,
+    /// Equal gaps from the topmost to the bottommost (three or more).
+    DistributeVertically,
 }
 
 /// What a reduction changed.
@@ -390,6 +408,92 @@ impl Editor {
                     }
                 }
                 Ok(Change::Positions)
+            }
+            Action::Tidy => {
+                if self.wf.nodes.is_empty() {
+                    return Ok(Change::None);
+                }
+                let at = self.positions();
+                let origin = self.bounds().map_or((0.0, 0.0), |b| (snap(b.x), snap(b.y)));
+                let depth: HashMap<String, usize> = self
+                    .depths()
+                    .into_iter()
+                    .map(|(id, d)| (id.to_string(), d))
+                    .collect();
+                // Each column in its current top-to-bottom order (ties: file order).
+                let mut columns: BTreeMap<usize, Vec<(f64, usize)>> = BTreeMap::new();
+                for (i, n) in self.wf.nodes.iter().enumerate() {
+                    let d = depth.get(&n.id).copied().unwrap_or(0);
+                    let y = at.get(&n.id).map_or(0.0, |p| p.1);
+                    columns.entry(d).or_default().push((y, i));
+                }
+                let mut changed = false;
+                for (d, mut column) in columns {
+                    column.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+                    for (row, (_, i)) in column.into_iter().enumerate() {
+                        let p = [
+                            origin.0 + d as f64 * (NODE_W + 80.0),
+                            origin.1 + row as f64 * (NODE_H + 60.0),
+                        ];
+                        if self.wf.nodes[i].position != Some(p) {
+                            self.wf.nodes[i].position = Some(p);
+                            changed = true;
+                        }
+                    }
+                }
+                Ok(if changed {
+                    Change::Workflow
+                } else {
+                    Change::None
+                })
+            }
+            Action::Arrange(how) => {
+                let at = self.positions();
+                let mut picked: Vec<(usize, (f64, f64))> = self
+                    .wf
+                    .nodes
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, n)| self.selected.contains(&n.id))
+                    .filter_map(|(i, n)| Some((i, *at.get(&n.id)?)))
+                    .collect();
+                let needs = match how {
+                    Arrange::AlignLeft | Arrange::AlignTop => 2,
+                    _ => 3,
+                };
+                if picked.len() < needs {
+                    return Err(format!(
+                        "select at least {needs} nodes to {}",
+                        match how {
+                            Arrange::AlignLeft | Arrange::AlignTop => "align them",
+                            _ => "space them out",
+                        }
+                    ));
+                }
+                let horizontal =
+                    matches!(how, Arrange::AlignLeft | Arrange::DistributeHorizontally);
+                let key = |p: (f64, f64)| if horizontal { p.0 } else { p.1 };
+                picked.sort_by(|a, b| key(a.1).total_cmp(&key(b.1)).then(a.0.cmp(&b.0)));
+                let first = key(picked[0].1);
+                let last = key(picked[picked.len() - 1].1);
+                let step = (last - first) / (picked.len() - 1) as f64;
+                let mut changed = false;
+                for (k, (i, (x, y))) in picked.into_iter().enumerate() {
+                    let v = match how {
+                        Arrange::AlignLeft | Arrange::AlignTop => first,
+                        _ => first + step * k as f64,
+                    };
+                    let p = if horizontal { [v, y] } else { [x, v] };
+                    if self.wf.nodes[i].position != Some(p) {
+                        self.wf.nodes[i].position = Some(p);
+                        changed = true;
+                    }
+                }
+                Ok(if changed {
+                    Change::Positions
+                } else {
+                    Change::None
+                })
             }
             Action::SnapSelected => {
                 let mut changed = false;
@@ -1121,6 +1225,105 @@ mod tests {
         );
         assert_eq!(e.wf.edges.len(), edges - 1);
         assert_eq!(e.reduce(Action::Disconnect { edge: 99 }), Ok(Change::None));
+    }
+
+    #[test]
+    fn tidy_lays_out_columns_by_depth_keeping_each_columns_order() {
+        let mut e = editor();
+        // Scatter them.
+        for (n, p) in
+            e.wf.nodes
+                .iter_mut()
+                .zip([[37.0, 900.0], [5.0, -300.0], [700.0, 40.0], [-80.0, 0.0]])
+        {
+            n.position = Some(p);
+        }
+        assert_eq!(e.reduce(Action::Tidy), Ok(Change::Workflow));
+        let at = |id: &str| {
+            e.wf.nodes
+                .iter()
+                .find(|n| n.id == id)
+                .unwrap()
+                .position
+                .unwrap()
+        };
+        // t → check → set; `end` has no input: depth 0, under or over `t`
+        // by its earlier y.
+        let (x0, y0) = (at("end")[0], at("end")[1]);
+        assert_eq!(at("t"), [x0, y0 + NODE_H + 60.0], "end was above t");
+        assert_eq!(at("check"), [x0 + NODE_W + 80.0, y0]);
+        assert_eq!(at("set"), [x0 + 2.0 * (NODE_W + 80.0), y0]);
+        assert_eq!(
+            (x0, y0),
+            (-80.0, -300.0),
+            "it starts where the workflow was"
+        );
+        assert_eq!(
+            e.reduce(Action::Tidy),
+            Ok(Change::None),
+            "tidy twice: no change"
+        );
+    }
+
+    #[test]
+    fn align_and_distribute_the_selection() {
+        let mut e = editor();
+        for (n, p) in
+            e.wf.nodes
+                .iter_mut()
+                .zip([[0.0, 10.0], [300.0, 50.0], [420.0, -40.0], [900.0, 0.0]])
+        {
+            n.position = Some(p);
+        }
+        let pos = |e: &Editor, id: &str| {
+            e.wf.nodes
+                .iter()
+                .find(|n| n.id == id)
+                .unwrap()
+                .position
+                .unwrap()
+        };
+        e.selected = ["t", "check"].into_iter().map(String::from).collect();
+        assert_eq!(
+            e.reduce(Action::Arrange(Arrange::AlignTop)),
+            Ok(Change::Positions)
+        );
+        assert_eq!(
+            (pos(&e, "t"), pos(&e, "check")),
+            ([0.0, 10.0], [300.0, 10.0])
+        );
+        assert_eq!(
+            e.reduce(Action::Arrange(Arrange::AlignLeft)),
+            Ok(Change::Positions)
+        );
+        assert_eq!(pos(&e, "check"), [0.0, 10.0]);
+        assert!(
+            e.reduce(Action::Arrange(Arrange::DistributeHorizontally))
+                .unwrap_err()
+                .contains("at least 3")
+        );
+        e.selected = ["set", "end", "t"].into_iter().map(String::from).collect();
+        assert_eq!(
+            e.reduce(Action::Arrange(Arrange::DistributeHorizontally)),
+            Ok(Change::Positions)
+        );
+        // t at 0, set at 420 → 450, end at 900.
+        assert_eq!(
+            (pos(&e, "t"), pos(&e, "set"), pos(&e, "end")),
+            ([0.0, 10.0], [450.0, -40.0], [900.0, 0.0])
+        );
+        assert_eq!(
+            e.reduce(Action::Arrange(Arrange::DistributeHorizontally)),
+            Ok(Change::None)
+        );
+        assert_eq!(
+            e.reduce(Action::Arrange(Arrange::DistributeVertically)),
+            Ok(Change::Positions)
+        );
+        assert_eq!(
+            (pos(&e, "set")[1], pos(&e, "end")[1], pos(&e, "t")[1]),
+            (-40.0, -15.0, 10.0)
+        );
     }
 
     #[test]

@@ -44,49 +44,41 @@ pub(crate) const RESTATE_SERVER: &str = "1.7.12";
 /// package `@restatedev/restate-server` (which ships it), installed under
 /// the target dir on first use. Returns the binary's path.
 pub(crate) fn ensure_restate_server() -> Result<std::path::PathBuf> {
-    let dir = crate::cmd::target_dir()?.join("restate-server");
-    let bin = dir.join("node_modules/@restatedev/restate-server-linux-x64/bin/restate-server");
-    let stamp = dir.join(format!("installed-{RESTATE_SERVER}"));
-    if bin.exists() && stamp.exists() {
-        return Ok(bin);
-    }
-    ensure_apt("npm", "npm")?;
-    step(&format!(
-        "installing restate-server {RESTATE_SERVER} (npm @restatedev/restate-server) into {}",
-        dir.display()
-    ));
-    std::fs::create_dir_all(&dir)?;
-    check(
-        std::process::Command::new("npm")
-            .args(["install", "--no-audit", "--no-fund", "--prefix"])
-            .arg(&dir)
-            .arg(format!("@restatedev/restate-server@{RESTATE_SERVER}")),
-    )?;
-    anyhow::ensure!(
-        bin.exists(),
-        "npm installed @restatedev/restate-server but {} is missing",
-        bin.display()
-    );
-    std::fs::write(&stamp, b"")?;
-    Ok(bin)
+    npm_package(
+        "restate-server",
+        "@restatedev/restate-server",
+        RESTATE_SERVER,
+        "node_modules/@restatedev/restate-server-linux-x64/bin/restate-server",
+    )
 }
 
 /// The axe-core version the editor's accessibility audit runs.
 pub(crate) const AXE_CORE: &str = "4.14.1";
 
 /// axe-core (the accessibility rules engine) for the editor's end-to-end
-/// audit: the npm package, installed under the target dir on first use.
-/// Returns the path of `axe.min.js`, which the test injects into the page.
+/// audit, installed under the target dir on first use. Returns the path of
+/// `axe.min.js`, which the test injects into the page.
 pub(crate) fn ensure_axe() -> Result<std::path::PathBuf> {
-    let dir = crate::cmd::target_dir()?.join("axe-core");
-    let script = dir.join("node_modules/axe-core/axe.min.js");
-    let stamp = dir.join(format!("installed-{AXE_CORE}"));
-    if script.exists() && stamp.exists() {
-        return Ok(script);
+    npm_package(
+        "axe-core",
+        "axe-core",
+        AXE_CORE,
+        "node_modules/axe-core/axe.min.js",
+    )
+}
+
+/// npm `package`@`version`, installed once into `<target>/<dir>` (a stamp
+/// file marks the version done): the path of its file `file` there.
+fn npm_package(dir: &str, package: &str, version: &str, file: &str) -> Result<std::path::PathBuf> {
+    let dir = crate::cmd::target_dir()?.join(dir);
+    let path = dir.join(file);
+    let stamp = dir.join(format!("installed-{version}"));
+    if path.exists() && stamp.exists() {
+        return Ok(path);
     }
     ensure_apt("npm", "npm")?;
     step(&format!(
-        "installing axe-core {AXE_CORE} (npm) into {}",
+        "installing {package} {version} (npm) into {}",
         dir.display()
     ));
     std::fs::create_dir_all(&dir)?;
@@ -94,15 +86,15 @@ pub(crate) fn ensure_axe() -> Result<std::path::PathBuf> {
         std::process::Command::new("npm")
             .args(["install", "--no-audit", "--no-fund", "--prefix"])
             .arg(&dir)
-            .arg(format!("axe-core@{AXE_CORE}")),
+            .arg(format!("{package}@{version}")),
     )?;
     anyhow::ensure!(
-        script.exists(),
-        "npm installed axe-core but {} is missing",
-        script.display()
+        path.exists(),
+        "npm installed {package} but {} is missing",
+        path.display()
     );
     std::fs::write(&stamp, b"")?;
-    Ok(script)
+    Ok(path)
 }
 
 /// The Node-RED version the webhook benchmark compares against.

@@ -3016,6 +3016,63 @@ async fn right_click_menus_the_plus_on_a_port_and_keyboard_only_adding_and_conne
     })
     .await;
 
+    // Tidy up from the canvas menu: columns by depth.
+    right_click("svg.surface rect.grid").await;
+    click(&a, ".context-menu button[data-item='Tidy up']").await;
+    eventually(Duration::from_secs(5), "tidied", || async {
+        let x = |id: String| {
+            let s = &s;
+            async move {
+                stored_node(s, "habits", &id).await.unwrap()["position"][0]
+                    .as_f64()
+                    .unwrap()
+            }
+        };
+        let (start, l, r) = (
+            x("start".into()).await,
+            x(log.clone()).await,
+            x(reply.clone()).await,
+        );
+        l == start + 280.0 && r == start + 560.0
+    })
+    .await;
+    // Two nodes selected: align their tops.
+    select_node(&a, "first").await;
+    let wait_node = nodes_of_kind(&s, "habits", "flow.wait").await.remove(0);
+    // Shift+Enter on a focused node adds it to the selection.
+    a.execute(
+        "document.querySelector(arguments[0]).focus();",
+        vec![json!(format!("g.node[data-node='{wait_node}']"))],
+    )
+    .await
+    .unwrap();
+    {
+        use fantoccini::actions::{KeyAction, KeyActions};
+        a.perform_actions(
+            KeyActions::new("keys".into())
+                .then(KeyAction::Down { value: '\u{E008}' })
+                .then(KeyAction::Down { value: '\u{E007}' })
+                .then(KeyAction::Up { value: '\u{E007}' })
+                .then(KeyAction::Up { value: '\u{E008}' }),
+        )
+        .await
+        .unwrap();
+    }
+    eventually(Duration::from_secs(3), "two selected", || async {
+        count(&a, "g.node.selected").await == 2
+    })
+    .await;
+    right_click("g.node[data-node='first'] rect.box").await;
+    click(&a, ".context-menu button[data-item='Align top']").await;
+    eventually(Duration::from_secs(5), "aligned tops", || async {
+        let y = |id: &str| {
+            let (s, id) = (&s, id.to_string());
+            async move { stored_node(s, "habits", &id).await.unwrap()["position"][1].as_f64() }
+        };
+        y("first").await == y(&wait_node).await
+    })
+    .await;
+
     // A node reached by Tab: Enter selects it; arrows move it.
     a.execute(
         "document.querySelector(\"g.node[data-node='first']\").focus();",

@@ -7,7 +7,7 @@ use web_sys::{Element, MouseEvent};
 use yew::prelude::*;
 
 use super::Canvas;
-use crate::state::Action;
+use crate::state::{Action, Arrange};
 
 pub enum Msg {
     /// A right click (or the context-menu key) on the surface.
@@ -49,6 +49,8 @@ pub enum Item {
     Paste,
     SelectAll,
     Fit,
+    Tidy,
+    Arrange(Arrange),
 }
 
 impl Canvas {
@@ -136,6 +138,8 @@ impl Canvas {
                         None => true,
                     },
                     Item::SelectAll => self.act(Action::SelectAll),
+                    Item::Tidy => self.act(Action::Tidy),
+                    Item::Arrange(how) => self.act(Action::Arrange(how)),
                     Item::Fit => {
                         ctx.link().send_message(super::Msg::Fit);
                         true
@@ -162,11 +166,20 @@ impl Canvas {
                     .as_ref()
                     .and_then(|ed| ed.wf.nodes.iter().find(|n| &n.id == id))
                     .is_some_and(|n| n.disabled);
+                let selected = self.editor.as_ref().map_or(0, |ed| ed.selected.len());
                 html! {
                     <>
                         { item(Item::Settings, "Settings", false) }
                         { item(Item::Duplicate, "Duplicate", false) }
                         if disabled { { item(Item::SwitchOn, "Switch on", false) } } else { { item(Item::SwitchOff, "Switch off", false) } }
+                        if selected >= 2 {
+                            { item(Item::Arrange(Arrange::AlignLeft), "Align left", false) }
+                            { item(Item::Arrange(Arrange::AlignTop), "Align top", false) }
+                        }
+                        if selected >= 3 {
+                            { item(Item::Arrange(Arrange::DistributeHorizontally), "Distribute horizontally", false) }
+                            { item(Item::Arrange(Arrange::DistributeVertically), "Distribute vertically", false) }
+                        }
                         { item(Item::Delete, "Delete", true) }
                     </>
                 }
@@ -177,6 +190,7 @@ impl Canvas {
                     { item(Item::AddHere, "Add a node here", false) }
                     if self.gestures.clipboard.is_some() { { item(Item::Paste, "Paste", false) } }
                     { item(Item::SelectAll, "Select all", false) }
+                    { item(Item::Tidy, "Tidy up", false) }
                     { item(Item::Fit, "Fit to window", false) }
                 </>
             },

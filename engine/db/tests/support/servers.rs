@@ -264,10 +264,16 @@ impl MariaDb {
             .tempdir()
             .unwrap();
         let data = dir.path().join("data");
+        // A temp dir of its own: a server starting cleans `#sql*` files out
+        // of its tmpdir, so servers sharing /tmp (tests run in parallel)
+        // broke one another's bootstrap ("Unknown table 'mysql.tmp_user_sys'").
+        let tmp = dir.path().join("tmp");
+        std::fs::create_dir_all(&tmp).unwrap();
         let mut install = Command::new("mariadb-install-db");
         install
             .arg("--no-defaults")
             .arg(format!("--datadir={}", data.display()))
+            .arg(format!("--tmpdir={}", tmp.display()))
             .args(["--auth-root-authentication-method=normal", "--skip-test-db"]);
         if is_root() {
             install.arg("--user=root");
@@ -318,6 +324,10 @@ impl MariaDb {
                 self.dir.path().join("data").display()
             ))
             .arg(format!("--socket={}", self.socket.display()))
+            .arg(format!(
+                "--tmpdir={}",
+                self.dir.path().join("tmp").display()
+            ))
             .arg(format!(
                 "--pid-file={}",
                 self.dir.path().join("pid").display()
