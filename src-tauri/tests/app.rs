@@ -197,12 +197,16 @@ async fn the_window_edits_and_runs_and_closing_it_keeps_webhooks_answering() {
         .await
         .expect("a WebDriver session on the app");
 
-    // The window opens on the editor, signed in: the workflow list.
-    c.wait()
-        .at_most(Duration::from_secs(30))
-        .for_element(Locator::Css("ul.workflows"))
-        .await
-        .expect("the editor in the window");
+    // The window opens on the editor, signed in: the workflow list. The
+    // window passes through the sign-in page, which navigates on: a look
+    // that lands during that unload fails (WebKit's "NoSuchFrame"), so
+    // every kind of failed look is tried again, not only "not there yet".
+    eventually(
+        Duration::from_secs(30),
+        "the editor in the window",
+        || async { c.find(Locator::Css("ul.workflows")).await.is_ok() },
+    )
+    .await;
     // Its session gone (as when the API token is replaced): the window
     // signs in again by itself, and never stays on the sign-in page.
     c.execute(
