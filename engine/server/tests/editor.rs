@@ -3105,3 +3105,64 @@ async fn right_click_menus_the_plus_on_a_port_and_keyboard_only_adding_and_conne
     .await;
     finish(&a, &[]).await;
 }
+
+/// The box of `css`: (x, y, width, height).
+async fn rect_of(c: &Client, css: &str) -> (f64, f64, f64, f64) {
+    c.find(Locator::Css(css))
+        .await
+        .unwrap()
+        .rectangle()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_layout_keeps_palette_canvas_and_inspector_side_by_side_from_1000_to_2560_wide() {
+    let (s, codes) = editor_server().await;
+    s.put_workflow(
+        json!({"format": "sluice.workflow/v1", "id": "sizes", "nodes": [
+        {"id": "start", "kind": "trigger.manual", "position": [0, 0]}], "edges": []}),
+    )
+    .await;
+    let driver = driver().await;
+    let a = browser(&driver).await;
+    open(&a, &s, &codes, "sizes").await;
+    for (w, h) in [(1000u32, 700u32), (1280, 720), (1920, 1080), (2560, 1440)] {
+        a.set_window_size(w, h).await.unwrap();
+        // The viewport is the window less its frame: read it from the page.
+        let inner = a
+            .execute("return [innerWidth, innerHeight];", vec![])
+            .await
+            .unwrap();
+        let (iw, ih) = (inner[0].as_f64().unwrap(), inner[1].as_f64().unwrap());
+        eventually(
+            Duration::from_secs(3),
+            &format!("the layout at {w}×{h}"),
+            || async {
+                let palette = rect_of(&a, "aside.palette").await;
+                let canvas = rect_of(&a, ".canvas").await;
+                let inspector = rect_of(&a, "aside.inspector").await;
+                // Side by side, in order, nothing over another, all inside the
+                // window, and the canvas keeps most of the room.
+                palette.0 >= 0.0
+                    && palette.0 + palette.2 <= canvas.0 + 0.5
+                    && canvas.0 + canvas.2 <= inspector.0 + 0.5
+                    && inspector.0 + inspector.2 <= iw + 0.5
+                    && canvas.2 >= 0.45 * iw
+                    && canvas.3 >= ih - 120.0
+                    && palette.2 >= 120.0
+                    && inspector.2 >= 220.0
+            },
+        )
+        .await;
+        // No banner covers a side panel: the status sits inside the canvas.
+        let status = rect_of(&a, ".status").await;
+        let canvas = rect_of(&a, ".canvas").await;
+        assert!(
+            status.0 >= canvas.0 && status.0 + status.2 <= canvas.0 + canvas.2 + 0.5,
+            "the status bar leaves the canvas at {w}×{h}"
+        );
+    }
+    a.set_window_size(1400, 900).await.unwrap();
+    finish(&a, &[]).await;
+}
