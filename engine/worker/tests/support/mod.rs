@@ -38,12 +38,31 @@ fn free_port() -> u16 {
 
 impl Restate {
     /// Starts a restate-server in `base` on fresh ports and waits until it serves.
+    ///
+    /// A free port can be taken by another test between being picked and
+    /// bound: a server that fails for "Address in use" is started again on
+    /// other ports, in a fresh base dir.
     pub fn start(base: &Path) -> Restate {
-        Restate::start_on(base, [free_port(), free_port(), free_port()])
+        for attempt in 1.. {
+            match Restate::try_start_on(base, [free_port(), free_port(), free_port()]) {
+                Ok(r) => return r,
+                Err(log) if log.contains("Address in use") && attempt < 5 => {
+                    std::fs::remove_dir_all(base).ok();
+                }
+                Err(log) => panic!("restate-server did not come up; its log:\n{log}"),
+            }
+        }
+        unreachable!("the loop returns or panics")
     }
 
     /// Starts one on these ports (a restart keeps its ports and base dir).
     pub fn start_on(base: &Path, ports: [u16; 3]) -> Restate {
+        Restate::try_start_on(base, ports)
+            .unwrap_or_else(|log| panic!("restate-server did not come up; its log:\n{log}"))
+    }
+
+    /// Starts one on these ports; its log when it does not come up.
+    fn try_start_on(base: &Path, ports: [u16; 3]) -> Result<Restate, String> {
         std::fs::create_dir_all(base).expect("restate base dir");
         let [ingress, admin, node] = ports;
         let script = r#"R="$1"; shift; "$R" "$@" >>"$RESTATE_TEST_LOG" 2>&1 & c=$!; echo $c; while kill -0 "$RESTATE_TEST_PARENT" 2>/dev/null && kill -0 $c 2>/dev/null; do sleep 0.3; done; kill -9 $c 2>/dev/null"#;
@@ -87,11 +106,14 @@ impl Restate {
             watchdog,
             pid,
         };
-        r.wait_ready();
-        r
+        match r.wait_ready() {
+            Ok(()) => Ok(r),
+            Err(log) => Err(log),
+        }
     }
 
-    fn wait_ready(&self) {
+    /// Waits until it serves; its log when it exits or stays silent 90 s.
+    fn wait_ready(&self) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(90);
         let up = |url: &str| {
             std::net::TcpStream::connect_timeout(
@@ -100,16 +122,23 @@ impl Restate {
             )
             .is_ok()
         };
+        let log = || std::fs::read_to_string(self.base.join("restate.log")).unwrap_or_default();
         while Instant::now() < deadline {
             if up(&self.ingress) && up(&self.admin) {
                 // Listening is not yet serving: the partitions come up just after.
                 std::thread::sleep(Duration::from_millis(500));
-                return;
+                return Ok(());
+            }
+            let alive = Command::new("kill")
+                .args(["-0", &self.pid.to_string()])
+                .status()
+                .is_ok_and(|s| s.success());
+            if !alive || log().contains("Address in use") {
+                return Err(log());
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        let log = std::fs::read_to_string(self.base.join("restate.log")).unwrap_or_default();
-        panic!("restate-server did not come up in 90 s; its log:\n{log}");
+        Err(format!("(silent for 90 s)\n{}", log()))
     }
 
     /// SIGKILLs restate-server.
