@@ -298,6 +298,13 @@ impl Editor {
             .collect()
     }
 
+    /// Puts node `i` at `p`; whether that moved it.
+    fn place(&mut self, i: usize, p: [f64; 2]) -> bool {
+        let moved = self.wf.nodes[i].position != Some(p);
+        self.wf.nodes[i].position = Some(p);
+        moved
+    }
+
     /// Each node's depth: the longest path to it from a node without
     /// inputs, in one topological pass (O(nodes + edges)). Nodes on a cycle
     /// (which validation reports) keep the depth reached before it.
@@ -435,10 +442,7 @@ impl Editor {
                             origin.0 + d as f64 * (NODE_W + 80.0),
                             origin.1 + row as f64 * (NODE_H + 60.0),
                         ];
-                        if self.wf.nodes[i].position != Some(p) {
-                            self.wf.nodes[i].position = Some(p);
-                            changed = true;
-                        }
+                        changed |= self.place(i, p);
                     }
                 }
                 Ok(if changed {
@@ -484,10 +488,7 @@ impl Editor {
                         _ => first + step * k as f64,
                     };
                     let p = if horizontal { [v, y] } else { [x, v] };
-                    if self.wf.nodes[i].position != Some(p) {
-                        self.wf.nodes[i].position = Some(p);
-                        changed = true;
-                    }
+                    changed |= self.place(i, p);
                 }
                 Ok(if changed {
                     Change::Positions
