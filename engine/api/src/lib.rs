@@ -32,9 +32,10 @@ pub use worker::{
     WorkerProgress, WorkerRun, deployed_run,
 };
 pub use workflows::{
-    Changes, CredentialEntry, CredentialStored, FromPeer, Health, LastRun, Me, ModuleAdded,
-    NewSignInLink, Problem, Publish, PublishMode, PublishState, Restored, SetCredential,
-    SignInLink, Stored, Validation, VersionEntry, WorkflowEntry,
+    Changes, CredentialEntry, CredentialStored, CredentialTested, CredentialUse, FromPeer, Health,
+    LastRun, Me, ModuleAdded, NewSignInLink, PatchCredential, Problem, Publish, PublishMode,
+    PublishState, Restored, SetCredential, SignInLink, Stored, TestCredential, Validation,
+    VersionEntry, WorkflowEntry,
 };
 
 /// For `Option<Value>` fields where `null` and absent differ: a field that

@@ -47,9 +47,73 @@ pub struct LastRun {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CredentialEntry {
     pub name: String,
-    /// `bearer`, `basic`, `header`, `query` or `smtp`.
+    /// `bearer`, `basic`, `header`, `query`, `smtp`, `openai`, `postgres`
+    /// or `mysql`.
     pub kind: String,
     pub updated_at_us: i64,
+    /// The nodes that name it, in the workflows' drafts and published
+    /// versions.
+    #[serde(default)]
+    pub used_by: Vec<CredentialUse>,
+}
+
+/// A node that names a credential.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct CredentialUse {
+    pub workflow: String,
+    pub node: String,
+    /// The node's kind (`http.request`, `email.send`…).
+    pub kind: String,
+    /// The draft names it.
+    pub draft: bool,
+    /// The published version names it (deleting the credential would
+    /// fail its runs).
+    pub published: bool,
+}
+
+/// The body of `POST /api/v1/credentials/{name}/test` (all optional).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct TestCredential {
+    /// For `bearer`, `basic`, `header` and `query` credentials: the address
+    /// to call with it (`GET`). Default: the URL of an `http.request` node
+    /// that uses it, when one is written out (not a template).
+    #[serde(default)]
+    pub url: Option<String>,
+}
+
+/// The answer to `POST /api/v1/credentials/{name}/test`: whether the
+/// server it is for took it. Never the value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct CredentialTested {
+    pub name: String,
+    pub kind: String,
+    pub ok: bool,
+    /// What was tried and what the server said (secrets masked).
+    pub message: String,
+    pub duration_us: i64,
+}
+
+/// The body of `PATCH /api/v1/credentials/{name}`: fields to change, the
+/// others kept (an editor need not know the secrets to change the host).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct PatchCredential {
+    /// Fields of the value to set; `null` removes an optional one.
+    pub value: serde_json::Map<String, serde_json::Value>,
+}
+
+impl std::fmt::Debug for PatchCredential {
+    // Never the values: they are secrets.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PatchCredential")
+            .field("fields", &self.value.keys().collect::<Vec<_>>())
+            .finish()
+    }
 }
 
 /// An entry of `GET /api/v1/workflows/{id}/versions`: one author's burst of

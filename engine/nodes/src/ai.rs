@@ -34,6 +34,8 @@ const TIMEOUT_MS: u64 = 300_000;
 const MAX_REPLY_BYTES: usize = 8 << 20;
 /// The longest line of the event stream.
 const MAX_LINE_BYTES: usize = 1 << 20;
+/// How long a credential check may take.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(20);
 /// Tool calls one reply may ask for.
 const MAX_TOOL_CALLS: usize = 16;
 /// Default and most rounds of tool calls.
@@ -41,9 +43,9 @@ const TOOL_ROUNDS: u32 = 8;
 /// The most of a tool's output sent back to the model.
 const MAX_TOOL_RESULT_BYTES: usize = 256 << 10;
 
-pub async fn chat(call: &Call<'_>) -> Result<Outputs> {
-    let cfg = config::<AiChatConfig>(call)?;
-    let name = cfg.credential.as_str();
+/// The address `path` under the server credential `name` names, checked
+/// against the network policy, and the headers that carry its key.
+async fn endpoint(call: &Call<'_>, name: &str, path: &str) -> Result<(Url, HeaderMap)> {
     let cred = call.host.credential(name).await?;
     if cred.kind != "openai" {
         return Err(Error::terminal(format!(
@@ -52,7 +54,7 @@ pub async fn chat(call: &Call<'_>) -> Result<Outputs> {
         )));
     }
     let base = cred.value["base_url"].as_str().unwrap_or_default().trim();
-    let url_text = format!("{}/chat/completions", base.trim_end_matches('/'));
+    let url_text = format!("{}/{path}", base.trim_end_matches('/'));
     let url = Url::parse(&url_text).map_err(|e| {
         Error::terminal(format!(
             "{KIND}: credential `{name}`: base_url `{base}` is not a URL: {e}"
@@ -63,7 +65,7 @@ pub async fn chat(call: &Call<'_>) -> Result<Outputs> {
             "{KIND}: credential `{name}`: base_url must be http or https"
         )));
     }
-    let (client, policy) = call.io.http_client_and_policy()?;
+    let (_, policy) = call.io.http_client_and_policy()?;
     policy
         .check_url(&url)
         .map_err(|r| Error::terminal(format!("{KIND}: {r}")))?;
@@ -77,6 +79,60 @@ pub async fn chat(call: &Call<'_>) -> Result<Outputs> {
         v.set_sensitive(true);
         headers.insert(header::AUTHORIZATION, v);
     }
+    Ok((url, headers))
+}
+
+/// Checks an `openai` credential: `GET {base_url}/models` with its key,
+/// which costs nothing and fails on a wrong key or address. The config is
+/// an `ai.chat` one; only its `credential` is read.
+pub async fn check(call: &Call<'_>) -> Result<String> {
+    let cfg = config::<AiChatConfig>(call)?;
+    let (url, headers) = endpoint(call, &cfg.credential, "models").await?;
+    let (client, _) = call.io.http_client_and_policy()?;
+    let exchange = async {
+        let mut resp = client
+            .get(url.clone())
+            .headers(headers)
+            .send()
+            .await
+            .map_err(|e| send_error(&e))?;
+        let status = resp.status();
+        let body = read_capped(&mut resp, MAX_REPLY_BYTES)
+            .await
+            .map_err(Error::retryable)?;
+        if !status.is_success() {
+            let (message, code) = server_error(&body);
+            let mut text = format!("{KIND}: {url} answered {status}");
+            for part in [code, message].into_iter().flatten() {
+                text.push_str(": ");
+                text.push_str(&part);
+            }
+            return Err(Error {
+                message: text,
+                retryable: status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS,
+            });
+        }
+        let models = serde_json::from_slice::<Value>(&body)
+            .ok()
+            .and_then(|v| v["data"].as_array().map(Vec::len));
+        Ok(match models {
+            Some(n) => format!("{url} answered {status}: {n} models available"),
+            None => format!("{url} answered {status}"),
+        })
+    };
+    match tokio::time::timeout(CHECK_TIMEOUT, exchange).await {
+        Ok(r) => r,
+        Err(_) => Err(Error::retryable(format!(
+            "{KIND}: {url} did not answer within {} s",
+            CHECK_TIMEOUT.as_secs()
+        ))),
+    }
+}
+
+pub async fn chat(call: &Call<'_>) -> Result<Outputs> {
+    let cfg = config::<AiChatConfig>(call)?;
+    let (url, headers) = endpoint(call, &cfg.credential, "chat/completions").await?;
+    let (client, _) = call.io.http_client_and_policy()?;
     let mut request = request_body(&cfg)?;
     let tools = offered_tools(call, &cfg).await?;
     if !tools.is_empty() {

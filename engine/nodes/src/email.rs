@@ -56,9 +56,18 @@ fn addresses(value: Option<&Value>, field: &str) -> Result<Vec<Mailbox>> {
     }
 }
 
-pub async fn send(call: &Call<'_>) -> Result<Outputs> {
-    let cfg = config::<EmailConfig>(call)?;
-    let name = cfg.credential.as_str();
+/// An SMTP server as a credential names it, with a transport to it.
+struct Server {
+    host: String,
+    port: u16,
+    username: Option<String>,
+    timeout: Duration,
+    transport: AsyncSmtpTransport<Tokio1Executor>,
+}
+
+/// The server credential `name` names, and a transport to it with the
+/// credential's security and login.
+async fn server(call: &Call<'_>, name: &str) -> Result<Server> {
     let cred = call.host.credential(name).await?;
     if cred.kind != "smtp" {
         return Err(Error::terminal(format!(
@@ -81,6 +90,87 @@ pub async fn send(call: &Call<'_>) -> Result<Outputs> {
         .ok_or_else(|| Error::terminal(format!("{KIND}: credential `{name}` has no valid port")))?;
     let security = field("security").unwrap_or_else(|| "starttls".into());
     let username = field("username");
+    let tls_params = || -> Result<TlsParameters> {
+        let mut b = TlsParameters::builder(host.clone());
+        for path in &call.io.settings.tls.extra_roots {
+            let pem = std::fs::read(path).map_err(|e| {
+                Error::terminal(format!("tls.extra_roots: {}: {e}", path.display()))
+            })?;
+            let cert = Certificate::from_pem(&pem).map_err(|e| {
+                Error::terminal(format!("tls.extra_roots: {}: {e}", path.display()))
+            })?;
+            b = b.add_root_certificate(cert);
+        }
+        b.build_rustls()
+            .map_err(|e| Error::terminal(format!("{KIND}: TLS setup: {e}")))
+    };
+    let tls = match security.as_str() {
+        "none" => Tls::None,
+        "starttls" => Tls::Required(tls_params()?),
+        "tls" => Tls::Wrapper(tls_params()?),
+        other => {
+            return Err(Error::terminal(format!(
+                "{KIND}: credential `{name}`: security `{other}` is not one of none, starttls, tls"
+            )));
+        }
+    };
+    let timeout = Duration::from_millis(call.io.settings.smtp.timeout_ms);
+    let mut transport = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(host.clone())
+        .port(port)
+        .tls(tls)
+        .timeout(Some(timeout));
+    if let Some(u) = &username {
+        transport = transport.credentials(Credentials::new(
+            u.clone(),
+            field("password").unwrap_or_default(),
+        ));
+    }
+    Ok(Server {
+        host,
+        port,
+        username,
+        timeout,
+        transport: transport.build(),
+    })
+}
+
+/// Checks an `smtp` credential without sending anything: connects, greets,
+/// upgrades to TLS and logs in as the credential says, then quits. The
+/// config is an `email.send` one; only its `credential` is read.
+pub async fn check(call: &Call<'_>) -> Result<String> {
+    let cfg = config::<EmailConfig>(call)?;
+    let Server {
+        host,
+        port,
+        username,
+        timeout,
+        transport,
+    } = server(call, &cfg.credential).await?;
+    match tokio::time::timeout(timeout * 4, transport.test_connection()).await {
+        Err(_) => Err(Error::retryable(format!(
+            "{KIND}: {host}:{port} did not finish the handshake within {} ms",
+            (timeout * 4).as_millis()
+        ))),
+        Ok(Err(e)) => Err(smtp_error(&e, &host, port)),
+        Ok(Ok(false)) => Err(Error::retryable(format!(
+            "{KIND}: {host}:{port} closed the connection after the handshake"
+        ))),
+        Ok(Ok(true)) => Ok(match username {
+            Some(u) => format!("{host}:{port} accepted the connection and the login of {u}"),
+            None => format!("{host}:{port} accepted the connection (no login set)"),
+        }),
+    }
+}
+
+pub async fn send(call: &Call<'_>) -> Result<Outputs> {
+    let cfg = config::<EmailConfig>(call)?;
+    let Server {
+        host,
+        port,
+        username,
+        timeout,
+        transport,
+    } = server(call, &cfg.credential).await?;
 
     let from = match cfg.from {
         Some(f) => f,
@@ -170,40 +260,6 @@ pub async fn send(call: &Call<'_>) -> Result<Outputs> {
         .map(ToString::to_string)
         .collect();
 
-    let tls_params = || -> Result<TlsParameters> {
-        let mut b = TlsParameters::builder(host.clone());
-        for path in &call.io.settings.tls.extra_roots {
-            let pem = std::fs::read(path).map_err(|e| {
-                Error::terminal(format!("tls.extra_roots: {}: {e}", path.display()))
-            })?;
-            let cert = Certificate::from_pem(&pem).map_err(|e| {
-                Error::terminal(format!("tls.extra_roots: {}: {e}", path.display()))
-            })?;
-            b = b.add_root_certificate(cert);
-        }
-        b.build_rustls()
-            .map_err(|e| Error::terminal(format!("{KIND}: TLS setup: {e}")))
-    };
-    let tls = match security.as_str() {
-        "none" => Tls::None,
-        "starttls" => Tls::Required(tls_params()?),
-        "tls" => Tls::Wrapper(tls_params()?),
-        other => {
-            return Err(Error::terminal(format!(
-                "{KIND}: credential `{name}`: security `{other}` is not one of none, starttls, tls"
-            )));
-        }
-    };
-    let timeout = Duration::from_millis(call.io.settings.smtp.timeout_ms);
-    let mut transport = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(host.clone())
-        .port(port)
-        .tls(tls)
-        .timeout(Some(timeout));
-    if let Some(u) = username {
-        transport =
-            transport.credentials(Credentials::new(u, field("password").unwrap_or_default()));
-    }
-    let transport = transport.build();
     let send = transport.send(message);
     // lettre's timeout covers each command; this bounds the whole exchange.
     let response = match tokio::time::timeout(timeout * 4, send).await {

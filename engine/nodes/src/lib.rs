@@ -216,6 +216,34 @@ pub async fn execute(call: Call<'_>) -> Result<Outputs> {
     }
 }
 
+/// Checks that a credential works with one kind-specific exchange, made by
+/// the node kind that uses it, through the same clients, network policy and
+/// masking as a run: `http.request` calls its URL with the credential (an
+/// answer outside 2xx fails), `db.query` runs `SELECT 1`, `email.send`
+/// connects and logs in without sending, `ai.chat` lists the models. What
+/// the server said, on success.
+pub async fn check_credential(call: Call<'_>) -> Result<String> {
+    match call.kind {
+        Kind::HttpRequest => {
+            let outputs = http::request(&call).await?;
+            let msg = outputs.first().map(|(_, m)| m.clone()).unwrap_or_default();
+            let status = msg["status"].as_u64().unwrap_or_default();
+            let url = msg["url"].as_str().unwrap_or_default();
+            Ok(format!("{url} answered {status}"))
+        }
+        Kind::DbQuery => {
+            db::query(&call).await?;
+            Ok("the server took the login and answered `SELECT 1`".to_string())
+        }
+        Kind::EmailSend => email::check(&call).await,
+        Kind::AiChat => ai::check(&call).await,
+        other => Err(Error::terminal(format!(
+            "node kind `{}` uses no credentials",
+            other.name()
+        ))),
+    }
+}
+
 pub(crate) fn out(msg: Msg) -> Result<Outputs> {
     Ok(vec![("out".to_string(), msg)])
 }

@@ -26,6 +26,7 @@ use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 
 mod admission;
 mod code;
+mod credentials;
 mod deploy;
 mod documents;
 mod driver;
@@ -91,6 +92,11 @@ pub enum Error {
     Worker(String),
     #[error("workflow `{0}` not found")]
     WorkflowNotFound(String),
+    #[error("credential `{0}` not found")]
+    CredentialNotFound(String),
+    /// A credential test that cannot be made as asked (no URL to call...).
+    #[error("{0}")]
+    CredentialTest(String),
     #[error("workflow `{workflow}` has no node `{node}`")]
     NodeNotFound { workflow: String, node: String },
     /// The workflow exists, but no version of it is published: its

@@ -201,6 +201,35 @@ async fn workflows_write_and_read_postgres_and_mariadb_and_the_password_stays_ou
         err.message
     );
 
+    // Testing the credentials (the editor's Credentials page): a login and
+    // `SELECT 1` on each server; a wrong password is an answer, not an
+    // error, and the answer never carries the password.
+    for cred in ["pg", "maria"] {
+        let t = engine.test_credential(cred, None).await.unwrap();
+        assert!(t.ok, "{cred}: {}", t.message);
+        assert!(t.message.contains("SELECT 1"), "{}", t.message);
+    }
+    for (name, kind, port) in [
+        ("pg-wrong", "postgres", pg.port),
+        ("maria-wrong", "mysql", maria.port),
+    ] {
+        let mut value = server(port);
+        value["password"] = json!("wrong-Pa55word-77");
+        engine
+            .store()
+            .put_credential(name, kind, &value)
+            .await
+            .unwrap();
+        let t = engine.test_credential(name, None).await.unwrap();
+        assert!(!t.ok, "{name}: {}", t.message);
+        assert!(
+            t.message.to_lowercase().contains("password") || t.message.contains("denied"),
+            "{name}: {}",
+            t.message
+        );
+        assert!(!t.message.contains("wrong-Pa55word-77"), "{}", t.message);
+    }
+
     drop(engine);
     let disk = disk_bytes(dir.path());
     assert!(!disk.is_empty());

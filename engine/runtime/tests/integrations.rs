@@ -1289,7 +1289,9 @@ class Handler:
 
 def authenticator(server, session, envelope, mechanism, auth_data):
     ok = auth_data.login == b"mailer" and auth_data.password == b"smtp-pw-31337"
-    return AuthResult(success=ok)
+    # handled=False: a refusal is answered 535 (aiosmtpd's default, True,
+    # leaves it unanswered and the client waits).
+    return AuthResult(success=ok, handled=False)
 
 async def main():
     ctx = None
@@ -1644,4 +1646,208 @@ async fn an_email_sent_before_an_approval_carries_its_resume_link() {
     assert_eq!(r.output, json!({"ship": {"by": "boss"}}));
     // The email was sent once, before the run parked.
     assert_eq!(smtp.messages().len(), 1);
+}
+
+// ---- testing credentials (the editor's Credentials page) -------------------
+
+/// A server that takes `Bearer good-token-1` on `/private` and, as an
+/// OpenAI-compatible one, lists two models on `/v1/models` for `sk-good`.
+async fn guarded_server() -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = Router::new()
+        .route(
+            "/private",
+            axum::routing::get(|headers: HeaderMap| async move {
+                match headers.get("authorization").and_then(|v| v.to_str().ok()) {
+                    Some("Bearer good-token-1") => (StatusCode::OK, "welcome".to_string()),
+                    // A server that echoes what it got, as some do.
+                    other => (
+                        StatusCode::UNAUTHORIZED,
+                        format!("bad credentials: {other:?}"),
+                    ),
+                }
+            }),
+        )
+        .route(
+            "/v1/models",
+            axum::routing::get(|headers: HeaderMap| async move {
+                if headers.get("authorization").and_then(|v| v.to_str().ok())
+                    == Some("Bearer sk-good")
+                {
+                    axum::Json(json!({"object": "list", "data": [
+                        {"id": "small", "object": "model"}, {"id": "large", "object": "model"}]}))
+                    .into_response()
+                } else {
+                    (
+                        StatusCode::UNAUTHORIZED,
+                        axum::Json(json!({"error": {"message": "Incorrect API key provided",
+                                                    "code": "invalid_api_key"}})),
+                    )
+                        .into_response()
+                }
+            }),
+        );
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    addr
+}
+
+#[tokio::test]
+async fn credentials_are_tested_against_their_servers_and_their_uses_are_found() {
+    let pki = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = test_pki(pki.path());
+    let mut settings = Settings::default();
+    settings.tls.extra_roots = vec![ca];
+    let h = harness_with(settings).await;
+    let store = h.engine.store();
+    let addr = guarded_server().await;
+
+    // HTTP: a GET of the URL given, with the credential; 2xx is ok.
+    store
+        .put_credential("good", "bearer", &json!({"token": "good-token-1"}))
+        .await
+        .unwrap();
+    store
+        .put_credential("bad", "bearer", &json!({"token": "wrong-token-2"}))
+        .await
+        .unwrap();
+    let url = format!("http://{addr}/private");
+    let t = h
+        .engine
+        .test_credential("good", Some(url.clone()))
+        .await
+        .unwrap();
+    assert!(t.ok, "{}", t.message);
+    assert_eq!(t.message, format!("{url} answered 200"));
+    let t = h
+        .engine
+        .test_credential("bad", Some(url.clone()))
+        .await
+        .unwrap();
+    assert!(!t.ok);
+    assert!(t.message.contains("401"), "{}", t.message);
+    assert!(
+        !t.message.contains("wrong-token-2"),
+        "masked: {}",
+        t.message
+    );
+    // No URL given and none to borrow: the caller is told what to give.
+    let err = h.engine.test_credential("good", None).await.unwrap_err();
+    assert!(err.to_string().contains("give a URL"), "{err}");
+    // The URL of an http.request node that uses it, written out.
+    let wf = Workflow::from_value(json!({"format": "sluice.workflow/v1", "id": "fetch",
+        "nodes": [{"id": "t", "kind": "trigger.manual"},
+                  {"id": "get", "kind": "http.request", "config": {"url": url, "credential": "good"}},
+                  {"id": "templated", "kind": "http.request",
+                   "config": {"url": "{{ input.url }}", "credential": "bad"}}],
+        "edges": [{"from": "t", "to": "get"}, {"from": "t", "to": "templated"}]}))
+    .unwrap();
+    h.engine
+        .save_workflow(&Plan::new(wf).unwrap())
+        .await
+        .unwrap();
+    let t = h.engine.test_credential("good", None).await.unwrap();
+    assert!(t.ok, "{}", t.message);
+    let err = h.engine.test_credential("bad", None).await.unwrap_err();
+    assert!(err.to_string().contains("give a URL"), "{err}");
+    let uses = h.engine.credential_uses().await.unwrap();
+    let of = |name: &str| {
+        uses.get(name)
+            .map(|u| {
+                u.iter()
+                    .map(|u| format!("{}/{} {} draft={}", u.workflow, u.node, u.kind, u.draft))
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(of("good"), ["fetch/get http.request draft=true"]);
+    assert_eq!(of("bad"), ["fetch/templated http.request draft=true"]);
+    assert!(of("mail").is_empty());
+
+    // OpenAI-compatible: the model list, which costs nothing.
+    store
+        .put_credential(
+            "ai",
+            "openai",
+            &json!({"base_url": format!("http://{addr}/v1"), "api_key": "sk-good"}),
+        )
+        .await
+        .unwrap();
+    store
+        .put_credential(
+            "ai-bad",
+            "openai",
+            &json!({"base_url": format!("http://{addr}/v1"), "api_key": "sk-nope-nope"}),
+        )
+        .await
+        .unwrap();
+    let t = h.engine.test_credential("ai", None).await.unwrap();
+    assert!(t.ok, "{}", t.message);
+    assert!(t.message.ends_with("2 models available"), "{}", t.message);
+    let t = h.engine.test_credential("ai-bad", None).await.unwrap();
+    assert!(!t.ok);
+    assert!(
+        t.message.contains("401") && t.message.contains("Incorrect API key"),
+        "{}",
+        t.message
+    );
+
+    // SMTP: a handshake, STARTTLS and the login; nothing is sent.
+    let smtp = smtp_server(h.dir.path(), "starttls", &cert, &key).await;
+    for (name, password, ok) in [
+        ("mail", "smtp-pw-31337", true),
+        ("mail-bad", "not-the-pw-9", false),
+    ] {
+        store
+            .put_credential(
+                name,
+                "smtp",
+                &json!({"host": "127.0.0.1", "port": smtp.port, "security": "starttls",
+                        "username": "mailer", "password": password}),
+            )
+            .await
+            .unwrap();
+        let t = h.engine.test_credential(name, None).await.unwrap();
+        assert_eq!(t.ok, ok, "{name}: {}", t.message);
+        assert!(!t.message.contains(password), "{}", t.message);
+        if ok {
+            assert!(t.message.contains("login of mailer"), "{}", t.message);
+        } else {
+            assert!(t.message.contains("535"), "{}", t.message);
+        }
+    }
+    assert!(smtp.messages().is_empty(), "a test sends nothing");
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    store
+        .put_credential(
+            "nowhere",
+            "smtp",
+            &json!({"host": "127.0.0.1", "port": port, "security": "none"}),
+        )
+        .await
+        .unwrap();
+    let t = h.engine.test_credential("nowhere", None).await.unwrap();
+    assert!(!t.ok);
+    assert!(
+        t.message.contains(&format!("127.0.0.1:{port}")),
+        "{}",
+        t.message
+    );
+
+    let err = h.engine.test_credential("missing", None).await.unwrap_err();
+    assert_eq!(err.to_string(), "credential `missing` not found");
+    // Tests leave nothing of the secrets behind.
+    let hits = grep_dir(
+        &h.dir.path().join("data"),
+        &[
+            "good-token-1",
+            "wrong-token-2",
+            "sk-good",
+            "smtp-pw-31337",
+            "not-the-pw-9",
+        ],
+    );
+    assert!(hits.is_empty(), "{hits:?}");
 }

@@ -64,8 +64,11 @@ pub(crate) fn routes() -> axum::Router<AppState> {
         .route("/credentials", get(list_credentials))
         .route(
             "/credentials/{name}",
-            axum::routing::put(put_credential).delete(delete_credential),
+            axum::routing::put(put_credential)
+                .patch(patch_credential)
+                .delete(delete_credential),
         )
+        .route("/credentials/{name}/test", post(test_credential))
         .route("/sign-in-links", post(crate::ui::new_sign_in_link))
         .route("/workflows/{id}/nodes/{node}/test", post(test_node))
         .route(
@@ -811,15 +814,84 @@ pub(crate) async fn list_credentials(
     State(s): State<AppState>,
 ) -> Result<Json<Vec<CredentialEntry>>, ApiError> {
     let rows = s.engine.store().list_credentials().await?;
+    let mut uses = s.engine.credential_uses().await?;
     Ok(Json(
         rows.into_iter()
             .map(|c| CredentialEntry {
+                used_by: uses.remove(&c.name).unwrap_or_default(),
                 name: c.name,
                 kind: c.kind,
                 updated_at_us: c.updated_at_us,
             })
             .collect(),
     ))
+}
+
+#[utoipa::path(patch, path = "/api/v1/credentials/{name}", tag = "credentials",
+    params(("name" = String, Path, description = "Credential name")),
+    request_body(content = sluice_api::PatchCredential, description = "`{value: {field: new value}}`: the fields given replace the stored ones (`null` removes an optional field), the others are kept; write-only", content_type = "application/json"),
+    responses((status = 200, description = "Changed", body = CredentialStored),
+        (status = 400, description = "The changed value has the wrong shape (the error names the field, never the value)"),
+        (status = 404, description = "No such credential")))]
+/// Changes some fields of a credential's value and keeps the others, so an
+/// editor can change a host without knowing the password.
+pub(crate) async fn patch_credential(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> Result<Json<CredentialStored>, ApiError> {
+    let req: sluice_api::PatchCredential = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::bad_request(format!(
+            "invalid credential body at line {}, column {}",
+            e.line(),
+            e.column()
+        ))
+    })?;
+    let (kind, mut value) = s
+        .engine
+        .store()
+        .get_credential(&name)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("credential `{name}` not found")))?;
+    let Value::Object(fields) = &mut value else {
+        return Err(ApiError::bad_request(format!(
+            "credential `{name}`: its stored value is not an object; set it whole with PUT"
+        )));
+    };
+    for (key, v) in req.value {
+        if v.is_null() {
+            fields.remove(&key);
+        } else {
+            fields.insert(key, v);
+        }
+    }
+    sluice_model::credentials::check(&kind, &value)
+        .map_err(|e| ApiError::bad_request(format!("credential `{name}` ({kind}): {e}")))?;
+    s.engine
+        .store()
+        .put_credential(&name, &kind, &value)
+        .await?;
+    Ok(Json(CredentialStored { name, kind }))
+}
+
+#[utoipa::path(post, path = "/api/v1/credentials/{name}/test", tag = "credentials",
+    params(("name" = String, Path, description = "Credential name")),
+    request_body(content = sluice_api::TestCredential, description = "Optional: `{url}` to call with an HTTP credential", content_type = "application/json"),
+    responses((status = 200, description = "The test ran: `ok` says whether the server took the credential, `message` what it said (secrets masked)", body = sluice_api::CredentialTested),
+        (status = 400, description = "The test cannot be made (an HTTP credential with no URL to call)"),
+        (status = 404, description = "No such credential")))]
+/// Tests a stored credential against the server it is for: an HTTP call,
+/// an SMTP handshake and login, a database `SELECT 1`, an OpenAI model list.
+pub(crate) async fn test_credential(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> Result<Json<sluice_api::CredentialTested>, ApiError> {
+    let req: sluice_api::TestCredential = match parse_json(&body)? {
+        Value::Null => Default::default(),
+        v => serde_json::from_value(v).map_err(|e| ApiError::bad_request(format!("body: {e}")))?,
+    };
+    Ok(Json(s.engine.test_credential(&name, req.url).await?))
 }
 
 #[utoipa::path(put, path = "/api/v1/credentials/{name}", tag = "credentials",

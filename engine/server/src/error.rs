@@ -99,7 +99,10 @@ impl From<sluice_runtime::executor::Error> for ApiError {
             e @ E::Entry(_) => ApiError::bad_request(e.to_string()),
             E::RunNotFound(id) => ApiError::not_found(format!("run `{id}` not found")),
             E::WorkflowNotFound(id) => ApiError::not_found(format!("workflow `{id}` not found")),
-            e @ E::NodeNotFound { .. } => ApiError::not_found(e.to_string()),
+            e @ (E::NodeNotFound { .. } | E::CredentialNotFound(_)) => {
+                ApiError::not_found(e.to_string())
+            }
+            e @ E::CredentialTest(_) => ApiError::bad_request(e.to_string()),
             e @ E::NotPublished(_) => ApiError::new(StatusCode::CONFLICT, e.to_string()),
             e @ E::Busy(_) => ApiError::new(StatusCode::TOO_MANY_REQUESTS, e.to_string()),
             e @ E::NoWorker => ApiError::new(StatusCode::CONFLICT, e.to_string()),

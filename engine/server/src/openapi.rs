@@ -41,6 +41,8 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
         crate::api::run_logs,
         crate::api::metrics,
         crate::api::list_credentials,
+        crate::api::patch_credential,
+        crate::api::test_credential,
         crate::api::put_credential,
         crate::api::delete_credential,
         crate::ui::new_sign_in_link,
