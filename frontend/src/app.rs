@@ -55,6 +55,10 @@ pub struct App {
     open: Option<String>,
     /// A run to show on the open workflow.
     open_run: Option<String>,
+    /// A node to select on the open workflow.
+    open_node: Option<String>,
+    /// The credentials page is open.
+    credentials: bool,
     error: Option<String>,
     new_name: String,
     /// The workflow being renamed, and the name typed so far.
@@ -74,21 +78,29 @@ pub struct App {
     _on_hash: Option<wasm_bindgen::closure::Closure<dyn FnMut()>>,
 }
 
-/// `#/w/<workflow>` or `#/w/<workflow>/r/<run>` (a run shown as it ran:
-/// what the desktop app's notifications and `sluice://run/...` open).
-fn hash_route() -> Option<(String, Option<String>)> {
+/// `#/w/<workflow>[/r/<run>][/n/<node>]`: a workflow, the run shown as it
+/// ran (what the desktop app's notifications and `sluice://run/...` open)
+/// and the node selected.
+fn hash_route() -> Option<crate::route::WorkflowRoute> {
     let hash = web_sys::window()?.location().hash().ok()?;
-    let rest = hash.strip_prefix("#/w/").filter(|r| !r.is_empty())?;
-    let decode = |s: &str| {
+    let rest = hash.strip_prefix("#/w/")?;
+    crate::route::WorkflowRoute::parse(rest, |s| {
         js_sys::decode_uri_component(s)
             .ok()
             .and_then(|v| v.as_string())
             .unwrap_or_else(|| s.to_string())
-    };
-    Some(match rest.split_once("/r/") {
-        Some((wf, run)) if !run.is_empty() => (decode(wf), Some(decode(run))),
-        _ => (decode(rest.trim_end_matches('/')), None),
     })
+}
+
+/// `#/credentials`: the credentials page.
+fn credentials_route() -> bool {
+    web_sys::window()
+        .and_then(|w| w.location().hash().ok())
+        .is_some_and(|h| {
+            h == "#/credentials"
+                || h.starts_with("#/credentials/")
+                || h.starts_with("#/credentials?")
+        })
 }
 
 /// `#/runs?<filters>`: the runs page.
@@ -202,7 +214,7 @@ fn download(name: &str, text: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn set_hash(hash: &str) {
+pub(crate) fn set_hash(hash: &str) {
     if let Some(w) = web_sys::window() {
         w.location().set_hash(hash).ok();
     }
@@ -287,8 +299,10 @@ impl Component for App {
             workflows: Vec::new(),
             listed: false,
             runs: runs_route(),
-            open: hash_route().map(|r| r.0),
-            open_run: hash_route().and_then(|r| r.1),
+            open: hash_route().map(|r| r.workflow),
+            open_run: hash_route().and_then(|r| r.run),
+            open_node: hash_route().and_then(|r| r.node),
+            credentials: credentials_route(),
             error: None,
             new_name: String::new(),
             renaming: None,
@@ -321,11 +335,13 @@ impl Component for App {
                 set_hash(&format!("/w/{id}"));
                 self.open = Some(id);
                 self.open_run = None;
+                self.open_node = None;
             }
             Msg::Back => {
                 set_hash("/");
                 self.open = None;
                 self.runs = None;
+                self.credentials = false;
                 App::list(ctx);
             }
             Msg::NewName(name) => {
@@ -429,12 +445,21 @@ impl Component for App {
                         return changed;
                     }
                 }
+                let credentials = credentials_route();
+                if credentials != self.credentials {
+                    self.credentials = credentials;
+                    if credentials {
+                        self.open = None;
+                        self.open_run = None;
+                        return true;
+                    }
+                }
                 let route = hash_route();
-                let (open, run) = match route {
-                    Some((wf, run)) => (Some(wf), run),
-                    None => (None, None),
+                let (open, run, node) = match route {
+                    Some(r) => (Some(r.workflow), r.run, r.node),
+                    None => (None, None, None),
                 };
-                if open == self.open && run == self.open_run {
+                if open == self.open && run == self.open_run && node == self.open_node {
                     return true;
                 }
                 if open.is_none() {
@@ -442,6 +467,7 @@ impl Component for App {
                 }
                 self.open = open;
                 self.open_run = run;
+                self.open_node = node;
             }
             Msg::Rename(id) => {
                 let name = self
@@ -632,6 +658,18 @@ impl Component for App {
                 </div>
             };
         }
+        if self.credentials {
+            return html! {
+                <div class="app">
+                    <header>
+                        <button class="back" onclick={link.callback(|_| Msg::Back)}>{ "← Workflows" }</button>
+                        <h1>{ "Credentials" }</h1>
+                        <ThemeToggle />
+                    </header>
+                    <crate::credentials::CredentialsPage />
+                </div>
+            };
+        }
         if let Some(id) = &self.open {
             return html! {
                 <div class="app">
@@ -641,7 +679,7 @@ impl Component for App {
                         <ThemeToggle />
                     </header>
                     { for error }
-                    <Canvas key={id.clone()} workflow={id.clone()} run={self.open_run.clone()} />
+                    <Canvas key={id.clone()} workflow={id.clone()} run={self.open_run.clone()} node={self.open_node.clone()} />
                 </div>
             };
         }
@@ -730,6 +768,7 @@ impl Component for App {
                 <header>
                     <h1>{ "Sluice" }</h1>
                     <a class="runs-link" href="#/runs">{ "Runs" }</a>
+                    <a class="credentials-link" href="#/credentials">{ "Credentials" }</a>
                     <ThemeToggle />
                 </header>
                 { for error }
@@ -937,7 +976,7 @@ fn last_run(w: &WorkflowEntry) -> Html {
 }
 
 /// `us` microseconds as "just now", "5 min ago", "3 h ago", "2 days ago".
-fn ago(us: f64) -> String {
+pub(crate) fn ago(us: f64) -> String {
     let s = (us / 1e6).max(0.0);
     match s {
         s if s < 45.0 => "just now".into(),
@@ -948,7 +987,7 @@ fn ago(us: f64) -> String {
 }
 
 /// A URL path segment, percent-encoded.
-fn encode(s: &str) -> String {
+pub(crate) fn encode(s: &str) -> String {
     js_sys::encode_uri_component(s)
         .as_string()
         .unwrap_or_default()

@@ -66,6 +66,9 @@ pub struct Props {
     /// A run to show as it ran (`#/w/<workflow>/r/<run>`).
     #[prop_or_default]
     pub run: Option<String>,
+    /// A node to select (`#/w/<workflow>/n/<node>`).
+    #[prop_or_default]
+    pub node: Option<String>,
 }
 
 pub enum Msg {
@@ -98,6 +101,13 @@ pub enum Msg {
     },
     /// The node panel's tab: its parameters (false) or its settings.
     NodeTab(bool),
+    /// Open the new-credential form for this node's field.
+    NewCredential {
+        node: String,
+        field: String,
+    },
+    /// The new-credential form closed, with the name saved (if any).
+    CredentialDone(Option<String>),
     /// Show (or hide) the keyboard shortcuts.
     Shortcuts(bool),
     /// A choice in the node panel's connect controls: 0 the source, 1 the
@@ -164,6 +174,10 @@ pub struct Canvas {
     /// Bumped whenever what the scene shows changes.
     generation: u64,
     scene: RefCell<(u64, Rc<Scene>)>,
+    /// A node the URL asked to select, once the workflow is there.
+    pending_node: Option<String>,
+    /// The node the URL names now (it follows the selection).
+    url_node: Option<String>,
 }
 
 fn random_peer() -> u64 {
@@ -375,7 +389,62 @@ impl Canvas {
         if let Some(editor) = &self.editor {
             self.problems = problems(editor);
         }
+        self.select_pending();
         self.touch();
+    }
+
+    /// Selects the node the URL named, once the workflow has it.
+    fn select_pending(&mut self) {
+        let Some(editor) = &mut self.editor else {
+            return;
+        };
+        let Some(node) = self.pending_node.take() else {
+            return;
+        };
+        if editor.wf.nodes.iter().any(|n| n.id == node) {
+            editor.selected = std::iter::once(node).collect();
+        }
+    }
+
+    /// Keeps the URL's `/n/<node>` on the selected node (replacing the
+    /// history entry: selecting is not a step back should undo).
+    fn follow_selection_in_url(&mut self, ctx: &Context<Self>) {
+        let Some(editor) = &self.editor else {
+            return;
+        };
+        if self.pending_node.is_some() {
+            return;
+        }
+        let selected = (editor.selected.len() == 1)
+            .then(|| editor.selected.iter().next().cloned())
+            .flatten();
+        if selected == self.url_node {
+            return;
+        }
+        self.url_node = selected.clone();
+        let Some(w) = web_sys::window() else {
+            return;
+        };
+        let hash = w.location().hash().unwrap_or_default();
+        let decode = |s: &str| {
+            js_sys::decode_uri_component(s)
+                .ok()
+                .and_then(|v| v.as_string())
+                .unwrap_or_else(|| s.to_string())
+        };
+        let mut route = hash
+            .strip_prefix("#/w/")
+            .and_then(|rest| crate::route::WorkflowRoute::parse(rest, decode))
+            .unwrap_or_else(|| crate::route::WorkflowRoute {
+                workflow: ctx.props().workflow.clone(),
+                ..Default::default()
+            });
+        route.node = selected;
+        let url = format!("#{}", route.to_hash(crate::app::encode));
+        if let Ok(h) = w.history() {
+            h.replace_state_with_url(&wasm_bindgen::JsValue::NULL, "", Some(&url))
+                .ok();
+        }
     }
 
     /// The live editor's selection, for presence.
@@ -647,6 +716,8 @@ impl Component for Canvas {
             _page: page,
             generation: 1,
             scene: RefCell::new((0, Rc::default())),
+            pending_node: ctx.props().node.clone(),
+            url_node: ctx.props().node.clone(),
         }
     }
 
@@ -655,6 +726,11 @@ impl Component for Canvas {
             && let Some(run) = &ctx.props().run
         {
             ctx.link().send_message(runs::Msg::Open(run.clone()));
+        }
+        if ctx.props().node != old.node && ctx.props().node != self.url_node {
+            self.url_node = ctx.props().node.clone();
+            self.pending_node = ctx.props().node.clone();
+            self.select_pending();
         }
         true
     }
@@ -681,6 +757,7 @@ impl Component for Canvas {
 
     fn rendered(&mut self, ctx: &Context<Self>, _first: bool) {
         self.palette.rendered();
+        self.follow_selection_in_url(ctx);
         if std::mem::take(&mut self.focus_menu)
             && let Some(first) = self
                 .menu_ref
@@ -759,6 +836,11 @@ impl Component for Canvas {
                 self.inspector.settings_tab = settings;
                 changed
             }
+            Msg::NewCredential { node, field } => {
+                self.inspector.credential_form = Some((node, field));
+                true
+            }
+            Msg::CredentialDone(saved) => self.on_credential_done(ctx, saved),
             Msg::Undo | Msg::Redo => {
                 if self.viewing() {
                     return false;

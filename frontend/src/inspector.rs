@@ -10,6 +10,9 @@ pub use crate::fields::resolve;
 use crate::fields::{Shape, child_path, parse, show};
 use crate::state::carry_caret;
 
+/// The credential picker's "Create new…" choice.
+const NEW_CREDENTIAL: &str = "+new";
+
 /// What a field's control reports: the new value, or `None` to remove it.
 pub type OnValue = Callback<Option<Value>>;
 
@@ -21,8 +24,12 @@ pub struct Field<'a> {
     pub prop: &'a Value,
     pub value: Option<Value>,
     pub required: bool,
-    /// The credentials' names, offered by credential fields.
-    pub credentials: &'a [String],
+    /// The stored credentials, offered by credential fields.
+    pub credentials: &'a [sluice_api::CredentialEntry],
+    /// The credential kinds the node takes (all, when empty).
+    pub accept: &'static [&'static str],
+    /// "Create new…" picked in a credential field.
+    pub new_credential: Callback<()>,
     /// Text typed into this field that is not (yet) a value, kept while
     /// the node is not shown so that nothing typed is lost.
     pub kept: Option<String>,
@@ -43,6 +50,8 @@ impl Field<'_> {
             value,
             required,
             credentials,
+            accept,
+            new_credential,
             kept,
             set,
             keep,
@@ -76,19 +85,37 @@ impl Field<'_> {
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_string();
-            let mut names: Vec<String> = credentials.to_vec();
-            if !current.is_empty() && !names.contains(&current) {
-                names.push(current.clone());
-            }
+            // Those of a kind the node takes; a name that is not stored
+            // (yet) stays selectable.
+            let fits: Vec<&sluice_api::CredentialEntry> = credentials
+                .iter()
+                .filter(|c| accept.is_empty() || accept.contains(&c.kind.as_str()))
+                .collect();
+            let known = credentials.iter().any(|c| c.name == current);
+            let was = current.clone();
             let onchange = Callback::from(move |e: Event| {
                 let select: web_sys::HtmlSelectElement = e.target_unchecked_into();
                 let v = select.value();
+                if v == NEW_CREDENTIAL {
+                    // The picker shows the current one until the new one exists.
+                    select.set_value(&was);
+                    new_credential.emit(());
+                    return;
+                }
                 set.emit((!v.is_empty()).then_some(Value::String(v)));
             });
             html! {
                 <select id={input_id.clone()} class="credential" {onchange}>
-                    <option value="" selected={current.is_empty()}>{ if names.is_empty() { "(no credentials stored)" } else { "(none)" } }</option>
-                    { for names.iter().map(|c| html! { <option value={c.clone()} selected={*c == current}>{ c }</option> }) }
+                    <option value="" selected={current.is_empty()}>{ if fits.is_empty() { "(none stored yet)" } else { "(none)" } }</option>
+                    { for fits.iter().map(|c| html! {
+                        <option value={c.name.clone()} selected={c.name == current}>
+                            { format!("{} · {}", c.name, crate::credentials::kind_title(&c.kind)) }
+                        </option>
+                    }) }
+                    if !current.is_empty() && !known {
+                        <option value={current.clone()} selected=true>{ format!("{current} (not stored)") }</option>
+                    }
+                    <option value={NEW_CREDENTIAL}>{ "＋ Create new credential…" }</option>
                 </select>
             }
         } else if let Some(options) = options {

@@ -22,6 +22,7 @@
 pub mod fields;
 pub mod icons;
 pub mod review;
+pub mod route;
 pub mod runs_query;
 pub mod state;
 pub mod sync;
@@ -32,6 +33,8 @@ pub mod text;
 mod app;
 #[cfg(target_arch = "wasm32")]
 mod canvas;
+#[cfg(target_arch = "wasm32")]
+mod credentials;
 #[cfg(target_arch = "wasm32")]
 mod inspector;
 #[cfg(target_arch = "wasm32")]

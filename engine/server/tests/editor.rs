@@ -1532,13 +1532,33 @@ async fn every_field_of_every_kind_keeps_what_is_typed_when_focus_leaves_at_once
         "edges": []
     }))
     .await;
-    let r = s
-        .api(reqwest::Method::PUT, "/credentials/picked")
-        .json(&json!({"kind": "bearer", "value": {"token": "t"}}))
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    // One credential of each kind a node takes: a picker offers only those.
+    for (name, kind, value) in [
+        ("picked", "bearer", json!({"token": "t"})),
+        (
+            "picked-mail",
+            "smtp",
+            json!({"host": "127.0.0.1", "port": 25, "security": "none"}),
+        ),
+        (
+            "picked-ai",
+            "openai",
+            json!({"base_url": "http://127.0.0.1:9/v1"}),
+        ),
+        (
+            "picked-db",
+            "postgres",
+            json!({"host": "127.0.0.1", "database": "d", "username": "u"}),
+        ),
+    ] {
+        let r = s
+            .api(reqwest::Method::PUT, &format!("/credentials/{name}"))
+            .json(&json!({"kind": kind, "value": value}))
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    }
     let driver = driver().await;
     let a = browser(&driver).await;
     open(&a, &s, &codes, "fields").await;
@@ -1581,8 +1601,17 @@ async fn every_field_of_every_kind_keeps_what_is_typed_when_focus_leaves_at_once
             let el = a.find(Locator::Css(&css)).await.unwrap();
             let (text, value) = match &control {
                 Control::Credential => {
-                    el.select_by_value("picked").await.unwrap();
-                    ("picked".to_string(), json!("picked"))
+                    let mut offered = Vec::new();
+                    for o in el.find_all(Locator::Css("option")).await.unwrap() {
+                        offered.push(o.attr("value").await.unwrap().unwrap_or_default());
+                    }
+                    let pick = offered
+                        .iter()
+                        .find(|v| v.starts_with("picked"))
+                        .unwrap_or_else(|| panic!("{node}.{name} offers {offered:?}"))
+                        .clone();
+                    el.select_by_value(&pick).await.unwrap();
+                    (pick.clone(), json!(pick))
                 }
                 Control::Options(values) => {
                     let last = values.last().unwrap().clone();
@@ -3164,5 +3193,273 @@ async fn the_layout_keeps_palette_canvas_and_inspector_side_by_side_from_1000_to
         );
     }
     a.set_window_size(1400, 900).await.unwrap();
+    finish(&a, &[]).await;
+}
+
+/// An API on loopback that takes `Bearer tok-e2e-1` on `/api/me`, and
+/// what `Authorization` each call brought.
+async fn guarded_api() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let app = axum::Router::new().route(
+        "/api/me",
+        axum::routing::get(move |headers: axum::http::HeaderMap| {
+            let log = log.clone();
+            async move {
+                let auth = headers
+                    .get("authorization")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_string();
+                log.lock().unwrap().push(auth.clone());
+                if auth == "Bearer tok-e2e-1" {
+                    (axum::http::StatusCode::OK, r#"{"me":"ana"}"#)
+                } else {
+                    (
+                        axum::http::StatusCode::UNAUTHORIZED,
+                        r#"{"error":"who are you?"}"#,
+                    )
+                }
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(listener, app).await.ok() });
+    (port, seen)
+}
+
+#[tokio::test]
+async fn credentials_are_made_tested_changed_and_picked_in_the_editor_and_the_url_names_the_node() {
+    let (s, codes) = editor_server().await;
+    let (port, seen) = guarded_api().await;
+    let url = format!("http://127.0.0.1:{port}/api/me");
+    s.put_workflow(
+        json!({"format": "sluice.workflow/v1", "id": "fetch", "nodes": [
+        {"id": "start", "kind": "trigger.manual", "position": [0, 0]},
+        {"id": "get", "kind": "http.request", "position": [320, 0],
+         "config": {"method": "GET", "url": url}}],
+        "edges": [{"from": "start", "to": "get"}]}),
+    )
+    .await;
+    let driver = driver().await;
+    let a = browser(&driver).await;
+    open(&a, &s, &codes, "fetch").await;
+    click(&a, ".back").await;
+    click(&a, "a.credentials-link").await;
+    eventually(Duration::from_secs(10), "the empty page", || async {
+        text_of(&a, ".credentials-page .empty").await.as_deref() == Some("No credentials yet.")
+    })
+    .await;
+
+    // A new one, with the wrong token: saved, and its test says the server refused.
+    click(&a, ".new-credential").await;
+    retype(&a, "#cred-name", "api-token").await;
+    a.find(Locator::Css("#cred-kind"))
+        .await
+        .unwrap()
+        .select_by_value("bearer")
+        .await
+        .unwrap();
+    retype(&a, "#cred-token", "nope-nope-9").await;
+    retype(&a, "#cred-test-url", &url).await;
+    click(&a, ".save-credential").await;
+    eventually(Duration::from_secs(10), "the refused test", || async {
+        text_of(&a, ".cred-test[data-state='failed']")
+            .await
+            .is_some_and(|t| t.contains("401"))
+    })
+    .await;
+    let refused = text(&a, ".cred-test").await;
+    assert!(!refused.contains("nope-nope-9"), "{refused}");
+    click(&a, ".close-credential").await;
+    eventually(Duration::from_secs(5), "listed", || async {
+        count(&a, ".credential-row[data-name='api-token']").await == 1
+    })
+    .await;
+    assert!(
+        text(&a, ".credential-row .cred-type")
+            .await
+            .contains("Bearer token")
+    );
+    assert_eq!(text(&a, ".credential-row .unused").await, "not used");
+
+    // Changed: the form shows no value, and what is typed replaces it.
+    click(&a, ".credential-row .edit").await;
+    assert_eq!(value_of(&a, "#cred-token").await, "");
+    retype(&a, "#cred-token", "tok-e2e-1").await;
+    retype(&a, "#cred-test-url", &url).await;
+    click(&a, ".save-credential").await;
+    eventually(Duration::from_secs(10), "the passed test", || async {
+        text_of(&a, ".cred-test[data-state='ok']")
+            .await
+            .is_some_and(|t| t.contains(&format!("{url} answered 200")))
+    })
+    .await;
+    click(&a, ".close-credential").await;
+    assert_eq!(
+        seen.lock().unwrap().as_slice(),
+        ["Bearer nope-nope-9", "Bearer tok-e2e-1"],
+        "one call per test, with the credential"
+    );
+
+    // The node in the URL opens it; the picker makes a new credential of a
+    // kind the node takes and puts it in the field.
+    a.goto(&format!("{}/#/w/fetch/n/get", s.base))
+        .await
+        .unwrap();
+    a.wait()
+        .at_most(Duration::from_secs(20))
+        .for_element(Locator::Css(".node-panel[data-node='get']"))
+        .await
+        .unwrap();
+    let offered = text(&a, "#cfg-credential").await;
+    assert!(offered.contains("api-token · Bearer token"), "{offered}");
+    a.find(Locator::Css("#cfg-credential"))
+        .await
+        .unwrap()
+        .select_by_value("+new")
+        .await
+        .unwrap();
+    a.wait()
+        .at_most(Duration::from_secs(5))
+        .for_element(Locator::Css(".node-panel .cred-dialog #cred-kind"))
+        .await
+        .unwrap();
+    let kinds = text(&a, ".node-panel #cred-kind").await;
+    assert!(
+        kinds.contains("Bearer token") && kinds.contains("Query parameter"),
+        "{kinds}"
+    );
+    assert!(
+        !kinds.contains("SMTP") && !kinds.contains("PostgreSQL"),
+        "only what http.request takes: {kinds}"
+    );
+    retype(&a, "#cred-name", "api-token-2").await;
+    retype(&a, "#cred-token", "tok-e2e-1").await;
+    retype(&a, "#cred-test-url", &url).await;
+    click(&a, ".save-credential").await;
+    eventually(Duration::from_secs(10), "tested from the node", || async {
+        text_of(&a, ".node-panel .cred-test[data-state='ok']")
+            .await
+            .is_some()
+    })
+    .await;
+    click(&a, ".node-panel .close-credential").await;
+    eventually(Duration::from_secs(5), "the node uses it", || async {
+        stored_node(&s, "fetch", "get")
+            .await
+            .is_some_and(|n| n["config"]["credential"] == "api-token-2")
+    })
+    .await;
+    assert_eq!(value_of(&a, "#cfg-credential").await, "api-token-2");
+    // The run uses it.
+    click(&a, ".run-button").await;
+    eventually(Duration::from_secs(10), "the run's call", || async {
+        seen.lock().unwrap().len() == 4
+    })
+    .await;
+    assert_eq!(seen.lock().unwrap()[3], "Bearer tok-e2e-1");
+    // The selection moves the URL.
+    select_node(&a, "start").await;
+    eventually(Duration::from_secs(5), "the URL names the node", || async {
+        a.current_url()
+            .await
+            .unwrap()
+            .as_str()
+            .ends_with("#/w/fetch/n/start")
+    })
+    .await;
+
+    // The page says where each is used, and links there.
+    a.goto(&format!("{}/#/credentials", s.base)).await.unwrap();
+    eventually(Duration::from_secs(10), "used by the node", || async {
+        text_of(&a, ".credential-row[data-name='api-token-2'] .uses")
+            .await
+            .is_some_and(|t| t.contains("fetch › get (draft)"))
+    })
+    .await;
+    click(&a, ".credential-row[data-name='api-token'] .test-url").await;
+    retype(&a, ".credential-row[data-name='api-token'] .test-url", &url).await;
+    click(&a, ".credential-row[data-name='api-token'] .test").await;
+    eventually(Duration::from_secs(10), "tested from the list", || async {
+        text_of(
+            &a,
+            ".credential-row[data-name='api-token'] .cred-test[data-state='ok']",
+        )
+        .await
+        .is_some()
+    })
+    .await;
+    // The form for a mail server, beside the list, for the docs.
+    click(&a, ".new-credential").await;
+    a.find(Locator::Css("#cred-kind"))
+        .await
+        .unwrap()
+        .select_by_value("smtp")
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(5), "the SMTP fields", || async {
+        count(&a, "#cred-security").await == 1 && count(&a, "#cred-token").await == 0
+    })
+    .await;
+    retype(&a, "#cred-name", "mail").await;
+    retype(&a, "#cred-host", "smtp.example.com").await;
+    doc_screenshots(&a, "credentials").await;
+    // The page and its form pass the audit, in both themes.
+    let mut serious = audit(&a, "credentials").await;
+    a.execute("document.documentElement.dataset.theme = 'dark';", vec![])
+        .await
+        .unwrap();
+    serious.extend(audit(&a, "credentials, dark").await);
+    a.execute("document.documentElement.dataset.theme = 'light';", vec![])
+        .await
+        .unwrap();
+    assert!(serious.is_empty(), "{}", serious.join("\n"));
+    // Saved as shown (the security box's first choice included), then
+    // tested: nothing listens on that port, and the test says where.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let closed_port = closed.local_addr().unwrap().port();
+    drop(closed);
+    retype(&a, "#cred-host", "127.0.0.1").await;
+    retype(&a, "#cred-port", &closed_port.to_string()).await;
+    click(&a, ".save-credential").await;
+    eventually(Duration::from_secs(20), "the mail server test", || async {
+        text_of(&a, ".cred-test[data-state='failed']")
+            .await
+            .is_some_and(|t| t.contains(&format!("127.0.0.1:{closed_port}")))
+    })
+    .await;
+    click(&a, ".close-credential").await;
+    eventually(Duration::from_secs(5), "the mail server listed", || async {
+        count(&a, ".credential-row[data-name='mail']").await == 1
+    })
+    .await;
+    click(&a, ".credential-row[data-name='api-token-2'] .uses a").await;
+    a.wait()
+        .at_most(Duration::from_secs(20))
+        .for_element(Locator::Css(".node-panel[data-node='get']"))
+        .await
+        .unwrap();
+    assert!(
+        a.current_url()
+            .await
+            .unwrap()
+            .as_str()
+            .ends_with("#/w/fetch/n/get")
+    );
+    // No value ever reached the page's API answers.
+    let listed = s
+        .api(reqwest::Method::GET, "/credentials")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        !listed.contains("tok-e2e-1") && !listed.contains("nope-nope-9"),
+        "{listed}"
+    );
     finish(&a, &[]).await;
 }

@@ -16,8 +16,10 @@ use crate::state::{Action, Editor};
 /// The inspector's part of the canvas's state.
 #[derive(Default)]
 pub struct InspectorHost {
-    /// The credentials' names, offered by credential fields.
-    credentials: Vec<String>,
+    /// The stored credentials, offered by credential fields.
+    credentials: Vec<CredentialEntry>,
+    /// The new-credential form is open for this node's field.
+    pub credential_form: Option<(String, String)>,
     /// Text typed into a node's field that is not a value yet (a JSON
     /// object with a syntax error), by node and field: shown again, with
     /// its error, when the node is selected again.
@@ -37,10 +39,63 @@ impl Canvas {
     /// `GET /credentials` answered.
     pub(super) fn on_credentials(&mut self, result: Result<Vec<CredentialEntry>, String>) -> bool {
         if let Ok(list) = result {
-            self.inspector.credentials = list.into_iter().map(|c| c.name).collect();
+            self.inspector.credentials = list;
             return true;
         }
         false
+    }
+
+    /// The new-credential form closed: a saved one goes into the field it
+    /// was made for, and the picker lists it.
+    pub(super) fn on_credential_done(
+        &mut self,
+        ctx: &Context<Self>,
+        saved: Option<String>,
+    ) -> bool {
+        let Some((node, field)) = self.inspector.credential_form.take() else {
+            return true;
+        };
+        if let Some(name) = saved {
+            ctx.link().send_future(async {
+                super::Msg::Credentials(
+                    crate::net::call_as("GET", "/api/v1/credentials", None).await,
+                )
+            });
+            self.act(Action::SetConfig {
+                node,
+                field,
+                value: Some(Value::String(name)),
+            });
+        }
+        true
+    }
+
+    /// The new-credential form, over the node panel.
+    fn credential_dialog(&self, ctx: &Context<Self>, n: &sluice_model::Node) -> Html {
+        let Some((node, _)) = &self.inspector.credential_form else {
+            return Html::default();
+        };
+        if node != &n.id {
+            return Html::default();
+        }
+        let accept: Vec<String> = kinds::spec(&n.kind)
+            .map(|k| k.id.credential_kinds())
+            .unwrap_or_default()
+            .iter()
+            .map(|k| k.to_string())
+            .collect();
+        let taken: Vec<String> = self
+            .inspector
+            .credentials
+            .iter()
+            .map(|c| c.name.clone())
+            .collect();
+        html! {
+            <div class="cred-dialog" role="dialog" aria-modal="true" aria-label="New credential">
+                <crate::credentials::CredentialForm {accept} {taken}
+                    on_done={ctx.link().callback(super::Msg::CredentialDone)} />
+            </div>
+        }
     }
 
     /// A field's text that is not a value yet, kept (or dropped).
@@ -153,6 +208,14 @@ impl Canvas {
                     value,
                     required: required.contains(&name.as_str()),
                     credentials: &self.inspector.credentials,
+                    accept: spec.map(|k| k.id.credential_kinds()).unwrap_or_default(),
+                    new_credential: {
+                        let (node, field) = (id.clone(), name.clone());
+                        link.callback(move |()| super::Msg::NewCredential {
+                            node: node.clone(),
+                            field: field.clone(),
+                        })
+                    },
                     kept: self
                         .inspector
                         .kept
@@ -215,6 +278,7 @@ impl Canvas {
                     aria-labelledby={if settings_tab { "tab-settings" } else { "tab-parameters" }}>
                     { body }
                 </fieldset>
+                { self.credential_dialog(ctx, n) }
             </section>
         }
     }
