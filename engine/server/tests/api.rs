@@ -1119,7 +1119,99 @@ async fn credentials_are_write_only_and_never_stored_in_clear() {
     assert_eq!(list.as_array().unwrap().len(), 2);
     assert_eq!(list[0]["name"], "github");
     assert_eq!(list[0]["kind"], "bearer");
+    assert_eq!(list[0]["used_by"], json!([]));
     assert!(!list.to_string().contains(secret));
+
+    // PATCH changes the fields given and keeps the rest (the password here),
+    // checking the whole value again.
+    let patch = |name: &str, body: Value| {
+        s.api(reqwest::Method::PATCH, &format!("/credentials/{name}"))
+            .json(&body)
+            .send()
+    };
+    let r = patch(
+        "mail",
+        json!({"value": {"port": 2525, "username": "robot"}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let r = patch("mail", json!({"value": {"security": "sometimes"}}))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let msg = json_of(r).await["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        msg.starts_with("credential `mail` (smtp): security:"),
+        "{msg}"
+    );
+    let r = patch("mail", json!({"value": {"host": null}}))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST, "host is required");
+    let r = patch("nobody", json!({"value": {}})).await.unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    let r = patch("mail", json!({"value": {}, "kind": "bearer"}))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST, "the kind stays");
+    // A mail server on a port nothing listens on: the test says so, with the
+    // port the PATCH set and the password kept (the login is what fails
+    // first on a real server; here the connection is refused).
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let r = patch(
+        "mail",
+        json!({"value": {"host": "127.0.0.1", "port": port, "security": "none"}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let t = json_of(
+        s.api(reqwest::Method::POST, "/credentials/mail/test")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(t["ok"], false, "{t}");
+    assert!(
+        t["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("127.0.0.1:{port}")),
+        "{t}"
+    );
+    // An HTTP credential with no URL to call, and one that does not exist.
+    let r = s
+        .api(reqwest::Method::POST, "/credentials/github/test")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert!(
+        json_of(r).await["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("give a URL")
+    );
+    let r = s
+        .api(reqwest::Method::POST, "/credentials/github/test")
+        .json(&json!({"url": "file:///etc/passwd"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let r = s
+        .api(reqwest::Method::POST, "/credentials/nobody/test")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
 
     // Nothing in the data dir holds the value in clear: database, WAL, blobs, key files.
     tokio::time::sleep(Duration::from_millis(100)).await;
