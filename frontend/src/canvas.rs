@@ -29,6 +29,7 @@ mod gestures;
 mod history;
 mod inspector_host;
 mod menu;
+mod node_view;
 mod palette;
 mod publish;
 mod sharing;
@@ -129,6 +130,7 @@ pub enum Msg {
     Publish(publish::Msg),
     Share(sharing::Msg),
     Testing(testing::Msg),
+    NodeView(node_view::Msg),
 }
 
 /// A listener on the window (event name, callback), removed on destroy.
@@ -174,6 +176,8 @@ pub struct Canvas {
     /// Bumped whenever what the scene shows changes.
     generation: u64,
     scene: RefCell<(u64, Rc<Scene>)>,
+    /// The node opened over the canvas with its input and output.
+    node_view: node_view::NodeView,
     /// A node the URL asked to select, once the workflow is there.
     pending_node: Option<String>,
     /// The node the URL names now (it follows the selection).
@@ -716,6 +720,7 @@ impl Component for Canvas {
             _page: page,
             generation: 1,
             scene: RefCell::new((0, Rc::default())),
+            node_view: node_view::NodeView::default(),
             pending_node: ctx.props().node.clone(),
             url_node: ctx.props().node.clone(),
         }
@@ -887,6 +892,7 @@ impl Component for Canvas {
             Msg::Publish(msg) => self.on_publish(ctx, msg),
             Msg::Share(msg) => self.on_share(ctx, msg),
             Msg::Testing(msg) => self.on_testing(ctx, msg),
+            Msg::NodeView(msg) => self.on_node_view(msg),
             Msg::CenterOn(wx, wy) => {
                 let (w, h) = self.size();
                 let Some(editor) = self.shown_mut() else {
@@ -938,6 +944,13 @@ impl Component for Canvas {
                 ..
             } => html! {
                 <div class="ghost" style={format!("left: {}px; top: {}px", x - NODE_W / 2.0, y - NODE_H / 2.0)}>{ kind }</div>
+            },
+            Drag::Field {
+                expr,
+                now: Some((x, y)),
+                ..
+            } => html! {
+                <div class="field-ghost" style={format!("left: {}px; top: {}px", x + 8.0, y + 8.0)}>{ expr }</div>
             },
             _ => html! {},
         };
@@ -1001,6 +1014,8 @@ impl Component for Canvas {
                 </div>
                 { ghost }
                 { self.inspector_view(ctx, editor) }
+                // A stable wrapper, so opening it redraws nothing else.
+                <div class="node-view-host">{ self.node_view(ctx) }</div>
             </div>
         }
     }
@@ -1010,7 +1025,10 @@ impl Component for Canvas {
 pub const SHORTCUTS: &[(&str, &str)] = &[
     ("?", "Show or hide these shortcuts"),
     ("/", "Search the nodes to add"),
-    ("Double click", "Add a node where you clicked"),
+    (
+        "Double click",
+        "Add a node where you clicked; on a node, open it with its input and output",
+    ),
     ("Ctrl + Enter", "Run the draft"),
     ("Ctrl + A", "Select every node"),
     ("Ctrl + C / Ctrl + V", "Copy / paste the selected nodes"),

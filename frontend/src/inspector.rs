@@ -531,11 +531,7 @@ impl Tree {
                 let expr = format!("{{{{ {path} }}}}");
                 let onclick = {
                     let (copy, expr) = (copy.clone(), expr.clone());
-                    Callback::from(move |e: MouseEvent| {
-                        // Inside a <summary>: copy, do not fold.
-                        e.prevent_default();
-                        copy.emit(expr.clone());
-                    })
+                    Callback::from(move |_: MouseEvent| copy.emit(expr.clone()))
                 };
                 html! { <button type="button" class="key" data-path={expr.clone()} title={format!("Copy {expr}")} {onclick}>{ format!("{key}: ") }</button> }
             }
@@ -547,17 +543,25 @@ impl Tree {
         let label = self.key(key, &path);
         let child = |k: &str| path.as_deref().map(|p| child_path(p, k));
         match v {
+            // The key beside the fold, not inside its <summary>: a button
+            // inside another control is not reachable as itself.
             Value::Object(map) if !map.is_empty() => html! {
-                <details open={depth < 2}>
-                    <summary>{ for label }{ format!("{{…}} {} keys", map.len()) }</summary>
-                    <div class="children">{ for map.iter().map(|(k, v)| self.node(Some(k), child(k), v, depth + 1)) }</div>
-                </details>
+                <div class="branch">
+                    { for label }
+                    <details open={depth < 2}>
+                        <summary>{ format!("{{…}} {} keys", map.len()) }</summary>
+                        <div class="children">{ for map.iter().map(|(k, v)| self.node(Some(k), child(k), v, depth + 1)) }</div>
+                    </details>
+                </div>
             },
             Value::Array(items) if !items.is_empty() => html! {
-                <details open={depth < 2}>
-                    <summary>{ for label }{ format!("[…] {} items", items.len()) }</summary>
-                    <div class="children">{ for items.iter().enumerate().map(|(i, v)| { let k = i.to_string(); self.node(Some(&k), child(&k), v, depth + 1) }) }</div>
-                </details>
+                <div class="branch">
+                    { for label }
+                    <details open={depth < 2}>
+                        <summary>{ format!("[…] {} items", items.len()) }</summary>
+                        <div class="children">{ for items.iter().enumerate().map(|(i, v)| { let k = i.to_string(); self.node(Some(&k), child(&k), v, depth + 1) }) }</div>
+                    </details>
+                </div>
             },
             leaf => {
                 let class = match leaf {

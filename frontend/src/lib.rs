@@ -19,6 +19,7 @@
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+pub mod data_view;
 pub mod fields;
 pub mod icons;
 pub mod review;

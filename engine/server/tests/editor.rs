@@ -3463,3 +3463,214 @@ async fn credentials_are_made_tested_changed_and_picked_in_the_editor_and_the_ur
     );
     finish(&a, &[]).await;
 }
+
+#[tokio::test]
+async fn the_node_view_shows_input_parameters_and_output_and_a_field_dragged_onto_a_parameter_is_used()
+ {
+    let (s, codes) = editor_server().await;
+    let (port, seen) = recorder().await;
+    let base = format!("http://127.0.0.1:{port}/orders/");
+    s.put_workflow(
+        json!({"format": "sluice.workflow/v1", "id": "orders", "nodes": [
+        {"id": "start", "kind": "trigger.manual", "position": [0, 0]},
+        {"id": "call", "kind": "http.request", "position": [320, 0],
+         "config": {"method": "GET", "url": base}}],
+        "edges": [{"from": "start", "to": "call"}]}),
+    )
+    .await;
+    // A run of the draft, so the node has an input and an output to show.
+    let r = s
+        .api(reqwest::Method::POST, "/workflows/orders/runs")
+        .json(
+            &json!({"input": {"id": 42, "customer": {"name": "Ana", "vip": true},
+                                "lines": [{"sku": "A-1"}, {"sku": "B-2"}]},
+                      "wait": true, "draft": true}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    assert_eq!(seen.lock().unwrap().as_slice(), ["/orders/"]);
+
+    let driver = driver().await;
+    let a = browser(&driver).await;
+    open(&a, &s, &codes, "orders").await;
+    select_node(&a, "call").await;
+    click(&a, ".node-panel[data-node='call'] .open-node-view").await;
+    a.wait()
+        .at_most(Duration::from_secs(5))
+        .for_element(Locator::Css(
+            ".node-view[data-node='call'] .params-pane #cfg-url",
+        ))
+        .await
+        .unwrap();
+    // The form is in the view, not twice.
+    assert_eq!(count(&a, "#cfg-url").await, 1);
+    // Input as a table (one row: the message), then as a schema.
+    eventually(Duration::from_secs(10), "the run's input", || async {
+        text_of(&a, ".input-pane .data-table")
+            .await
+            .is_some_and(|t| t.contains("42"))
+    })
+    .await;
+    let heads = text(&a, ".input-pane .data-table thead").await;
+    assert!(
+        heads.contains("id") && heads.contains("customer") && heads.contains("lines"),
+        "{heads}"
+    );
+    assert!(
+        text(&a, ".input-pane .source")
+            .await
+            .starts_with("from run ")
+    );
+    click(&a, ".input-pane .mode-schema").await;
+    a.wait()
+        .at_most(Duration::from_secs(5))
+        .for_element(Locator::Css(
+            ".input-pane .field-chip[data-expr='{{ input.customer.name }}']",
+        ))
+        .await
+        .unwrap();
+    let schema = text(&a, ".input-pane .schema").await;
+    assert!(
+        schema.contains("lines") && schema.contains("2 items") && schema.contains("sku"),
+        "{schema}"
+    );
+    click(&a, ".input-pane .mode-json").await;
+    a.wait()
+        .at_most(Duration::from_secs(5))
+        .for_element(Locator::Css(".input-pane .json"))
+        .await
+        .unwrap();
+    click(&a, ".input-pane .mode-schema").await;
+    // The output of that run, by the node's own expression.
+    eventually(Duration::from_secs(5), "the run's output", || async {
+        text_of(&a, ".output-pane .data-table thead")
+            .await
+            .is_some_and(|t| t.contains("status"))
+    })
+    .await;
+    assert_eq!(
+        attr(&a, ".output-pane .data-table th .field-chip", "data-expr")
+            .await
+            .as_deref(),
+        Some("{{ nodes.call.status }}")
+    );
+    doc_screenshots(&a, "node-view").await;
+
+    // Drag `id` from the input onto the URL: the template lands at its end.
+    drag(
+        &a,
+        ".input-pane .field-chip[data-expr='{{ input.id }}']",
+        ".node-view #cfg-url",
+    )
+    .await;
+    let want = format!("{base}{{{{ input.id }}}}");
+    eventually(
+        Duration::from_secs(5),
+        "the URL reads the field",
+        || async {
+            stored_node(&s, "orders", "call")
+                .await
+                .is_some_and(|n| n["config"]["url"] == want.as_str())
+        },
+    )
+    .await;
+    assert_eq!(value_of(&a, ".node-view #cfg-url").await, want);
+    // A click (no drag) copies instead, and says so.
+    click(
+        &a,
+        ".input-pane .field-chip[data-expr='{{ input.customer.name }}']",
+    )
+    .await;
+    assert!(
+        text(&a, ".node-view .copied")
+            .await
+            .contains("{{ input.customer.name }}")
+    );
+    assert_eq!(
+        value_of(&a, ".node-view #cfg-url").await,
+        want,
+        "a click writes nothing"
+    );
+
+    // Run this node, from the view: it calls the URL with the input's id.
+    click(&a, ".node-view .run-node").await;
+    eventually(Duration::from_secs(10), "the node's call", || async {
+        seen.lock().unwrap().len() == 2
+    })
+    .await;
+    assert_eq!(seen.lock().unwrap()[1], "/orders/42");
+    eventually(Duration::from_secs(5), "its output shown", || async {
+        text_of(&a, ".output-pane .source").await.as_deref() == Some("from its test")
+    })
+    .await;
+    // Full screen, then Escape closes the view and the panel is back.
+    click(&a, ".node-view-full").await;
+    assert!(class_of(&a, ".node-view").await.contains("full"));
+    a.find(Locator::Css(".node-view-close"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    a.wait()
+        .at_most(Duration::from_secs(5))
+        .for_element(Locator::Css(".inspector .node-panel[data-node='call']"))
+        .await
+        .unwrap();
+    assert_eq!(count(&a, ".node-view").await, 0);
+    // A double click on a node opens it too; Escape closes it.
+    let node = a
+        .find(Locator::Css("g.node[data-node='call'] text.label"))
+        .await
+        .unwrap();
+    let actions = MouseActions::new("mouse".into())
+        .then(PointerAction::MoveToElement {
+            element: node,
+            duration: None,
+            x: 0.0,
+            y: 0.0,
+        })
+        .then(PointerAction::Down {
+            button: MOUSE_BUTTON_LEFT,
+        })
+        .then(PointerAction::Up {
+            button: MOUSE_BUTTON_LEFT,
+        })
+        .then(PointerAction::Down {
+            button: MOUSE_BUTTON_LEFT,
+        })
+        .then(PointerAction::Up {
+            button: MOUSE_BUTTON_LEFT,
+        });
+    a.perform_actions(actions).await.unwrap();
+    a.wait()
+        .at_most(Duration::from_secs(5))
+        .for_element(Locator::Css(".node-view[data-node='call']"))
+        .await
+        .unwrap();
+    let serious = audit(&a, "node view").await;
+    assert!(serious.is_empty(), "{}", serious.join("\n"));
+    click(&a, ".node-view .mode-table").await;
+    press(&a, "\u{E00C}").await;
+    eventually(Duration::from_secs(5), "closed by Escape", || async {
+        count(&a, ".node-view").await == 0
+    })
+    .await;
+    assert!(
+        stored_node(&s, "orders", "call").await.is_some(),
+        "Escape deleted nothing"
+    );
+
+    // The workflow's run uses the dragged field too.
+    let r = s
+        .api(reqwest::Method::POST, "/workflows/orders/runs")
+        .json(&json!({"input": {"id": 7}, "wait": true, "draft": true}))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    assert_eq!(seen.lock().unwrap().last().unwrap(), "/orders/7");
+    finish(&a, &[]).await;
+}

@@ -37,6 +37,13 @@ pub enum Drag {
         start: (f64, f64),
         now: Option<(f64, f64)>,
     },
+    /// A field of the node view's input being dragged onto a parameter:
+    /// the template that reads it (screen points of the page).
+    Field {
+        expr: String,
+        start: (f64, f64),
+        now: Option<(f64, f64)>,
+    },
 }
 
 /// The gestures' part of the canvas's state.
@@ -135,7 +142,9 @@ impl Canvas {
 
     pub(super) fn on_move(&mut self, ctx: &Context<Self>, e: PointerEvent) -> bool {
         let at = self.point(&e);
-        if let Drag::Palette { start, now, .. } = &mut self.gestures.drag {
+        if let Drag::Palette { start, now, .. } | Drag::Field { start, now, .. } =
+            &mut self.gestures.drag
+        {
             let p = (f64::from(e.client_x()), f64::from(e.client_y()));
             if now.is_some() || (p.0 - start.0).hypot(p.1 - start.1) > 4.0 {
                 *now = Some(p);
@@ -148,7 +157,7 @@ impl Canvas {
         };
         let mut drag = std::mem::replace(&mut self.gestures.drag, Drag::None);
         let changed = match &mut drag {
-            Drag::None | Drag::Palette { .. } => false,
+            Drag::None | Drag::Palette { .. } | Drag::Field { .. } => false,
             Drag::Pan { last } => {
                 if let Some(editor) = self.shown_mut() {
                     editor.viewport.pan(at.0 - last.0, at.1 - last.1);
@@ -238,6 +247,10 @@ impl Canvas {
                 }
                 true
             }
+            Drag::Field { expr, now, .. } => match now {
+                Some(_) => self.drop_field(&expr, &e),
+                None => false,
+            },
             Drag::Pan { .. } | Drag::None => true,
         }
     }
@@ -261,6 +274,14 @@ impl Canvas {
         let command = e.ctrl_key() || e.meta_key();
         let key = e.key();
         if typing && !(command && key == "Enter") {
+            return false;
+        }
+        // The node view is open over the canvas: its keys are its own
+        // (Escape closes it; Delete must not delete the node behind it).
+        if self.node_view.open.is_some() {
+            if key == "Escape" {
+                return self.on_node_view(super::node_view::Msg::Close);
+            }
             return false;
         }
         // A node reached with Tab: Enter selects it (shift: adds it).
@@ -412,7 +433,7 @@ pub fn hit(e: &web_sys::MouseEvent) -> (Option<String>, Option<String>) {
     (node, port)
 }
 
-fn under(e: &web_sys::MouseEvent) -> Option<Element> {
+pub(super) fn under(e: &web_sys::MouseEvent) -> Option<Element> {
     web_sys::window()
         .and_then(|w| w.document())
         .and_then(|d| d.element_from_point(e.client_x() as f32, e.client_y() as f32))

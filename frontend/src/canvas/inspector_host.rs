@@ -113,7 +113,10 @@ impl Canvas {
             .then(|| editor.selected.iter().next())
             .flatten()
             .and_then(|id| editor.wf.nodes.iter().find(|n| &n.id == id));
-        let node = selected.map(|n| self.node_form(ctx, n));
+        // A node open in the node view has its form there, not twice.
+        let node = selected
+            .filter(|n| self.node_view.open.as_ref() != Some(&n.id))
+            .map(|n| self.node_form(ctx, n));
         html! {
             <aside class="inspector">
                 { self.publish_panel(ctx) }
@@ -124,6 +127,11 @@ impl Canvas {
                 { self.runs_list(ctx) }
             </aside>
         }
+    }
+
+    /// The node's panel: its title, test, run data and form.
+    pub(super) fn node_form_for_view(&self, ctx: &Context<Self>, n: &sluice_model::Node) -> Html {
+        self.node_form(ctx, n)
     }
 
     fn node_form(&self, ctx: &Context<Self>, n: &sluice_model::Node) -> Html {
@@ -256,10 +264,16 @@ impl Canvas {
         };
         html! {
             <section class="node-panel" key={n.id.clone()} data-node={n.id.clone()}>
-                <h2 class={classes!("node-title", spec.map(|k| k.category))}>
-                    { crate::looks::icon(&n.kind) }
-                    <span>{ n.label.clone().unwrap_or_else(|| n.id.clone()) }</span>
-                </h2>
+                <div class="node-head">
+                    <h2 class={classes!("node-title", spec.map(|k| k.category))}>
+                        { crate::looks::icon(&n.kind) }
+                        <span>{ n.label.clone().unwrap_or_else(|| n.id.clone()) }</span>
+                    </h2>
+                    if self.node_view.open.is_none() {
+                        <button type="button" class="open-node-view" title="Open with its input and output side by side"
+                            onclick={{ let id = n.id.clone(); link.callback(move |_| super::node_view::Msg::Open(id.clone())) }}>{ "Open ⤢" }</button>
+                    }
+                </div>
                 <p class="summary">
                     <strong>{ title }</strong>{ " · " }
                     { spec.map(|k| crate::looks::rich(k.summary)).unwrap_or_default() }

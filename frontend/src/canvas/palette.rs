@@ -146,6 +146,10 @@ impl Canvas {
                 _ => false,
             },
             Msg::QuickAdd(e) => {
+                // On a node: open it in the node view.
+                if let (Some(node), None) = hit(&e) {
+                    return self.on_node_view(super::node_view::Msg::Open(node));
+                }
                 if self.viewing() || hit(&e).0.is_some() {
                     return false;
                 }

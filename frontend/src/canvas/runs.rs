@@ -753,6 +753,36 @@ impl Canvas {
     }
 
     /// Node `n`'s part of the shown run: status, input, output, logs.
+    /// Node `node`'s output (by port) and the run it is from: the shown
+    /// run's, else the latest run's (what templates preview on).
+    pub(super) fn run_output(&self, node: &str) -> Option<(String, Value)> {
+        if let Some(r) = &self.runs.run
+            && let Some(o) = r.steps.get(node).and_then(|s| s.output.as_ref())
+        {
+            return Some((r.id.clone(), o.clone()));
+        }
+        let p = self.runs.preview.as_ref()?;
+        let step = p
+            .steps
+            .iter()
+            .rev()
+            .find(|s| s.node == node && s.output.is_some())?;
+        Some((p.run.id.clone(), step.output.clone()?))
+    }
+
+    /// Where `input`, node `node`'s test input, comes from: the latest run
+    /// (its id), or pinned test data.
+    pub(super) fn input_source(&self, node: &str, input: &Value) -> String {
+        match &self.runs.preview {
+            Some(p)
+                if sluice_model::preview::Data::of_run(p, node).input.as_ref() == Some(input) =>
+            {
+                format!("from run {}", p.run.id)
+            }
+            _ => "from pinned test data".to_string(),
+        }
+    }
+
     pub(super) fn run_step(&self, n: &sluice_model::Node) -> Option<Html> {
         self.runs.run.as_ref().and_then(|r| {
             let st = r.steps.get(&n.id)?;

@@ -82,6 +82,11 @@ impl Canvas {
         data
     }
 
+    /// Node `node`'s output (by port) in its last test here.
+    pub(super) fn tested_output(&self, node: &str) -> Option<&Value> {
+        self.testing.results.get(node)?.output.as_ref()
+    }
+
     pub(super) fn on_testing(&mut self, ctx: &Context<Self>, msg: Msg) -> bool {
         let workflow = ctx.props().workflow.clone();
         match msg {
