@@ -30,6 +30,7 @@ mod history;
 mod inspector_host;
 mod menu;
 mod node_view;
+mod notes;
 mod palette;
 mod publish;
 mod sharing;
@@ -131,6 +132,7 @@ pub enum Msg {
     Share(sharing::Msg),
     Testing(testing::Msg),
     NodeView(node_view::Msg),
+    Note(notes::Msg),
 }
 
 /// A listener on the window (event name, callback), removed on destroy.
@@ -178,6 +180,11 @@ pub struct Canvas {
     scene: RefCell<(u64, Rc<Scene>)>,
     /// The node opened over the canvas with its input and output.
     node_view: node_view::NodeView,
+    /// The sticky note being written in, and its text box (focused after
+    /// the next render when `focus_note`).
+    editing_note: Option<usize>,
+    focus_note: bool,
+    note_ref: NodeRef,
     /// A node the URL asked to select, once the workflow is there.
     pending_node: Option<String>,
     /// The node the URL names now (it follows the selection).
@@ -721,6 +728,9 @@ impl Component for Canvas {
             generation: 1,
             scene: RefCell::new((0, Rc::default())),
             node_view: node_view::NodeView::default(),
+            editing_note: None,
+            focus_note: false,
+            note_ref: NodeRef::default(),
             pending_node: ctx.props().node.clone(),
             url_node: ctx.props().node.clone(),
         }
@@ -762,6 +772,11 @@ impl Component for Canvas {
 
     fn rendered(&mut self, ctx: &Context<Self>, _first: bool) {
         self.palette.rendered();
+        if std::mem::take(&mut self.focus_note)
+            && let Some(area) = self.note_ref.cast::<web_sys::HtmlTextAreaElement>()
+        {
+            area.focus().ok();
+        }
         self.follow_selection_in_url(ctx);
         if std::mem::take(&mut self.focus_menu)
             && let Some(first) = self
@@ -893,6 +908,7 @@ impl Component for Canvas {
             Msg::Share(msg) => self.on_share(ctx, msg),
             Msg::Testing(msg) => self.on_testing(ctx, msg),
             Msg::NodeView(msg) => self.on_node_view(msg),
+            Msg::Note(msg) => self.on_note(msg),
             Msg::CenterOn(wx, wy) => {
                 let (w, h) = self.size();
                 let Some(editor) = self.shown_mut() else {
@@ -994,6 +1010,7 @@ impl Component for Canvas {
                         </defs>
                         <rect class="grid" width="100%" height="100%" fill="url(#grid)" />
                         <g class="world" transform={format!("translate({} {}) scale({})", v.x, v.y, v.zoom)}>
+                            { self.notes_view(ctx, editor) }
                             <SceneView scene={scene.clone()} />
                             { overlay }
                             { for cursors }

@@ -216,6 +216,66 @@ pub enum Action {
         key: String,
         value: Option<Value>,
     },
+    /// A sticky note at this world point (its top-left corner, snapped).
+    AddNote {
+        at: (f64, f64),
+        text: String,
+    },
+    /// Sticky note `index`'s text (Markdown).
+    SetNote {
+        index: usize,
+        text: String,
+    },
+    /// Sticky note `index` moved (top-left corner) or resized; snapped, and
+    /// at least [`NOTE_MIN`].
+    PlaceNote {
+        index: usize,
+        at: Option<(f64, f64)>,
+        size: Option<(f64, f64)>,
+    },
+    DeleteNote {
+        index: usize,
+    },
+}
+
+/// A new sticky note's size, and the smallest one.
+pub const NOTE_SIZE: (f64, f64) = (240.0, 140.0);
+pub const NOTE_MIN: (f64, f64) = (120.0, 60.0);
+
+/// A sticky note on the canvas: Markdown at a place (`notes` in the file,
+/// each `{text, position: [x, y], size: [w, h]}`; n8n's sticky notes
+/// import as these).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Note {
+    pub text: String,
+    pub x: f64,
+    pub y: f64,
+    pub w: f64,
+    pub h: f64,
+}
+
+impl Note {
+    /// A note as the file has it; missing or odd parts take defaults.
+    fn read(v: &Value) -> Note {
+        let pair = |key: &str, default: (f64, f64)| {
+            let a = v.get(key).and_then(Value::as_array);
+            let at = |i: usize| a.and_then(|a| a.get(i)).and_then(Value::as_f64);
+            (at(0).unwrap_or(default.0), at(1).unwrap_or(default.1))
+        };
+        let (x, y) = pair("position", (0.0, 0.0));
+        let (w, h) = pair("size", NOTE_SIZE);
+        Note {
+            text: v
+                .get("text")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+            x,
+            y,
+            w: w.max(NOTE_MIN.0),
+            h: h.max(NOTE_MIN.1),
+        }
+    }
 }
 
 /// How [`Action::Arrange`] moves the selected nodes.
@@ -254,6 +314,29 @@ pub struct Editor {
 }
 
 impl Editor {
+    /// The workflow's sticky notes, in order.
+    pub fn notes(&self) -> Vec<Note> {
+        match self.wf.extra.get("notes") {
+            Some(Value::Array(notes)) => notes.iter().map(Note::read).collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    fn note_mut(&mut self, index: usize) -> Result<&mut Value, String> {
+        match self.wf.extra.get_mut("notes") {
+            Some(Value::Array(notes)) => {
+                let note = notes
+                    .get_mut(index)
+                    .ok_or_else(|| format!("there is no note {index}"))?;
+                if !note.is_object() {
+                    *note = serde_json::json!({});
+                }
+                Ok(note)
+            }
+            _ => Err(format!("there is no note {index}")),
+        }
+    }
+
     pub fn new(wf: Workflow) -> Editor {
         Editor {
             wf,
@@ -660,6 +743,63 @@ impl Editor {
                 }
                 Ok(Change::Workflow)
             }
+            Action::AddNote { at, text } => {
+                let note = serde_json::json!({
+                    "text": text,
+                    "position": [snap(at.0), snap(at.1)],
+                    "size": [NOTE_SIZE.0, NOTE_SIZE.1],
+                });
+                match self.wf.extra.get_mut("notes") {
+                    Some(Value::Array(notes)) => notes.push(note),
+                    _ => {
+                        self.wf
+                            .extra
+                            .insert("notes".into(), Value::Array(vec![note]));
+                    }
+                }
+                Ok(Change::Workflow)
+            }
+            Action::SetNote { index, text } => {
+                let note = self.note_mut(index)?;
+                if note.get("text").and_then(Value::as_str) == Some(text.as_str()) {
+                    return Ok(Change::None);
+                }
+                note["text"] = Value::String(text);
+                Ok(Change::Workflow)
+            }
+            Action::PlaceNote { index, at, size } => {
+                let was = self.notes().get(index).cloned();
+                let note = self.note_mut(index)?;
+                let mut changed = false;
+                if let Some((x, y)) = at {
+                    let to = serde_json::json!([snap(x), snap(y)]);
+                    changed |= note.get("position") != Some(&to);
+                    note["position"] = to;
+                }
+                if let Some((w, h)) = size {
+                    let to = serde_json::json!([snap(w).max(NOTE_MIN.0), snap(h).max(NOTE_MIN.1)]);
+                    changed |= note.get("size") != Some(&to);
+                    note["size"] = to;
+                }
+                // A note from elsewhere written with other numbers (n8n's)
+                // that lands where it was is no change.
+                let now = self.notes().get(index).cloned();
+                Ok(if changed && was != now {
+                    Change::Workflow
+                } else {
+                    Change::None
+                })
+            }
+            Action::DeleteNote { index } => {
+                self.note_mut(index)?;
+                if let Some(Value::Array(notes)) = self.wf.extra.get_mut("notes") {
+                    notes.remove(index);
+                    if notes.is_empty() {
+                        self.wf.extra.remove("notes");
+                    }
+                }
+                Ok(Change::Workflow)
+            }
             Action::SetSetting { key, value } => {
                 let settings = self
                     .wf
@@ -997,6 +1137,119 @@ mod tests {
             }))
             .unwrap(),
         )
+    }
+
+    #[test]
+    fn sticky_notes_are_added_written_placed_and_deleted() {
+        let mut ed = editor();
+        assert!(ed.notes().is_empty());
+        let c = ed
+            .reduce(Action::AddNote {
+                at: (33.0, 47.0),
+                text: String::new(),
+            })
+            .unwrap();
+        assert_eq!(c, Change::Workflow);
+        assert_eq!(
+            ed.notes(),
+            [Note {
+                text: String::new(),
+                x: 40.0,
+                y: 40.0,
+                w: NOTE_SIZE.0,
+                h: NOTE_SIZE.1
+            }]
+        );
+        ed.reduce(Action::SetNote {
+            index: 0,
+            text: "**Check** the totals".into(),
+        })
+        .unwrap();
+        assert_eq!(
+            ed.reduce(Action::SetNote {
+                index: 0,
+                text: "**Check** the totals".into()
+            })
+            .unwrap(),
+            Change::None
+        );
+        ed.reduce(Action::PlaceNote {
+            index: 0,
+            at: Some((101.0, 59.0)),
+            size: Some((10.0, 300.0)),
+        })
+        .unwrap();
+        let n = &ed.notes()[0];
+        assert_eq!((n.x, n.y, n.w, n.h), (100.0, 60.0, NOTE_MIN.0, 300.0));
+        assert_eq!(
+            ed.reduce(Action::PlaceNote {
+                index: 0,
+                at: Some((100.0, 60.0)),
+                size: None
+            })
+            .unwrap(),
+            Change::None
+        );
+        // Stored as the file has them.
+        assert_eq!(
+            ed.wf.extra["notes"],
+            json!([{"text": "**Check** the totals", "position": [100.0, 60.0], "size": [120.0, 300.0]}])
+        );
+        assert!(
+            ed.reduce(Action::SetNote {
+                index: 3,
+                text: "x".into()
+            })
+            .is_err()
+        );
+        assert!(ed.reduce(Action::DeleteNote { index: 1 }).is_err());
+        ed.reduce(Action::DeleteNote { index: 0 }).unwrap();
+        assert!(!ed.wf.extra.contains_key("notes"));
+    }
+
+    #[test]
+    fn notes_from_elsewhere_read_with_defaults_and_keep_their_other_keys() {
+        let mut ed = editor();
+        ed.wf.extra.insert(
+            "notes".into(),
+            json!([{"text": "from n8n", "position": [10, 20], "size": [400, 90], "color": 3},
+                   {"position": "odd"}, 7]),
+        );
+        let notes = ed.notes();
+        assert_eq!(
+            notes[0],
+            Note {
+                text: "from n8n".into(),
+                x: 10.0,
+                y: 20.0,
+                w: 400.0,
+                h: 90.0
+            }
+        );
+        assert_eq!(
+            notes[1],
+            Note {
+                text: String::new(),
+                x: 0.0,
+                y: 0.0,
+                w: NOTE_SIZE.0,
+                h: NOTE_SIZE.1
+            }
+        );
+        assert_eq!(notes.len(), 3);
+        ed.reduce(Action::SetNote {
+            index: 0,
+            text: "changed".into(),
+        })
+        .unwrap();
+        assert_eq!(ed.wf.extra["notes"][0]["color"], 3);
+        // A note that is not an object becomes one when written.
+        ed.reduce(Action::SetNote {
+            index: 2,
+            text: "now a note".into(),
+        })
+        .unwrap();
+        assert_eq!(ed.notes()[2].text, "now a note");
     }
 
     #[test]

@@ -3674,3 +3674,171 @@ async fn the_node_view_shows_input_parameters_and_output_and_a_field_dragged_ont
     assert_eq!(seen.lock().unwrap().last().unwrap(), "/orders/7");
     finish(&a, &[]).await;
 }
+
+/// The stored workflow's sticky notes.
+async fn stored_notes(s: &common::Server, wf: &str) -> Vec<Value> {
+    stored(s, wf).await["notes"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn sticky_notes_are_added_written_in_markdown_moved_resized_and_deleted() {
+    let (s, codes) = editor_server().await;
+    // One note as an n8n import writes it.
+    s.put_workflow(
+        json!({"format": "sluice.workflow/v1", "id": "notes", "nodes": [
+        {"id": "start", "kind": "trigger.manual", "position": [0, 0]},
+        {"id": "first", "kind": "data.set", "config": {"values": {"a": 1}}, "position": [300, 0]}],
+        "edges": [{"from": "start", "to": "first"}],
+        "notes": [{"text": "Imported *from n8n*", "position": [0, 200], "size": [260, 100]}]}),
+    )
+    .await;
+    let driver = driver().await;
+    let a = browser(&driver).await;
+    open(&a, &s, &codes, "notes").await;
+    a.wait()
+        .at_most(Duration::from_secs(5))
+        .for_element(Locator::Css(".sticky[data-note='0'] .sticky-body em"))
+        .await
+        .unwrap();
+    assert_eq!(
+        text(&a, ".sticky[data-note='0'] .sticky-body").await,
+        "Imported from n8n"
+    );
+
+    // From the canvas's menu: a note, written in at once, in Markdown.
+    let grid = a.find(Locator::Css("svg.surface rect.grid")).await.unwrap();
+    a.execute(
+        "arguments[0].dispatchEvent(new MouseEvent('contextmenu', {bubbles: true, cancelable: true, \
+         clientX: arguments[0].getBoundingClientRect().x + 500, clientY: arguments[0].getBoundingClientRect().y + 60}));",
+        vec![serde_json::to_value(&grid).unwrap()],
+    )
+    .await
+    .unwrap();
+    click(&a, ".context-menu button[data-item='Add a sticky note']").await;
+    let area = a
+        .wait()
+        .at_most(Duration::from_secs(5))
+        .for_element(Locator::Css(".sticky[data-note='1'] textarea.sticky-text"))
+        .await
+        .unwrap();
+    assert_eq!(
+        a.active_element()
+            .await
+            .unwrap()
+            .attr("class")
+            .await
+            .unwrap()
+            .as_deref(),
+        Some("sticky-text"),
+        "the new note has the focus"
+    );
+    area.send_keys("# Plan\n**Check** the totals\n\n- one\n- two")
+        .await
+        .unwrap();
+    // A click on the canvas ends the writing.
+    click_at(&a, "svg.surface rect.grid", 0.0, 250.0, 1).await;
+    a.wait()
+        .at_most(Duration::from_secs(5))
+        .for_element(Locator::Css(".sticky[data-note='1'] .sticky-body strong"))
+        .await
+        .unwrap();
+    assert_eq!(text(&a, ".sticky[data-note='1'] .heading").await, "Plan");
+    assert_eq!(text(&a, ".sticky[data-note='1'] strong").await, "Check");
+    assert_eq!(count(&a, ".sticky[data-note='1'] li").await, 2);
+    eventually(Duration::from_secs(5), "the note stored", || async {
+        stored_notes(&s, "notes")
+            .await
+            .get(1)
+            .is_some_and(|n| n["text"] == "# Plan\n**Check** the totals\n\n- one\n- two")
+    })
+    .await;
+    let before = stored_notes(&s, "notes").await[1].clone();
+    doc_screenshots(&a, "sticky-note").await;
+
+    // Dragged by its body: moved; by its corner: resized (one edit each).
+    drag_by(&a, ".sticky[data-note='1'] .sticky-body", 120.0, 80.0).await;
+    eventually(Duration::from_secs(5), "moved", || async {
+        let n = stored_notes(&s, "notes").await[1].clone();
+        n["position"][0].as_f64() > before["position"][0].as_f64()
+            && n["position"][1].as_f64() > before["position"][1].as_f64()
+            && n["size"] == before["size"]
+    })
+    .await;
+    drag_by(&a, ".sticky[data-note='1'] .sticky-resize", 100.0, 60.0).await;
+    eventually(Duration::from_secs(5), "resized", || async {
+        let n = stored_notes(&s, "notes").await[1].clone();
+        n["size"][0].as_f64() > before["size"][0].as_f64()
+            && n["size"][1].as_f64() > before["size"][1].as_f64()
+    })
+    .await;
+    // The nodes stay above the notes: a node is still selected by a click.
+    select_node(&a, "first").await;
+
+    // A double click writes in it again; Escape ends that, changing nothing.
+    let body = a
+        .find(Locator::Css(".sticky[data-note='0'] .sticky-body"))
+        .await
+        .unwrap();
+    let actions = MouseActions::new("mouse".into())
+        .then(PointerAction::MoveToElement {
+            element: body,
+            duration: None,
+            x: 0.0,
+            y: 0.0,
+        })
+        .then(PointerAction::Down {
+            button: MOUSE_BUTTON_LEFT,
+        })
+        .then(PointerAction::Up {
+            button: MOUSE_BUTTON_LEFT,
+        })
+        .then(PointerAction::Down {
+            button: MOUSE_BUTTON_LEFT,
+        })
+        .then(PointerAction::Up {
+            button: MOUSE_BUTTON_LEFT,
+        });
+    a.perform_actions(actions).await.unwrap();
+    a.wait()
+        .at_most(Duration::from_secs(5))
+        .for_element(Locator::Css(".sticky[data-note='0'] textarea"))
+        .await
+        .unwrap();
+    assert_eq!(count(&a, ".quick-add").await, 0, "no quick add from a note");
+    press(&a, "\u{E00C}").await;
+    eventually(Duration::from_secs(5), "writing ended", || async {
+        count(&a, ".sticky textarea").await == 0
+    })
+    .await;
+    assert_eq!(
+        stored_notes(&s, "notes").await[0]["text"],
+        "Imported *from n8n*"
+    );
+
+    // Shift + S adds one in the middle of the view; × deletes one.
+    a.execute("document.querySelector('svg.surface').focus()", vec![])
+        .await
+        .unwrap();
+    key_chord(&a, "\u{E008}", "S").await;
+    eventually(Duration::from_secs(5), "a third note", || async {
+        stored_notes(&s, "notes").await.len() == 3
+    })
+    .await;
+    press(&a, "\u{E00C}").await;
+    click(&a, ".sticky[data-note='0'] .sticky-delete").await;
+    eventually(
+        Duration::from_secs(5),
+        "the imported note deleted",
+        || async {
+            let notes = stored_notes(&s, "notes").await;
+            notes.len() == 2 && notes[0]["text"] == "# Plan\n**Check** the totals\n\n- one\n- two"
+        },
+    )
+    .await;
+    let serious = audit(&a, "sticky notes").await;
+    assert!(serious.is_empty(), "{}", serious.join("\n"));
+    finish(&a, &[]).await;
+}

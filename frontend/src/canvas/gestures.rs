@@ -37,6 +37,21 @@ pub enum Drag {
         start: (f64, f64),
         now: Option<(f64, f64)>,
     },
+    /// A sticky note being moved: where it was grabbed (world units from
+    /// its corner) and where its corner is now.
+    Note {
+        index: usize,
+        grab: (f64, f64),
+        now: (f64, f64),
+        moved: bool,
+    },
+    /// A sticky note being resized from its corner at `origin`.
+    NoteSize {
+        index: usize,
+        origin: (f64, f64),
+        now: (f64, f64),
+        moved: bool,
+    },
     /// A field of the node view's input being dragged onto a parameter:
     /// the template that reads it (screen points of the page).
     Field {
@@ -158,6 +173,20 @@ impl Canvas {
         let mut drag = std::mem::replace(&mut self.gestures.drag, Drag::None);
         let changed = match &mut drag {
             Drag::None | Drag::Palette { .. } | Drag::Field { .. } => false,
+            Drag::Note {
+                grab, now, moved, ..
+            } => {
+                *now = (world.0 - grab.0, world.1 - grab.1);
+                *moved = true;
+                true
+            }
+            Drag::NoteSize {
+                origin, now, moved, ..
+            } => {
+                *now = (world.0 - origin.0, world.1 - origin.1);
+                *moved = true;
+                true
+            }
             Drag::Pan { last } => {
                 if let Some(editor) = self.shown_mut() {
                     editor.viewport.pan(at.0 - last.0, at.1 - last.1);
@@ -246,6 +275,31 @@ impl Canvas {
                     }
                 }
                 true
+            }
+            // One edit when let go; the drag itself only moved the picture.
+            Drag::Note {
+                index, now, moved, ..
+            } => {
+                if moved {
+                    self.act(Action::PlaceNote {
+                        index,
+                        at: Some(now),
+                        size: None,
+                    });
+                }
+                moved
+            }
+            Drag::NoteSize {
+                index, now, moved, ..
+            } => {
+                if moved {
+                    self.act(Action::PlaceNote {
+                        index,
+                        at: None,
+                        size: Some(now),
+                    });
+                }
+                moved
             }
             Drag::Field { expr, now, .. } => match now {
                 Some(_) => self.drop_field(&expr, &e),
@@ -347,6 +401,10 @@ impl Canvas {
             (false, "/") => {
                 focus(&self.palette.search_box);
                 None
+            }
+            (false, "S") if e.shift_key() && !self.viewing() => {
+                e.prevent_default();
+                return self.add_note_at_center();
             }
             (true, "a") => Some(Action::SelectAll),
             (true, "z" | "Z") => {

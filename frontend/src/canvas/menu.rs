@@ -46,6 +46,7 @@ pub enum Item {
     Delete,
     Disconnect,
     AddHere,
+    AddNote,
     Paste,
     SelectAll,
     Fit,
@@ -130,6 +131,7 @@ impl Canvas {
                         _ => true,
                     },
                     Item::AddHere => self.open_quick_at(menu.screen, menu.world),
+                    Item::AddNote => self.on_note(super::notes::Msg::Add(menu.world)),
                     Item::Paste => match self.gestures.clipboard.clone() {
                         Some(json) => self.act(Action::Paste {
                             json,
@@ -188,6 +190,7 @@ impl Canvas {
             On::Canvas => html! {
                 <>
                     { item(Item::AddHere, "Add a node here", false) }
+                    { item(Item::AddNote, "Add a sticky note", false) }
                     if self.gestures.clipboard.is_some() { { item(Item::Paste, "Paste", false) } }
                     { item(Item::SelectAll, "Select all", false) }
                     { item(Item::Tidy, "Tidy up", false) }
