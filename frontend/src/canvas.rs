@@ -951,6 +951,15 @@ impl Component for Canvas {
                     html! { <path class="edge wire" d={curve(x1, y1, now.0, now.1)} /> }
                 })
                 .unwrap_or_default(),
+            // The connection a node dropped now would go into.
+            Drag::Palette {
+                edge: Some(edge), ..
+            } => scene
+                .edges
+                .iter()
+                .find(|e| e.index == *edge)
+                .map(|e| html! { <path class="edge drop-target" d={e.d.clone()} /> })
+                .unwrap_or_default(),
             _ => html! {},
         };
         let ghost = match &self.gestures.drag {

@@ -179,6 +179,15 @@ pub enum Action {
         from: String,
         port: String,
     },
+    /// A new node of `kind` at `at` put into connection `edge`: the edge's
+    /// source feeds the new node, and the new node's first output (`out`,
+    /// a condition's `true`) feeds the edge's target (what dropping a node
+    /// on a connection does).
+    InsertOnEdge {
+        kind: String,
+        at: (f64, f64),
+        edge: usize,
+    },
     /// Paste nodes copied with [`Editor::copy_selected`] (from this or
     /// another workflow), their top-left at `at`.
     Paste {
@@ -314,6 +323,41 @@ pub struct Editor {
 }
 
 impl Editor {
+    /// The connection passing within `tolerance` (world units) of `p`, the
+    /// nearest: connections are drawn as the S-curves of
+    /// [`edge_curve`], sampled here.
+    pub fn edge_near(&self, p: (f64, f64), tolerance: f64) -> Option<usize> {
+        let positions = self.positions();
+        let mut best: Option<(f64, usize)> = None;
+        for (i, e) in self.wf.edges.iter().enumerate() {
+            let (s, t) = (e.source(), e.target());
+            let (Some(from), Some(to)) = (positions.get(s.node), positions.get(t.node)) else {
+                continue;
+            };
+            let ports = self
+                .wf
+                .nodes
+                .iter()
+                .find(|n| n.id == s.node)
+                .and_then(|n| kinds::spec(&n.kind).map(|k| k.output_ports(&n.config)))
+                .unwrap_or_default();
+            let k = ports.iter().position(|q| q == s.port).unwrap_or(0);
+            let start = (
+                from.0 + NODE_W,
+                from.1 + NODE_H * (k as f64 + 1.0) / (ports.len().max(1) as f64 + 1.0),
+            );
+            let end = (to.0, to.1 + NODE_H / 2.0);
+            let d = edge_curve(start, end)
+                .into_iter()
+                .map(|q| (q.0 - p.0).hypot(q.1 - p.1))
+                .fold(f64::INFINITY, f64::min);
+            if d <= tolerance && best.is_none_or(|(b, _)| d < b) {
+                best = Some((d, i));
+            }
+        }
+        best.map(|(_, i)| i)
+    }
+
     /// The workflow's sticky notes, in order.
     pub fn notes(&self) -> Vec<Note> {
         match self.wf.extra.get("notes") {
@@ -686,6 +730,53 @@ impl Editor {
                     return Ok(Change::Workflow);
                 };
                 if let Err(e) = self.reduce(Action::Connect { from, port, to }) {
+                    (self.wf, self.selected) = before;
+                    return Err(e);
+                }
+                Ok(Change::Workflow)
+            }
+            Action::InsertOnEdge { kind, at, edge } => {
+                let Some(e) = self.wf.edges.get(edge) else {
+                    return Err(format!("there is no connection {edge}"));
+                };
+                let spec = kinds::spec(&kind).ok_or_else(|| format!("unknown kind `{kind}`"))?;
+                if spec.is_trigger {
+                    return Err(format!(
+                        "a trigger ({kind}) starts runs: it cannot go into a connection"
+                    ));
+                }
+                // The new node's first output feeds the old target (`out`;
+                // a condition's `true`).
+                let Some(out) = spec.outputs.first().map(|p| p.to_string()) else {
+                    return Err(format!(
+                        "{kind} ends a run: nothing can follow it, so it cannot go into a connection"
+                    ));
+                };
+                let (from, port) = (e.source().node.to_string(), e.source().port.to_string());
+                let to = e.target().node.to_string();
+                let before = (self.wf.clone(), self.selected.clone());
+                self.wf.edges.remove(edge);
+                let inserted = self
+                    .reduce(Action::AddAfter {
+                        kind,
+                        at,
+                        from,
+                        port,
+                    })
+                    .and_then(|_| {
+                        let new = self
+                            .selected
+                            .iter()
+                            .next()
+                            .cloned()
+                            .ok_or_else(|| "the new node is missing".to_string())?;
+                        self.reduce(Action::Connect {
+                            from: new,
+                            port: out,
+                            to,
+                        })
+                    });
+                if let Err(e) = inserted {
                     (self.wf, self.selected) = before;
                     return Err(e);
                 }
@@ -1087,6 +1178,24 @@ pub fn default_config(schema: &Value) -> Value {
     Value::Object(config)
 }
 
+/// Points along the S-curve a connection is drawn as, from `a` to `b`
+/// (the cubic Bézier of `scene::curve`), 64 of them.
+pub fn edge_curve(a: (f64, f64), b: (f64, f64)) -> Vec<(f64, f64)> {
+    let bend = ((b.0 - a.0).abs() / 2.0).max(40.0);
+    let (c1, c2) = ((a.0 + bend, a.1), (b.0 - bend, b.1));
+    (0..=64)
+        .map(|i| {
+            let t = f64::from(i) / 64.0;
+            let u = 1.0 - t;
+            let w = [u * u * u, 3.0 * u * u * t, 3.0 * u * t * t, t * t * t];
+            (
+                w[0] * a.0 + w[1] * c1.0 + w[2] * c2.0 + w[3] * b.0,
+                w[0] * a.1 + w[1] * c1.1 + w[2] * c2.1 + w[3] * b.1,
+            )
+        })
+        .collect()
+}
+
 fn snap(v: f64) -> f64 {
     (v / GRID).round() * GRID
 }
@@ -1137,6 +1246,64 @@ mod tests {
             }))
             .unwrap(),
         )
+    }
+
+    #[test]
+    fn a_node_dropped_on_a_connection_goes_into_it() {
+        let mut ed = editor();
+        // t (0,0) → check (280,0): the curve runs at y = NODE_H / 2 between.
+        let mid = (NODE_W + (280.0 - NODE_W) / 2.0, NODE_H / 2.0);
+        assert_eq!(ed.edge_near(mid, 8.0), Some(0));
+        assert_eq!(ed.edge_near((mid.0, mid.1 + 40.0), 8.0), None);
+        // check:true → set: its port is the first of two.
+        assert_eq!(
+            ed.edge_near((NODE_W + 280.0 + 4.0, NODE_H / 3.0), 8.0),
+            Some(1)
+        );
+        let c = ed
+            .reduce(Action::InsertOnEdge {
+                kind: "util.log".into(),
+                at: (150.0, 100.0),
+                edge: 1,
+            })
+            .unwrap();
+        assert_eq!(c, Change::Workflow);
+        let new = ed.selected.iter().next().cloned().unwrap();
+        let edges: Vec<String> = ed
+            .wf
+            .edges
+            .iter()
+            .map(|e| {
+                format!(
+                    "{}:{} → {}",
+                    e.source().node,
+                    e.source().port,
+                    e.target().node
+                )
+            })
+            .collect();
+        assert_eq!(
+            edges,
+            [
+                "t:out → check".to_string(),
+                format!("check:true → {new}"),
+                format!("{new}:out → set")
+            ]
+        );
+        // A trigger, an ending or a missing connection changes nothing.
+        let was = ed.wf.clone();
+        for (kind, edge) in [("trigger.webhook", 0), ("output.end", 0), ("util.log", 9)] {
+            assert!(
+                ed.reduce(Action::InsertOnEdge {
+                    kind: kind.into(),
+                    at: (0.0, 0.0),
+                    edge
+                })
+                .is_err(),
+                "{kind}"
+            );
+            assert_eq!(ed.wf, was, "{kind}");
+        }
     }
 
     #[test]

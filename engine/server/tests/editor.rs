@@ -3842,3 +3842,53 @@ async fn sticky_notes_are_added_written_in_markdown_moved_resized_and_deleted() 
     assert!(serious.is_empty(), "{}", serious.join("\n"));
     finish(&a, &[]).await;
 }
+
+#[tokio::test]
+async fn a_node_dropped_from_the_palette_onto_a_connection_goes_into_it() {
+    let (s, codes) = editor_server().await;
+    s.put_workflow(
+        json!({"format": "sluice.workflow/v1", "id": "between", "nodes": [
+        {"id": "start", "kind": "trigger.manual", "position": [0, 0]},
+        {"id": "end", "kind": "output.end", "position": [600, 0]}],
+        "edges": [{"from": "start", "to": "end"}]}),
+    )
+    .await;
+    let driver = driver().await;
+    let a = browser(&driver).await;
+    open(&a, &s, &codes, "between").await;
+    drag(
+        &a,
+        "button.kind[data-kind='util.log']",
+        "path.edge[data-edge='0']",
+    )
+    .await;
+    eventually(
+        Duration::from_secs(5),
+        "the log between the two",
+        || async {
+            let logs = nodes_of_kind(&s, "between", "util.log").await;
+            logs.len() == 1 && {
+                let log = &logs[0];
+                let mut edges = stored_edges(&s, "between").await;
+                edges.sort();
+                let mut want = vec![format!("start → {log}"), format!("{log} → end")];
+                want.sort();
+                edges == want
+            }
+        },
+    )
+    .await;
+    // Dropped away from any connection, a node stands on its own.
+    drag(
+        &a,
+        "button.kind[data-kind='data.set']",
+        "svg.surface rect.grid",
+    )
+    .await;
+    eventually(Duration::from_secs(5), "a set on its own", || async {
+        nodes_of_kind(&s, "between", "data.set").await.len() == 1
+    })
+    .await;
+    assert_eq!(stored_edges(&s, "between").await.len(), 2);
+    finish(&a, &[]).await;
+}

@@ -31,11 +31,13 @@ pub enum Drag {
         port: String,
         now: (f64, f64),
     },
-    /// A palette entry being dragged in (screen point of the page).
+    /// A palette entry being dragged in (screen point of the page), and
+    /// the connection it would go into if dropped now.
     Palette {
         kind: String,
         start: (f64, f64),
         now: Option<(f64, f64)>,
+        edge: Option<usize>,
     },
     /// A sticky note being moved: where it was grabbed (world units from
     /// its corner) and where its corner is now.
@@ -155,8 +157,34 @@ impl Canvas {
         }
     }
 
+    /// The connection under the pointer (within a few screen pixels), for
+    /// a node dropped there to go into.
+    fn edge_under(&self, e: &PointerEvent) -> Option<usize> {
+        let on_canvas = under(e)
+            .and_then(|el| el.closest(".surface").ok().flatten())
+            .is_some();
+        if !on_canvas || self.viewing() {
+            return None;
+        }
+        let editor = self.editor.as_ref()?;
+        let at = self.point(e);
+        let world = editor.viewport.to_world(at.0, at.1);
+        editor.edge_near(world, 12.0 / editor.viewport.zoom)
+    }
+
     pub(super) fn on_move(&mut self, ctx: &Context<Self>, e: PointerEvent) -> bool {
         let at = self.point(&e);
+        if let Drag::Palette {
+            now: Some(_), kind, ..
+        } = &self.gestures.drag
+        {
+            let fits = sluice_model::kinds::spec(kind)
+                .is_some_and(|k| !k.is_trigger && !k.outputs.is_empty());
+            let near = self.edge_under(&e).filter(|_| fits);
+            if let Drag::Palette { edge, .. } = &mut self.gestures.drag {
+                *edge = near;
+            }
+        }
         if let Drag::Palette { start, now, .. } | Drag::Field { start, now, .. } =
             &mut self.gestures.drag
         {
@@ -268,10 +296,18 @@ impl Canvas {
                     .is_some();
                 if on_canvas && !self.viewing() {
                     let at = self.point(&e);
+                    let edge = self.edge_under(&e);
                     if let Some(editor) = &self.editor {
                         let (x, y) = editor.viewport.to_world(at.0, at.1);
                         let at = (x - NODE_W / 2.0, y - NODE_H / 2.0);
-                        self.act(Action::AddNode { kind, at });
+                        // On a connection: into it (when the kind can be
+                        // between two nodes); elsewhere: on its own.
+                        let fits = sluice_model::kinds::spec(&kind)
+                            .is_some_and(|k| !k.is_trigger && !k.outputs.is_empty());
+                        self.act(match edge.filter(|_| fits) {
+                            Some(edge) => Action::InsertOnEdge { kind, at, edge },
+                            None => Action::AddNode { kind, at },
+                        });
                     }
                 }
                 true

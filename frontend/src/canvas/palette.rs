@@ -120,6 +120,7 @@ impl Canvas {
                     kind,
                     start: (f64::from(e.client_x()), f64::from(e.client_y())),
                     now: None,
+                    edge: None,
                 };
                 false
             }
