@@ -22,6 +22,7 @@
 pub mod data_view;
 pub mod fields;
 pub mod icons;
+pub mod log_filter;
 pub mod review;
 pub mod route;
 pub mod runs_query;

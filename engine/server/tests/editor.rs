@@ -3892,3 +3892,95 @@ async fn a_node_dropped_from_the_palette_onto_a_connection_goes_into_it() {
     assert_eq!(stored_edges(&s, "between").await.len(), 2);
     finish(&a, &[]).await;
 }
+
+#[tokio::test]
+async fn a_runs_log_shows_levels_and_filters_by_level_node_and_text() {
+    let (s, codes) = editor_server().await;
+    s.put_workflow(json!({"format": "sluice.workflow/v1", "id": "logs", "nodes": [
+        {"id": "start", "kind": "trigger.manual", "position": [0, 0]},
+        {"id": "look", "kind": "util.log", "config": {"message": "looking up {{ input.id }}", "level": "debug"}, "position": [300, 0]},
+        {"id": "total", "kind": "util.log", "config": {"message": "total is zero", "level": "warn"}, "position": [600, 0]},
+        {"id": "who", "kind": "util.log", "config": {"message": "no customer", "level": "error"}, "position": [900, 0]}],
+        "edges": [{"from": "start", "to": "look"}, {"from": "look", "to": "total"}, {"from": "total", "to": "who"}]}))
+    .await;
+    let driver = driver().await;
+    let a = browser(&driver).await;
+    open(&a, &s, &codes, "logs").await;
+    retype(&a, "#run-input", r#"{"id": 7}"#).await;
+    click(&a, ".run-button").await;
+    eventually(Duration::from_secs(10), "the run's log", || async {
+        count(&a, ".run-logs .log-line").await == 3
+    })
+    .await;
+    let levels: Vec<String> = {
+        let mut v = Vec::new();
+        for l in a
+            .find_all(Locator::Css(".run-logs .log-line"))
+            .await
+            .unwrap()
+        {
+            v.push(l.attr("data-level").await.unwrap().unwrap_or_default());
+        }
+        v
+    };
+    assert_eq!(levels, ["debug", "warn", "error"]);
+    assert!(text(&a, ".run-logs .log-line[data-level='debug'] .message").await == "looking up 7");
+    assert!(text(&a, ".run-logs summary").await.contains("1 error"));
+    // By level, by node, by text.
+    a.find(Locator::Css("#log-level"))
+        .await
+        .unwrap()
+        .select_by_value("2")
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(5), "warnings and errors", || async {
+        count(&a, ".run-logs .log-line").await == 2
+    })
+    .await;
+    a.find(Locator::Css("#log-node"))
+        .await
+        .unwrap()
+        .select_by_value("who")
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(5), "one node's", || async {
+        count(&a, ".run-logs .log-line").await == 1
+    })
+    .await;
+    a.find(Locator::Css("#log-level"))
+        .await
+        .unwrap()
+        .select_by_value("0")
+        .await
+        .unwrap();
+    a.find(Locator::Css("#log-node"))
+        .await
+        .unwrap()
+        .select_by_value("")
+        .await
+        .unwrap();
+    retype(&a, "#log-text", "ZERO").await;
+    eventually(Duration::from_secs(5), "by text", || async {
+        count(&a, ".run-logs .log-line").await == 1
+            && text_of(&a, ".run-logs .log-line .message").await.as_deref() == Some("total is zero")
+    })
+    .await;
+    // A line's node selects it (and the URL names it).
+    click(&a, ".run-logs .log-line .log-node").await;
+    a.wait()
+        .at_most(Duration::from_secs(5))
+        .for_element(Locator::Css(".node-panel[data-node='total']"))
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(5), "the URL names it", || async {
+        a.current_url()
+            .await
+            .unwrap()
+            .as_str()
+            .ends_with("#/w/logs/n/total")
+    })
+    .await;
+    let serious = audit(&a, "run log").await;
+    assert!(serious.is_empty(), "{}", serious.join("\n"));
+    finish(&a, &[]).await;
+}

@@ -43,6 +43,10 @@ pub enum Msg {
     /// Approve or reject an approval (node, lineage) of the shown run.
     Decide(String, String, Decision),
     Decided(String, Result<Signalled, String>),
+    /// The log view's filter changed.
+    LogFilter(crate::log_filter::LogFilter),
+    /// Select the node a log line is from.
+    LogNode(String),
 }
 
 impl From<Msg> for super::Msg {
@@ -73,6 +77,8 @@ pub struct Runs {
     /// The latest run whose detail arrived (the shown run, or the newest
     /// in the list): what template fields preview on.
     pub preview: Option<RunDetail>,
+    /// What the shown run's log view shows.
+    log_filter: crate::log_filter::LogFilter,
 }
 
 impl Runs {
@@ -114,6 +120,7 @@ impl Default for Runs {
             shown: RUNS_PAGE,
             more: false,
             preview: None,
+            log_filter: Default::default(),
         }
     }
 }
@@ -392,6 +399,15 @@ impl Canvas {
                 }
                 false
             }
+            Msg::LogFilter(filter) => {
+                let changed = self.runs.log_filter != filter;
+                self.runs.log_filter = filter;
+                changed
+            }
+            Msg::LogNode(node) => self.act(crate::state::Action::Select {
+                id: node,
+                additive: false,
+            }),
             Msg::Decide(node, lineage, decision) => {
                 let Some(run) = self.runs.run.as_mut() else {
                     return false;
@@ -636,6 +652,99 @@ impl Canvas {
     }
 
     /// Running the workflow: its input, the button, the shown run.
+    /// The shown run's log: every line with its time, level and node,
+    /// filtered by level, node and text; a line's node is a button that
+    /// selects it.
+    fn log_view(&self, ctx: &Context<Self>, logs: &[LogLine]) -> Html {
+        use crate::log_filter::{LEVELS, counts, rank};
+        if logs.is_empty() {
+            return html! { <p class="no-logs">{ "No log lines." }</p> };
+        }
+        let link = ctx.link();
+        let filter = self.runs.log_filter.clone();
+        let counts = counts(logs);
+        let mut nodes: Vec<&str> = logs.iter().map(|l| l.node.as_str()).collect();
+        nodes.sort_unstable();
+        nodes.dedup();
+        let shown: Vec<&LogLine> = logs.iter().filter(|l| filter.shows(l)).collect();
+        let on_level = {
+            let filter = filter.clone();
+            link.callback(move |e: Event| {
+                let s: web_sys::HtmlSelectElement = e.target_unchecked_into();
+                let mut f = filter.clone();
+                f.min = s.value().parse().unwrap_or(0);
+                Msg::LogFilter(f)
+            })
+        };
+        let on_node = {
+            let filter = filter.clone();
+            link.callback(move |e: Event| {
+                let s: web_sys::HtmlSelectElement = e.target_unchecked_into();
+                let mut f = filter.clone();
+                f.node = s.value();
+                Msg::LogFilter(f)
+            })
+        };
+        let on_text = {
+            let filter = filter.clone();
+            link.callback(move |e: InputEvent| {
+                let i: web_sys::HtmlInputElement = e.target_unchecked_into();
+                let mut f = filter.clone();
+                f.text = i.value();
+                Msg::LogFilter(f)
+            })
+        };
+        let level_names = [
+            "everything",
+            "info and above",
+            "warnings and errors",
+            "errors only",
+        ];
+        html! {
+            <details class="run-logs" open=true>
+                <summary>{ format!("Logs ({})", logs.len()) }
+                    { for LEVELS.iter().enumerate().skip(2).filter(|(i, _)| counts[*i] > 0).map(|(i, l)| html! {
+                        <span class="log-count" data-level={*l}>{ format!(" · {} {l}", counts[i]) }</span>
+                    }) }
+                </summary>
+                <div class="log-filters">
+                    <label for="log-level">{ "Show" }</label>
+                    <select id="log-level" onchange={on_level}>
+                        { for level_names.iter().enumerate().map(|(i, name)| {
+                            let n: usize = counts[i..].iter().sum();
+                            html! { <option value={i.to_string()} selected={filter.min == i}>{ format!("{name} ({n})") }</option> }
+                        }) }
+                    </select>
+                    <label for="log-node">{ "from" }</label>
+                    <select id="log-node" onchange={on_node}>
+                        <option value="" selected={filter.node.is_empty()}>{ "every node" }</option>
+                        { for nodes.iter().map(|n| html! { <option value={n.to_string()} selected={filter.node == *n}>{ *n }</option> }) }
+                    </select>
+                    <input id="log-text" type="search" placeholder="Text in the line" aria-label="Text in the line"
+                        value={filter.text.clone()} oninput={on_text} />
+                </div>
+                if shown.is_empty() {
+                    <p class="no-logs">{ "No line matches." }</p>
+                } else {
+                    <ol class="log-lines">{ for shown.iter().map(|l| {
+                        let node = l.node.clone();
+                        let level = LEVELS[rank(&l.level)];
+                        html! {
+                            <li class="log-line" data-level={level}>
+                                <time>{ clock(l.at_us) }</time>
+                                <span class="level">{ level }</span>
+                                <button type="button" class="log-node" title={format!("Select {node}")}
+                                    onclick={link.callback(move |_| Msg::LogNode(node.clone()))}>{ &l.node }</button>
+                                if !l.lineage.is_empty() { <span class="lineage" title="Item">{ format!("[{}]", l.lineage) }</span> }
+                                <span class="message">{ &l.message }</span>
+                            </li>
+                        }
+                    }) }</ol>
+                }
+            </details>
+        }
+    }
+
     pub(super) fn run_panel(&self, ctx: &Context<Self>) -> Html {
         let link = ctx.link();
         let oninput = link.callback(|e: InputEvent| {
@@ -696,6 +805,7 @@ impl Canvas {
                     { for retry }
                     <h3>{ "Output" }</h3>
                     <pre class="run-output">{ crate::inspector::pretty(&r.output) }</pre>
+                    { self.log_view(ctx, &r.logs) }
                 </div>
             }
         });
@@ -827,6 +937,18 @@ pub(super) fn output_tree(node: &str, output: &Value) -> Html {
         },
         other => html! { <crate::inspector::JsonTree value={other.clone()} /> },
     }
+}
+
+/// A log line's time of day, to the millisecond.
+fn clock(us: i64) -> String {
+    let date = js_sys::Date::new(&wasm_bindgen::JsValue::from_f64(us as f64 / 1000.0));
+    format!(
+        "{:02}:{:02}:{:02}.{:03}",
+        date.get_hours(),
+        date.get_minutes(),
+        date.get_seconds(),
+        date.get_milliseconds()
+    )
 }
 
 /// A run's (or a version's) time, as the local clock shows it.
