@@ -3146,7 +3146,8 @@ async fn rect_of(c: &Client, css: &str) -> (f64, f64, f64, f64) {
 }
 
 #[tokio::test]
-async fn the_layout_keeps_palette_canvas_and_inspector_side_by_side_from_1000_to_2560_wide() {
+async fn the_layout_keeps_palette_canvas_and_inspector_side_by_side_from_1000_to_2560_wide_and_stacks_them_when_narrow()
+ {
     let (s, codes) = editor_server().await;
     s.put_workflow(
         json!({"format": "sluice.workflow/v1", "id": "sizes", "nodes": [
@@ -3192,6 +3193,33 @@ async fn the_layout_keeps_palette_canvas_and_inspector_side_by_side_from_1000_to
             "the status bar leaves the canvas at {w}×{h}"
         );
     }
+    // Narrower: stacked, palette over canvas over panel, full width, in
+    // the window, the canvas keeping the most height.
+    a.set_window_size(700, 900).await.unwrap();
+    let inner = a
+        .execute("return [innerWidth, innerHeight];", vec![])
+        .await
+        .unwrap();
+    let (iw, ih) = (inner[0].as_f64().unwrap(), inner[1].as_f64().unwrap());
+    eventually(
+        Duration::from_secs(3),
+        "the stacked layout at 700 wide",
+        || async {
+            let palette = rect_of(&a, "aside.palette").await;
+            let canvas = rect_of(&a, ".canvas").await;
+            let inspector = rect_of(&a, "aside.inspector").await;
+            palette.1 + palette.3 <= canvas.1 + 0.5
+                && canvas.1 + canvas.3 <= inspector.1 + 0.5
+                && inspector.1 + inspector.3 <= ih + 0.5
+                && [palette, canvas, inspector]
+                    .iter()
+                    .all(|r| r.0 >= 0.0 && r.0 + r.2 <= iw + 0.5 && r.2 >= iw - 2.0)
+                && canvas.3 >= 0.35 * ih
+                && canvas.3 >= inspector.3
+        },
+    )
+    .await;
+    screenshot(&a, "narrow").await;
     a.set_window_size(1400, 900).await.unwrap();
     finish(&a, &[]).await;
 }
