@@ -57,6 +57,9 @@ pub struct App {
     open_run: Option<String>,
     /// A node to select on the open workflow.
     open_node: Option<String>,
+    /// Bumped by every route to the open workflow: the same node asked for
+    /// again (after the selection moved) is selected again.
+    route_seq: u64,
     /// The credentials page is open.
     credentials: bool,
     error: Option<String>,
@@ -302,6 +305,7 @@ impl Component for App {
             open: hash_route().map(|r| r.workflow),
             open_run: hash_route().and_then(|r| r.run),
             open_node: hash_route().and_then(|r| r.node),
+            route_seq: 0,
             credentials: credentials_route(),
             error: None,
             new_name: String::new(),
@@ -459,7 +463,9 @@ impl Component for App {
                     Some(r) => (Some(r.workflow), r.run, r.node),
                     None => (None, None, None),
                 };
-                if open == self.open && run == self.open_run && node == self.open_node {
+                if open == self.open && run == self.open_run {
+                    self.open_node = node;
+                    self.route_seq += 1;
                     return true;
                 }
                 if open.is_none() {
@@ -679,7 +685,7 @@ impl Component for App {
                         <ThemeToggle />
                     </header>
                     { for error }
-                    <Canvas key={id.clone()} workflow={id.clone()} run={self.open_run.clone()} node={self.open_node.clone()} />
+                    <Canvas key={id.clone()} workflow={id.clone()} run={self.open_run.clone()} node={self.open_node.clone()} route={self.route_seq} />
                 </div>
             };
         }

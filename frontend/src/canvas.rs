@@ -71,6 +71,9 @@ pub struct Props {
     /// A node to select (`#/w/<workflow>/n/<node>`).
     #[prop_or_default]
     pub node: Option<String>,
+    /// Changes with every route here, so a node asked for again is.
+    #[prop_or_default]
+    pub route: u64,
 }
 
 pub enum Msg {
@@ -87,6 +90,9 @@ pub enum Msg {
     Down(PointerEvent),
     Move(PointerEvent),
     Up(PointerEvent),
+    /// The pointer was taken away (a touch scrolled, the window lost it):
+    /// whatever was being dragged stays where it was.
+    Cancel,
     Wheel(WheelEvent),
     Key(KeyboardEvent),
     KeyUp(KeyboardEvent),
@@ -180,15 +186,23 @@ pub struct Canvas {
     scene: RefCell<(u64, Rc<Scene>)>,
     /// The node opened over the canvas with its input and output.
     node_view: node_view::NodeView,
-    /// The sticky note being written in, and its text box (focused after
-    /// the next render when `focus_note`).
-    editing_note: Option<usize>,
+    /// An element (CSS selector) to give the focus after the next render:
+    /// where a dialog that closed was opened from.
+    focus_after_render: Option<String>,
+    /// The sticky note being written in (its id), and its text box
+    /// (focused after the next render when `focus_note`).
+    editing_note: Option<String>,
     focus_note: bool,
     note_ref: NodeRef,
     /// A node the URL asked to select, once the workflow is there.
     pending_node: Option<String>,
-    /// The node the URL names now (it follows the selection).
+    /// The node and the run the URL names now: they follow the selection
+    /// and the run opened from the list.
     url_node: Option<String>,
+    url_run: Option<String>,
+    /// The run opened from the list (pinned), or the one the URL asked for
+    /// while it loads.
+    open_run: Option<String>,
 }
 
 fn random_peer() -> u64 {
@@ -266,6 +280,17 @@ impl Canvas {
         }
     }
 
+    /// Whether nothing shown can be changed here: a past run or version,
+    /// or a workflow joined as a viewer.
+    fn read_only(&self) -> bool {
+        self.viewing()
+            || self
+                .sharing
+                .link
+                .as_ref()
+                .is_some_and(|l| l.role == sluice_api::Role::Viewer)
+    }
+
     /// Applies an action; saves and sends the workflow when it changed.
     fn act(&mut self, action: Action) -> bool {
         let viewing = self.viewing();
@@ -308,6 +333,13 @@ impl Canvas {
         let before = editor.selected.clone();
         let result = editor.reduce(action);
         let selection_changed = self.shown().is_some_and(|e| e.selected != before);
+        // A new-credential form belongs to the node it was opened on.
+        if selection_changed
+            && let Some((node, _)) = &self.inspector.credential_form
+            && !self.shown().is_some_and(|e| e.selected.contains(node))
+        {
+            self.inspector.credential_form = None;
+        }
         match result {
             Ok(Change::None) => false,
             Ok(Change::View) => {
@@ -401,7 +433,30 @@ impl Canvas {
             self.problems = problems(editor);
         }
         self.select_pending();
+        self.forget_missing();
         self.touch();
+    }
+
+    /// What refers to a node or a note that the workflow no longer has (a
+    /// peer deleted it, a version was restored): closed or forgotten.
+    fn forget_missing(&mut self) {
+        self.forget_missing_notes();
+        let has = |id: &str| {
+            self.editor
+                .as_ref()
+                .is_some_and(|e| e.wf.nodes.iter().any(|n| n.id == id))
+        };
+        if self.node_view.open.as_deref().is_some_and(|id| !has(id)) {
+            self.node_view.open = None;
+        }
+        if self
+            .inspector
+            .credential_form
+            .as_ref()
+            .is_some_and(|(node, _)| !has(node))
+        {
+            self.inspector.credential_form = None;
+        }
     }
 
     /// Selects the node the URL named, once the workflow has it.
@@ -414,43 +469,36 @@ impl Canvas {
         };
         if editor.wf.nodes.iter().any(|n| n.id == node) {
             editor.selected = std::iter::once(node).collect();
+            self.touch();
         }
     }
 
-    /// Keeps the URL's `/n/<node>` on the selected node (replacing the
-    /// history entry: selecting is not a step back should undo).
+    /// Keeps the URL on what is open: `/r/<run>` the run opened from the
+    /// list, `/n/<node>` the selected node (replacing the history entry:
+    /// selecting is not a step back should undo).
     fn follow_selection_in_url(&mut self, ctx: &Context<Self>) {
-        let Some(editor) = &self.editor else {
-            return;
-        };
         if self.pending_node.is_some() {
             return;
         }
-        let selected = (editor.selected.len() == 1)
-            .then(|| editor.selected.iter().next().cloned())
+        let Some(shown) = self.shown() else {
+            return;
+        };
+        let selected = (shown.selected.len() == 1)
+            .then(|| shown.selected.iter().next().cloned())
             .flatten();
-        if selected == self.url_node {
+        if selected == self.url_node && self.open_run == self.url_run {
             return;
         }
         self.url_node = selected.clone();
+        self.url_run = self.open_run.clone();
         let Some(w) = web_sys::window() else {
             return;
         };
-        let hash = w.location().hash().unwrap_or_default();
-        let decode = |s: &str| {
-            js_sys::decode_uri_component(s)
-                .ok()
-                .and_then(|v| v.as_string())
-                .unwrap_or_else(|| s.to_string())
+        let route = crate::route::WorkflowRoute {
+            workflow: ctx.props().workflow.clone(),
+            run: self.url_run.clone(),
+            node: selected,
         };
-        let mut route = hash
-            .strip_prefix("#/w/")
-            .and_then(|rest| crate::route::WorkflowRoute::parse(rest, decode))
-            .unwrap_or_else(|| crate::route::WorkflowRoute {
-                workflow: ctx.props().workflow.clone(),
-                ..Default::default()
-            });
-        route.node = selected;
         let url = format!("#{}", route.to_hash(crate::app::encode));
         if let Ok(h) = w.history() {
             h.replace_state_with_url(&wasm_bindgen::JsValue::NULL, "", Some(&url))
@@ -728,11 +776,14 @@ impl Component for Canvas {
             generation: 1,
             scene: RefCell::new((0, Rc::default())),
             node_view: node_view::NodeView::default(),
+            focus_after_render: None,
             editing_note: None,
             focus_note: false,
             note_ref: NodeRef::default(),
             pending_node: ctx.props().node.clone(),
             url_node: ctx.props().node.clone(),
+            url_run: ctx.props().run.clone(),
+            open_run: ctx.props().run.clone(),
         }
     }
 
@@ -742,8 +793,10 @@ impl Component for Canvas {
         {
             ctx.link().send_message(runs::Msg::Open(run.clone()));
         }
-        if ctx.props().node != old.node && ctx.props().node != self.url_node {
-            self.url_node = ctx.props().node.clone();
+        if (ctx.props().route != old.route || ctx.props().node != old.node)
+            && ctx.props().node.is_some()
+            && ctx.props().node != self.url_node
+        {
             self.pending_node = ctx.props().node.clone();
             self.select_pending();
         }
@@ -772,6 +825,14 @@ impl Component for Canvas {
 
     fn rendered(&mut self, ctx: &Context<Self>, _first: bool) {
         self.palette.rendered();
+        if let Some(css) = self.focus_after_render.take()
+            && let Some(el) = web_sys::window()
+                .and_then(|w| w.document())
+                .and_then(|d| d.query_selector(&css).ok().flatten())
+                .and_then(|el| el.dyn_into::<web_sys::HtmlElement>().ok())
+        {
+            el.focus().ok();
+        }
         if std::mem::take(&mut self.focus_note)
             && let Some(area) = self.note_ref.cast::<web_sys::HtmlTextAreaElement>()
         {
@@ -826,6 +887,7 @@ impl Component for Canvas {
             Msg::Down(e) => self.on_down(e),
             Msg::Move(e) => self.on_move(ctx, e),
             Msg::Up(e) => self.on_up(e),
+            Msg::Cancel => self.on_cancel(),
             Msg::Wheel(e) => self.on_wheel(e),
             Msg::Key(e) => self.on_key(ctx, e),
             Msg::KeyUp(e) => self.on_key_up(e),
@@ -888,6 +950,7 @@ impl Component for Canvas {
                     run.pinned = None;
                 }
                 self.runs.run = None;
+                self.open_run = None;
                 self.touch();
                 true
             }
@@ -1001,7 +1064,8 @@ impl Component for Canvas {
         html! {
             <div class="editor"
                 onpointermove={link.callback(Msg::Move)}
-                onpointerup={link.callback(Msg::Up)}>
+                onpointerup={link.callback(Msg::Up)}
+                onpointercancel={link.callback(|_: PointerEvent| Msg::Cancel)}>
                 { self.palette_view(ctx) }
                 <div class="canvas">
                     <svg ref={self.svg.clone()} tabindex="0" class={classes!("surface", far.then_some("far"), self.viewing().then_some("viewing"))}

@@ -44,6 +44,15 @@ enum Tested {
     Error(String),
 }
 
+impl From<Result<CredentialTested, String>> for Tested {
+    fn from(r: Result<CredentialTested, String>) -> Tested {
+        match r {
+            Ok(t) => Tested::Done(t),
+            Err(e) => Tested::Error(e),
+        }
+    }
+}
+
 async fn run_test(name: String, url: String) -> Result<CredentialTested, String> {
     let body = if url.trim().is_empty() {
         json!({})
@@ -71,6 +80,10 @@ pub struct FormProps {
     /// Names already taken (a new one may not reuse them).
     #[prop_or_default]
     pub taken: Vec<String>,
+    /// The URL an HTTP credential's test calls, to start with (the node's
+    /// own, when opened from a node's picker).
+    #[prop_or_default]
+    pub test_url: String,
     /// Saved (with its name), or `None`: closed without saving.
     pub on_done: Callback<Option<String>>,
 }
@@ -97,6 +110,8 @@ pub struct CredentialForm {
     /// Saved: the test that followed.
     tested: Option<Tested>,
     saved: Option<String>,
+    /// The first box, focused when the form opens.
+    first: NodeRef,
 }
 
 impl CredentialForm {
@@ -174,11 +189,18 @@ impl Component for CredentialForm {
                 CredentialForm::defaults(&kind)
             },
             kind,
-            url: String::new(),
+            url: ctx.props().test_url.clone(),
             error: None,
             saving: false,
             tested: None,
             saved: None,
+            first: NodeRef::default(),
+        }
+    }
+
+    fn rendered(&mut self, _ctx: &Context<Self>, first: bool) {
+        if first && let Some(el) = self.first.cast::<web_sys::HtmlElement>() {
+            el.focus().ok();
         }
     }
 
@@ -228,15 +250,25 @@ impl Component for CredentialForm {
                     self.error = Some("Nothing changed: type the fields to replace".into());
                     return true;
                 }
-                let (method, body) = if editing {
-                    ("PATCH", json!({ "value": value }))
+                // New: POST, which never replaces one of the same name
+                // (the list here may be stale); a saved one again: PUT.
+                let (method, path, body) = if editing {
+                    let path = format!("/api/v1/credentials/{}", crate::app::encode(&name));
+                    ("PATCH", path, json!({ "value": value }))
+                } else if self.saved.is_some() {
+                    let path = format!("/api/v1/credentials/{}", crate::app::encode(&name));
+                    ("PUT", path, json!({ "kind": self.kind, "value": value }))
                 } else {
-                    ("PUT", json!({ "kind": self.kind, "value": value }))
+                    let path = "/api/v1/credentials".to_string();
+                    (
+                        "POST",
+                        path,
+                        json!({ "name": name, "kind": self.kind, "value": value }),
+                    )
                 };
                 self.saving = true;
                 self.error = None;
                 ctx.link().send_future(async move {
-                    let path = format!("/api/v1/credentials/{}", crate::app::encode(&name));
                     FormMsg::Saved(net::call_as(method, &path, Some(&body)).await)
                 });
             }
@@ -252,12 +284,7 @@ impl Component for CredentialForm {
                 ctx.link()
                     .send_future(async move { FormMsg::Tested(run_test(stored.name, url).await) });
             }
-            FormMsg::Tested(r) => {
-                self.tested = Some(match r {
-                    Ok(t) => Tested::Done(t),
-                    Err(e) => Tested::Error(e),
-                });
-            }
+            FormMsg::Tested(r) => self.tested = Some(r.into()),
             FormMsg::Close => ctx.props().on_done.emit(self.saved.clone()),
         }
         true
@@ -335,7 +362,7 @@ impl Component for CredentialForm {
                 if !editing {
                     <div class="cred-field">
                         <label for="cred-name">{ "Name" }</label>
-                        <input id="cred-name" placeholder="github-token" value={self.name.clone()} autocomplete="off"
+                        <input id="cred-name" ref={self.first.clone()} placeholder="github-token" value={self.name.clone()} autocomplete="off"
                             oninput={link.callback(|e: InputEvent| { let i: web_sys::HtmlInputElement = e.target_unchecked_into(); FormMsg::Name(i.value()) })} />
                     </div>
                     <div class="cred-field">
@@ -462,13 +489,7 @@ impl Component for CredentialsPage {
                 return false;
             }
             Msg::Tested(name, r) => {
-                self.tests.insert(
-                    name,
-                    match r {
-                        Ok(t) => Tested::Done(t),
-                        Err(e) => Tested::Error(e),
-                    },
-                );
+                self.tests.insert(name, r.into());
             }
             Msg::Delete(name) => {
                 let uses = self

@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use crate::fields::child_path;
+use crate::fields::{child_path, key_path};
 
 /// The most rows and columns a table shows.
 pub const MAX_ROWS: usize = 100;
@@ -63,7 +63,7 @@ pub fn table(value: &Value, root: &str) -> Table {
         for r in shown {
             for k in r.as_object().into_iter().flatten().map(|(k, _)| k) {
                 if columns.len() < MAX_COLUMNS && !columns.iter().any(|(c, _)| c == k) {
-                    columns.push((k.clone(), child_path(&first, k)));
+                    columns.push((k.clone(), key_path(&first, k)));
                 }
             }
         }
@@ -147,7 +147,7 @@ fn walk(v: &Value, path: &str, depth: usize, out: &mut Vec<Entry>) {
     match v {
         Value::Object(map) => {
             for (k, child) in map {
-                push(k.clone(), child, child_path(path, k), out);
+                push(k.clone(), child, key_path(path, k), out);
             }
         }
         Value::Array(items) => {
@@ -260,6 +260,14 @@ mod tests {
             ]
         );
         assert_eq!(template("input.body.name"), "{{ input.body.name }}");
+        // A key that looks like a number is still a key of its object.
+        let by_year = schema(&json!({"2024": {"total": 3}}), "input");
+        assert_eq!(by_year[0].path, "input[\"2024\"]");
+        assert_eq!(by_year[1].path, "input[\"2024\"].total");
+        assert_eq!(
+            table(&json!({"2024": 1}), "input").columns[0].1,
+            "input[\"2024\"]"
+        );
         // Deep values stop at the depth limit instead of recursing on.
         let mut deep = json!(1);
         for _ in 0..50 {

@@ -198,7 +198,18 @@ pub fn show(shape: Shape, v: &Value) -> String {
     }
 }
 
-/// The expression that reads `key` of what `base` reads.
+/// The expression that reads key `key` of the object `base` reads: a
+/// key that looks like a number is still a key (`["2024"]`).
+pub fn key_path(base: &str, key: &str) -> String {
+    if sluice_model::template::is_identifier(key) {
+        format!("{base}.{key}")
+    } else {
+        format!("{base}[{}]", Value::String(key.to_string()))
+    }
+}
+
+/// The expression that reads `key` of what `base` reads: a key that is
+/// a number is an array index (`[0]`).
 pub fn child_path(base: &str, key: &str) -> String {
     if sluice_model::template::is_identifier(key) {
         format!("{base}.{key}")

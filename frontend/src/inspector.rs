@@ -91,7 +91,12 @@ impl Field<'_> {
                 .iter()
                 .filter(|c| accept.is_empty() || accept.contains(&c.kind.as_str()))
                 .collect();
-            let known = credentials.iter().any(|c| c.name == current);
+            let known = fits.iter().any(|c| c.name == current);
+            // Named, but stored with a kind this node does not take.
+            let wrong_kind = credentials
+                .iter()
+                .find(|c| c.name == current && !fits.iter().any(|f| f.name == c.name))
+                .map(|c| crate::credentials::kind_title(&c.kind).to_string());
             let was = current.clone();
             let onchange = Callback::from(move |e: Event| {
                 let select: web_sys::HtmlSelectElement = e.target_unchecked_into();
@@ -113,7 +118,12 @@ impl Field<'_> {
                         </option>
                     }) }
                     if !current.is_empty() && !known {
-                        <option value={current.clone()} selected=true>{ format!("{current} (not stored)") }</option>
+                        <option value={current.clone()} selected=true>{
+                            match &wrong_kind {
+                                Some(kind) => format!("{current} ({kind}: not a kind this node takes)"),
+                                None => format!("{current} (not stored)"),
+                            }
+                        }</option>
                     }
                     <option value={NEW_CREDENTIAL}>{ "＋ Create new credential…" }</option>
                 </select>
@@ -499,10 +509,8 @@ pub fn JsonTree(props: &JsonProps) -> Html {
     let copy = {
         let copied = copied.clone();
         Callback::from(move |expr: String| {
-            if let Some(w) = web_sys::window() {
-                // A failed write (no permission) still shows the expression.
-                drop(w.navigator().clipboard().write_text(&expr));
-            }
+            // A failed write (no permission) still shows the expression.
+            crate::looks::copy_text(&expr);
             copied.set(Some(expr));
         })
     };
@@ -541,7 +549,8 @@ impl Tree {
 
     fn node(&self, key: Option<&str>, path: Option<String>, v: &Value, depth: usize) -> Html {
         let label = self.key(key, &path);
-        let child = |k: &str| path.as_deref().map(|p| child_path(p, k));
+        let child = |k: &str| path.as_deref().map(|p| crate::fields::key_path(p, k));
+        let item = |i: &str| path.as_deref().map(|p| child_path(p, i));
         match v {
             // The key beside the fold, not inside its <summary>: a button
             // inside another control is not reachable as itself.
@@ -559,7 +568,7 @@ impl Tree {
                     { for label }
                     <details open={depth < 2}>
                         <summary>{ format!("[…] {} items", items.len()) }</summary>
-                        <div class="children">{ for items.iter().enumerate().map(|(i, v)| { let k = i.to_string(); self.node(Some(&k), child(&k), v, depth + 1) }) }</div>
+                        <div class="children">{ for items.iter().enumerate().map(|(i, v)| { let k = i.to_string(); self.node(Some(&k), item(&k), v, depth + 1) }) }</div>
                     </details>
                 </div>
             },

@@ -52,3 +52,20 @@ pub fn rich(md: &str) -> Html {
         }) }
     }
 }
+
+/// Puts `text` on the clipboard, when the page may (a secure context:
+/// loopback or https); elsewhere `navigator.clipboard` does not exist, and
+/// calling it would throw. Whether it was asked.
+pub fn copy_text(text: &str) -> bool {
+    let Some(w) = web_sys::window() else {
+        return false;
+    };
+    let navigator = w.navigator();
+    let has = js_sys::Reflect::get(&navigator, &"clipboard".into())
+        .is_ok_and(|c| !c.is_undefined() && !c.is_null());
+    if has {
+        // The promise's failure (no permission) leaves the text shown.
+        drop(navigator.clipboard().write_text(text));
+    }
+    has
+}

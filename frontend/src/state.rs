@@ -225,25 +225,27 @@ pub enum Action {
         key: String,
         value: Option<Value>,
     },
-    /// A sticky note at this world point (its top-left corner, snapped).
+    /// A sticky note `id` (new, unique) at this world point (its top-left
+    /// corner, snapped).
     AddNote {
+        id: String,
         at: (f64, f64),
         text: String,
     },
-    /// Sticky note `index`'s text (Markdown).
+    /// Sticky note `id`'s text (Markdown).
     SetNote {
-        index: usize,
+        id: String,
         text: String,
     },
-    /// Sticky note `index` moved (top-left corner) or resized; snapped, and
-    /// at least [`NOTE_MIN`].
+    /// Sticky note `id` moved (top-left corner) or resized; snapped, and at
+    /// least [`NOTE_MIN`].
     PlaceNote {
-        index: usize,
+        id: String,
         at: Option<(f64, f64)>,
         size: Option<(f64, f64)>,
     },
     DeleteNote {
-        index: usize,
+        id: String,
     },
 }
 
@@ -252,10 +254,12 @@ pub const NOTE_SIZE: (f64, f64) = (240.0, 140.0);
 pub const NOTE_MIN: (f64, f64) = (120.0, 60.0);
 
 /// A sticky note on the canvas: Markdown at a place (`notes` in the file,
-/// each `{text, position: [x, y], size: [w, h]}`; n8n's sticky notes
-/// import as these).
+/// each `{id, text, position: [x, y], size: [w, h]}`; n8n's sticky notes
+/// import as these). Notes are found by id, never by place: a peer may add
+/// or delete one meanwhile.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Note {
+    pub id: String,
     pub text: String,
     pub x: f64,
     pub y: f64,
@@ -264,8 +268,9 @@ pub struct Note {
 }
 
 impl Note {
-    /// A note as the file has it; missing or odd parts take defaults.
-    fn read(v: &Value) -> Note {
+    /// Note `index` as the file has it; missing or odd parts take defaults
+    /// (a missing id, the one the document gives it).
+    fn read(index: usize, v: &Value) -> Note {
         let pair = |key: &str, default: (f64, f64)| {
             let a = v.get(key).and_then(Value::as_array);
             let at = |i: usize| a.and_then(|a| a.get(i)).and_then(Value::as_f64);
@@ -274,6 +279,11 @@ impl Note {
         let (x, y) = pair("position", (0.0, 0.0));
         let (w, h) = pair("size", NOTE_SIZE);
         Note {
+            id: v
+                .get("id")
+                .and_then(Value::as_str)
+                .filter(|id| !id.is_empty())
+                .map_or_else(|| sluice_model::doc::note_id(index), str::to_string),
             text: v
                 .get("text")
                 .and_then(Value::as_str)
@@ -324,32 +334,49 @@ pub struct Editor {
 
 impl Editor {
     /// The connection passing within `tolerance` (world units) of `p`, the
-    /// nearest: connections are drawn as the S-curves of
-    /// [`edge_curve`], sampled here.
+    /// nearest: connections are drawn as the S-curves of [`edge_curve`],
+    /// measured here segment by segment. Each curve's box is checked first,
+    /// so a pointer over a big graph costs a few comparisons per edge.
     pub fn edge_near(&self, p: (f64, f64), tolerance: f64) -> Option<usize> {
         let positions = self.positions();
+        let nodes: HashMap<&str, &sluice_model::Node> =
+            self.wf.nodes.iter().map(|n| (n.id.as_str(), n)).collect();
         let mut best: Option<(f64, usize)> = None;
         for (i, e) in self.wf.edges.iter().enumerate() {
             let (s, t) = (e.source(), e.target());
-            let (Some(from), Some(to)) = (positions.get(s.node), positions.get(t.node)) else {
+            let (Some(from), Some(to), Some(node)) = (
+                positions.get(s.node),
+                positions.get(t.node),
+                nodes.get(s.node),
+            ) else {
                 continue;
             };
-            let ports = self
-                .wf
-                .nodes
-                .iter()
-                .find(|n| n.id == s.node)
-                .and_then(|n| kinds::spec(&n.kind).map(|k| k.output_ports(&n.config)))
+            let end = (to.0, to.1 + NODE_H / 2.0);
+            // The curve stays inside its control points' box; the start is
+            // on the node's right edge, at most NODE_H below its top.
+            let bend_max = ((end.0 - from.0 - NODE_W).abs() / 2.0).max(40.0);
+            let (x0, x1) = (
+                (from.0 + NODE_W).min(end.0 - bend_max) - tolerance,
+                (from.0 + NODE_W + bend_max).max(end.0) + tolerance,
+            );
+            let (y0, y1) = (
+                from.1.min(end.1) - tolerance,
+                (from.1 + NODE_H).max(end.1) + tolerance,
+            );
+            if p.0 < x0 || p.0 > x1 || p.1 < y0 || p.1 > y1 {
+                continue;
+            }
+            let ports = kinds::spec(&node.kind)
+                .map(|k| k.output_ports(&node.config))
                 .unwrap_or_default();
             let k = ports.iter().position(|q| q == s.port).unwrap_or(0);
             let start = (
                 from.0 + NODE_W,
                 from.1 + NODE_H * (k as f64 + 1.0) / (ports.len().max(1) as f64 + 1.0),
             );
-            let end = (to.0, to.1 + NODE_H / 2.0);
             let d = edge_curve(start, end)
-                .into_iter()
-                .map(|q| (q.0 - p.0).hypot(q.1 - p.1))
+                .windows(2)
+                .map(|w| segment_distance(p, w[0], w[1]))
                 .fold(f64::INFINITY, f64::min);
             if d <= tolerance && best.is_none_or(|(b, _)| d < b) {
                 best = Some((d, i));
@@ -361,24 +388,37 @@ impl Editor {
     /// The workflow's sticky notes, in order.
     pub fn notes(&self) -> Vec<Note> {
         match self.wf.extra.get("notes") {
-            Some(Value::Array(notes)) => notes.iter().map(Note::read).collect(),
+            Some(Value::Array(notes)) => notes
+                .iter()
+                .enumerate()
+                .map(|(i, v)| Note::read(i, v))
+                .collect(),
             _ => Vec::new(),
         }
     }
 
-    fn note_mut(&mut self, index: usize) -> Result<&mut Value, String> {
-        match self.wf.extra.get_mut("notes") {
-            Some(Value::Array(notes)) => {
-                let note = notes
-                    .get_mut(index)
-                    .ok_or_else(|| format!("there is no note {index}"))?;
-                if !note.is_object() {
-                    *note = serde_json::json!({});
-                }
-                Ok(note)
-            }
-            _ => Err(format!("there is no note {index}")),
+    fn note_index(&self, id: &str) -> Option<usize> {
+        self.notes().iter().position(|n| n.id == id)
+    }
+
+    /// Note `id` in the file, made an object (with its id) if it was not.
+    fn note_mut(&mut self, id: &str) -> Result<&mut Value, String> {
+        let index = self
+            .note_index(id)
+            .ok_or_else(|| format!("there is no note `{id}`"))?;
+        let Some(Value::Array(notes)) = self.wf.extra.get_mut("notes") else {
+            return Err(format!("there is no note `{id}`"));
+        };
+        let note = notes
+            .get_mut(index)
+            .ok_or_else(|| format!("there is no note `{id}`"))?;
+        if !note.is_object() {
+            *note = serde_json::json!({});
         }
+        if note.get("id").and_then(Value::as_str) != Some(id) {
+            note["id"] = Value::String(id.to_string());
+        }
+        Ok(note)
     }
 
     pub fn new(wf: Workflow) -> Editor {
@@ -834,8 +874,12 @@ impl Editor {
                 }
                 Ok(Change::Workflow)
             }
-            Action::AddNote { at, text } => {
+            Action::AddNote { id, at, text } => {
+                if self.note_index(&id).is_some() {
+                    return Err(format!("there is a note `{id}` already"));
+                }
                 let note = serde_json::json!({
+                    "id": id,
                     "text": text,
                     "position": [snap(at.0), snap(at.1)],
                     "size": [NOTE_SIZE.0, NOTE_SIZE.1],
@@ -850,17 +894,17 @@ impl Editor {
                 }
                 Ok(Change::Workflow)
             }
-            Action::SetNote { index, text } => {
-                let note = self.note_mut(index)?;
+            Action::SetNote { id, text } => {
+                let note = self.note_mut(&id)?;
                 if note.get("text").and_then(Value::as_str) == Some(text.as_str()) {
                     return Ok(Change::None);
                 }
                 note["text"] = Value::String(text);
                 Ok(Change::Workflow)
             }
-            Action::PlaceNote { index, at, size } => {
-                let was = self.notes().get(index).cloned();
-                let note = self.note_mut(index)?;
+            Action::PlaceNote { id, at, size } => {
+                let was = self.notes().into_iter().find(|n| n.id == id);
+                let note = self.note_mut(&id)?;
                 let mut changed = false;
                 if let Some((x, y)) = at {
                     let to = serde_json::json!([snap(x), snap(y)]);
@@ -874,15 +918,17 @@ impl Editor {
                 }
                 // A note from elsewhere written with other numbers (n8n's)
                 // that lands where it was is no change.
-                let now = self.notes().get(index).cloned();
+                let now = self.notes().into_iter().find(|n| n.id == id);
                 Ok(if changed && was != now {
                     Change::Workflow
                 } else {
                     Change::None
                 })
             }
-            Action::DeleteNote { index } => {
-                self.note_mut(index)?;
+            Action::DeleteNote { id } => {
+                let index = self
+                    .note_index(&id)
+                    .ok_or_else(|| format!("there is no note `{id}`"))?;
                 if let Some(Value::Array(notes)) = self.wf.extra.get_mut("notes") {
                     notes.remove(index);
                     if notes.is_empty() {
@@ -1178,6 +1224,24 @@ pub fn default_config(schema: &Value) -> Value {
     Value::Object(config)
 }
 
+/// How far `p` is from the segment `a`–`b`.
+fn segment_distance(p: (f64, f64), a: (f64, f64), b: (f64, f64)) -> f64 {
+    let (dx, dy) = (b.0 - a.0, b.1 - a.1);
+    let len2 = dx * dx + dy * dy;
+    let t = if len2 == 0.0 {
+        0.0
+    } else {
+        (((p.0 - a.0) * dx + (p.1 - a.1) * dy) / len2).clamp(0.0, 1.0)
+    };
+    (p.0 - (a.0 + t * dx)).hypot(p.1 - (a.1 + t * dy))
+}
+
+/// Whether a node of `kind` can go into a connection: it takes input (not
+/// a trigger) and has an output to feed the connection's target.
+pub fn fits_between(kind: &str) -> bool {
+    kinds::spec(kind).is_some_and(|k| !k.is_trigger && !k.outputs.is_empty())
+}
+
 /// Points along the S-curve a connection is drawn as, from `a` to `b`
 /// (the cubic Bézier of `scene::curve`), 64 of them.
 pub fn edge_curve(a: (f64, f64), b: (f64, f64)) -> Vec<(f64, f64)> {
@@ -1255,6 +1319,18 @@ mod tests {
         let mid = (NODE_W + (280.0 - NODE_W) / 2.0, NODE_H / 2.0);
         assert_eq!(ed.edge_near(mid, 8.0), Some(0));
         assert_eq!(ed.edge_near((mid.0, mid.1 + 40.0), 8.0), None);
+        // A long connection is found between its sample points too.
+        let mut far = editor();
+        far.wf.nodes[1].position = Some([6000.0, 0.0]);
+        for x in [300.0, 1234.5, 3001.0, 5900.0] {
+            assert_eq!(far.edge_near((x, NODE_H / 2.0), 2.0), Some(0), "at {x}");
+        }
+        assert!(fits_between("util.log") && fits_between("flow.if"));
+        assert!(
+            !fits_between("trigger.webhook")
+                && !fits_between("output.end")
+                && !fits_between("nope")
+        );
         // check:true → set: its port is the first of two.
         assert_eq!(
             ed.edge_near((NODE_W + 280.0 + 4.0, NODE_H / 3.0), 8.0),
@@ -1310,16 +1386,17 @@ mod tests {
     fn sticky_notes_are_added_written_placed_and_deleted() {
         let mut ed = editor();
         assert!(ed.notes().is_empty());
-        let c = ed
-            .reduce(Action::AddNote {
-                at: (33.0, 47.0),
-                text: String::new(),
-            })
-            .unwrap();
-        assert_eq!(c, Change::Workflow);
+        let add = |id: &str| Action::AddNote {
+            id: id.into(),
+            at: (33.0, 47.0),
+            text: String::new(),
+        };
+        assert_eq!(ed.reduce(add("a")).unwrap(), Change::Workflow);
+        assert!(ed.reduce(add("a")).is_err(), "ids are unique");
         assert_eq!(
             ed.notes(),
             [Note {
+                id: "a".into(),
                 text: String::new(),
                 x: 40.0,
                 y: 40.0,
@@ -1327,21 +1404,18 @@ mod tests {
                 h: NOTE_SIZE.1
             }]
         );
-        ed.reduce(Action::SetNote {
-            index: 0,
-            text: "**Check** the totals".into(),
-        })
-        .unwrap();
+        ed.reduce(add("b")).unwrap();
+        let set = |id: &str, text: &str| Action::SetNote {
+            id: id.into(),
+            text: text.into(),
+        };
+        ed.reduce(set("a", "**Check** the totals")).unwrap();
         assert_eq!(
-            ed.reduce(Action::SetNote {
-                index: 0,
-                text: "**Check** the totals".into()
-            })
-            .unwrap(),
+            ed.reduce(set("a", "**Check** the totals")).unwrap(),
             Change::None
         );
         ed.reduce(Action::PlaceNote {
-            index: 0,
+            id: "a".into(),
             at: Some((101.0, 59.0)),
             size: Some((10.0, 300.0)),
         })
@@ -1350,7 +1424,7 @@ mod tests {
         assert_eq!((n.x, n.y, n.w, n.h), (100.0, 60.0, NOTE_MIN.0, 300.0));
         assert_eq!(
             ed.reduce(Action::PlaceNote {
-                index: 0,
+                id: "a".into(),
                 at: Some((100.0, 60.0)),
                 size: None
             })
@@ -1359,18 +1433,19 @@ mod tests {
         );
         // Stored as the file has them.
         assert_eq!(
-            ed.wf.extra["notes"],
-            json!([{"text": "**Check** the totals", "position": [100.0, 60.0], "size": [120.0, 300.0]}])
+            ed.wf.extra["notes"][0],
+            json!({"id": "a", "text": "**Check** the totals", "position": [100.0, 60.0], "size": [120.0, 300.0]})
         );
-        assert!(
-            ed.reduce(Action::SetNote {
-                index: 3,
-                text: "x".into()
-            })
-            .is_err()
+        // By id, whatever their place: `a` deleted, `b` is still `b`.
+        assert!(ed.reduce(set("zz", "x")).is_err());
+        assert!(ed.reduce(Action::DeleteNote { id: "zz".into() }).is_err());
+        ed.reduce(Action::DeleteNote { id: "a".into() }).unwrap();
+        ed.reduce(set("b", "still b")).unwrap();
+        assert_eq!(
+            (ed.notes()[0].id.as_str(), ed.notes()[0].text.as_str()),
+            ("b", "still b")
         );
-        assert!(ed.reduce(Action::DeleteNote { index: 1 }).is_err());
-        ed.reduce(Action::DeleteNote { index: 0 }).unwrap();
+        ed.reduce(Action::DeleteNote { id: "b".into() }).unwrap();
         assert!(!ed.wf.extra.contains_key("notes"));
     }
 
@@ -1386,6 +1461,7 @@ mod tests {
         assert_eq!(
             notes[0],
             Note {
+                id: "note-0".into(),
                 text: "from n8n".into(),
                 x: 10.0,
                 y: 20.0,
@@ -1396,6 +1472,7 @@ mod tests {
         assert_eq!(
             notes[1],
             Note {
+                id: "note-1".into(),
                 text: String::new(),
                 x: 0.0,
                 y: 0.0,
@@ -1405,14 +1482,15 @@ mod tests {
         );
         assert_eq!(notes.len(), 3);
         ed.reduce(Action::SetNote {
-            index: 0,
+            id: "note-0".into(),
             text: "changed".into(),
         })
         .unwrap();
         assert_eq!(ed.wf.extra["notes"][0]["color"], 3);
+        assert_eq!(ed.wf.extra["notes"][0]["id"], "note-0");
         // A note that is not an object becomes one when written.
         ed.reduce(Action::SetNote {
-            index: 2,
+            id: "note-2".into(),
             text: "now a note".into(),
         })
         .unwrap();

@@ -33,9 +33,9 @@ pub use worker::{
 };
 pub use workflows::{
     Changes, CredentialEntry, CredentialStored, CredentialTested, CredentialUse, FromPeer, Health,
-    LastRun, Me, ModuleAdded, NewSignInLink, PatchCredential, Problem, Publish, PublishMode,
-    PublishState, Restored, SetCredential, SignInLink, Stored, TestCredential, Validation,
-    VersionEntry, WorkflowEntry,
+    LastRun, Me, ModuleAdded, NewCredential, NewSignInLink, PatchCredential, Problem, Publish,
+    PublishMode, PublishState, Restored, SetCredential, SignInLink, Stored, TestCredential,
+    Validation, VersionEntry, WorkflowEntry,
 };
 
 /// For `Option<Value>` fields where `null` and absent differ: a field that

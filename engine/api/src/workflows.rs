@@ -97,6 +97,28 @@ pub struct CredentialTested {
     pub duration_us: i64,
 }
 
+/// The body of `POST /api/v1/credentials`: a new credential, refused
+/// (409) when the name is taken, where `PUT` would replace it.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct NewCredential {
+    pub name: String,
+    pub kind: String,
+    /// The secret, in the shape of its kind; write-only.
+    pub value: serde_json::Value,
+}
+
+impl std::fmt::Debug for NewCredential {
+    // Never the value: it is a secret.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NewCredential")
+            .field("name", &self.name)
+            .field("kind", &self.kind)
+            .finish_non_exhaustive()
+    }
+}
+
 /// The body of `PATCH /api/v1/credentials/{name}`: fields to change, the
 /// others kept (an editor need not know the secrets to change the host).
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]

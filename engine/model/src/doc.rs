@@ -10,6 +10,11 @@
 //!   per config key. Code (`config.source`, `config.jq`) is Loro text, so two
 //!   people typing in it merge character by character.
 //! - `edges` (map): `"<from> -> <to>"` → the edge's fields and its `order`.
+//! - `notes` (map): sticky note id → a mergeable map with one entry per
+//!   field (`position`, `size`…), its `order`, and its `text` as Loro text:
+//!   two people moving one note and writing in another, or writing in the
+//!   same one, all merge. A note without an `id` in the file gets
+//!   `note-<index>`.
 //!
 //! Plain entries hold their value as JSON text: exact round trip (key order,
 //! big integers), and a concurrent change to one field never mixes with
@@ -39,6 +44,7 @@ pub const TEXT_FIELDS: &[&str] = &["source", "jq", "sql"];
 const META: &str = "meta";
 const NODES: &str = "nodes";
 const EDGES: &str = "edges";
+const NOTES: &str = "notes";
 const CONFIG: &str = "config";
 const ORDER: &str = "order";
 
@@ -224,6 +230,16 @@ impl WorkflowDoc {
             Some(Value::Array(e)) => e,
             _ => Vec::new(),
         };
+        // Sticky notes have their own map; anything else under `notes`
+        // (not an array) stays a plain top-level field.
+        let notes = match top.remove(NOTES) {
+            Some(Value::Array(n)) => n,
+            Some(other) => {
+                top.insert(NOTES.into(), other);
+                Vec::new()
+            }
+            None => Vec::new(),
+        };
         let mut changed = false;
 
         let meta = self.doc.get_map(META);
@@ -326,6 +342,7 @@ impl WorkflowDoc {
             keys.insert(key);
         }
         changed |= prune(&doc_edges, &keys.iter().map(String::as_str).collect())?;
+        changed |= self.apply_notes(&notes)?;
 
         if changed {
             match message {
@@ -382,6 +399,86 @@ impl WorkflowDoc {
         }
         changed |= prune(&cmap, &fields.keys().map(String::as_str).collect())?;
         Ok(changed)
+    }
+
+    /// Makes the `notes` map hold `notes` (the file's array): fields one by
+    /// one, the text by a text diff, the order by place in the array.
+    fn apply_notes(&self, notes: &[Value]) -> Result<bool, DocError> {
+        let doc_notes = self.doc.get_map(NOTES);
+        let mut changed = false;
+        let mut ids: Vec<String> = Vec::new();
+        for (i, note) in notes.iter().enumerate() {
+            // A note that is not an object is kept as its text.
+            let fields = match note {
+                Value::Object(m) => m.clone(),
+                Value::String(t) => {
+                    Map::from_iter([("text".to_string(), Value::String(t.clone()))])
+                }
+                other => Map::from_iter([("text".to_string(), Value::String(other.to_string()))]),
+            };
+            let mut id = fields
+                .get("id")
+                .and_then(Value::as_str)
+                .filter(|id| !id.is_empty())
+                .map_or_else(|| note_id(i), str::to_string);
+            if ids.contains(&id) {
+                id = format!("{id}-{i}");
+            }
+            let nmap = doc_notes.ensure_mergeable_map(&id).map_err(loro_err)?;
+            let mut keep: HashSet<&str> = HashSet::from([ORDER]);
+            for (k, v) in &fields {
+                if k == "id" {
+                    continue;
+                }
+                keep.insert(k);
+                match (k.as_str(), v) {
+                    ("text", Value::String(t)) => {
+                        if let Some(ValueOrContainer::Value(_)) = nmap.get(k) {
+                            nmap.delete(k).map_err(loro_err)?;
+                        }
+                        let text: LoroText = nmap.ensure_mergeable_text(k).map_err(loro_err)?;
+                        if text.to_string() != *t {
+                            text.update(t, UpdateOptions::default())
+                                .map_err(|e| DocError::Loro(format!("notes.{id}.text: {e:?}")))?;
+                            changed = true;
+                        }
+                    }
+                    _ => changed |= set_entry(&nmap, k, v)?,
+                }
+            }
+            changed |= prune(&nmap, &keep)?;
+            changed |= set_entry(&nmap, ORDER, &Value::from(i as f64))?;
+            ids.push(id);
+        }
+        changed |= prune(&doc_notes, &ids.iter().map(String::as_str).collect())?;
+        Ok(changed)
+    }
+
+    /// The sticky notes, in order, each with its `id` first.
+    fn notes_value(&self) -> Vec<Value> {
+        let notes_map = self.doc.get_map(NOTES);
+        let mut notes: Vec<(f64, String, Value)> = Vec::new();
+        for id in keys_of(&notes_map) {
+            let Some(nmap) = child_map(notes_map.get(&id)) else {
+                continue;
+            };
+            let mut note = Map::new();
+            note.insert("id".into(), Value::String(id.clone()));
+            let mut order = f64::MAX;
+            for k in keys_of(&nmap) {
+                let Some(v) = nmap.get(&k).and_then(|v| entry_json(&v)) else {
+                    continue;
+                };
+                if k == ORDER {
+                    order = v.as_f64().unwrap_or(f64::MAX);
+                } else {
+                    note.insert(k, v);
+                }
+            }
+            notes.push((order, id, Value::Object(note)));
+        }
+        notes.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+        notes.into_iter().map(|(_, _, v)| v).collect()
     }
 
     /// `(order, id)` of every node, in file order (a node without an order
@@ -473,6 +570,10 @@ impl WorkflowDoc {
                 v
             })
             .collect();
+        let notes = self.notes_value();
+        if !notes.is_empty() {
+            top.insert(NOTES.into(), Value::Array(notes));
+        }
         let mut wf = Value::Object(top);
         wf["nodes"] = Value::Array(nodes);
         wf["edges"] = Value::Array(edges);
@@ -483,6 +584,11 @@ impl WorkflowDoc {
     pub fn to_workflow(&self) -> Result<Workflow, DocError> {
         Workflow::from_value(self.to_value()).map_err(|e| DocError::Invalid(e.to_string()))
     }
+}
+
+/// The id a sticky note without one gets: its place in the file.
+pub fn note_id(index: usize) -> String {
+    format!("note-{index}")
 }
 
 /// The highest order given (-1 when none; unordered entries do not count).
@@ -629,9 +735,11 @@ impl WorkflowDoc {
         let mut removed = BTreeSet::new();
         for (cid, d) in diff.iter() {
             let Diff::Map(m) = d else {
-                // Text (code) edits: attributed through the path below.
+                // Text (code, a note) edits: attributed through the path.
                 if let Some((node, field)) = self.node_field(cid) {
                     s.nodes_changed.entry(node).or_default().insert(field);
+                } else if self.in_notes(cid) {
+                    fields.insert(NOTES.to_string());
                 }
                 continue;
             };
@@ -657,6 +765,12 @@ impl WorkflowDoc {
                 }
                 ContainerID::Root { name, .. } if name.as_str() == META => {
                     fields.extend(keys.map(|(k, _)| k));
+                }
+                ContainerID::Root { name, .. } if name.as_str() == NOTES => {
+                    fields.insert(NOTES.to_string());
+                }
+                _ if self.in_notes(cid) => {
+                    fields.insert(NOTES.to_string());
                 }
                 _ => {
                     let Some((node, field)) = self.node_field(cid) else {
@@ -684,6 +798,13 @@ impl WorkflowDoc {
         s.edges_removed = edges_removed.into_iter().collect();
         s.fields_changed = fields.into_iter().collect();
         Ok(s)
+    }
+
+    /// Whether a container is (inside) a sticky note.
+    fn in_notes(&self, cid: &ContainerID) -> bool {
+        self.doc.get_path_to_container(cid).is_some_and(
+            |path| matches!(path.first(), Some((_, Index::Key(k))) if k.as_str() == NOTES),
+        )
     }
 
     /// For a container inside a node: the node id and the field path within

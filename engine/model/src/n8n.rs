@@ -488,6 +488,7 @@ pub fn convert(v: &Value, taken: &dyn Fn(&str) -> bool) -> Result<Import, String
             .and_then(|p| Some([p.first()?.as_f64()?, p.get(1)?.as_f64()?]));
         if short(&n8n_type) == "stickyNote" {
             notes.push(json!({
+                "id": crate::doc::note_id(notes.len()),
                 "text": n.pointer("/parameters/content").and_then(Value::as_str).unwrap_or_default(),
                 "position": position,
                 "size": [n.pointer("/parameters/width").cloned().unwrap_or(json!(240)),

@@ -675,3 +675,59 @@ fn presence_entries_expire_by_the_local_clock_whatever_their_timestamp() {
     let e = p.apply(&[0xff, 0xff]).unwrap_err();
     assert!(e.to_string().contains("presence update"), "{e}");
 }
+
+#[test]
+fn sticky_notes_merge_note_by_note_and_field_by_field() {
+    let mut v = serde_json::to_value(base()).unwrap();
+    v["notes"] = json!([
+        {"id": "plan", "text": "# Plan\nCheck the totals", "position": [0, 200], "size": [240, 140]},
+        {"text": "no id yet", "position": [400, 200], "color": 3}
+    ]);
+    let a = WorkflowDoc::from_workflow(&wf(v), 1).unwrap();
+    let notes = a.to_value()["notes"].clone();
+    // A note without an id gets one from its place; other keys are kept.
+    assert_eq!(notes[0]["id"], "plan");
+    assert_eq!(notes[1]["id"], "note-1");
+    assert_eq!(notes[1]["color"], 3);
+    assert_eq!(notes[0]["text"], "# Plan\nCheck the totals");
+    let b = copy_of(&a, 2);
+    let c = copy_of(&a, 3);
+    // a writes at the start of plan's text, b at its end and moves it,
+    // c deletes the other note and adds one.
+    let mut va = a.to_value();
+    va["notes"][0]["text"] = json!("# Plan (a)\nCheck the totals");
+    a.apply(&wf(va)).unwrap();
+    let mut vb = b.to_value();
+    vb["notes"][0]["text"] = json!("# Plan\nCheck the totals twice");
+    vb["notes"][0]["position"] = json!([40, 260]);
+    b.apply(&wf(vb)).unwrap();
+    let mut vc = c.to_value();
+    vc["notes"] =
+        json!([vc["notes"][0].clone(), {"id": "n-c", "text": "by c", "position": [0, 0]}]);
+    c.apply(&wf(vc)).unwrap();
+    sync(&a, &b);
+    sync(&b, &c);
+    sync(&a, &c);
+    let merged = a.to_value();
+    assert_eq!(merged, b.to_value());
+    assert_eq!(merged, c.to_value());
+    let notes = merged["notes"].as_array().unwrap();
+    let ids: Vec<&str> = notes.iter().map(|n| n["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["plan", "n-c"]);
+    assert_eq!(notes[0]["text"], "# Plan (a)\nCheck the totals twice");
+    assert_eq!(notes[0]["position"], json!([40, 260]));
+    // What changed is told as the `notes` field.
+    let before = b.head();
+    let mut vb = b.to_value();
+    vb["notes"][1]["text"] = json!("by c, then b");
+    b.apply(&wf(vb)).unwrap();
+    let changes = b.summarize(&before, &b.head()).unwrap();
+    assert_eq!(changes.fields_changed, ["notes"], "{changes:?}");
+    assert!(changes.nodes_changed.is_empty(), "{changes:?}");
+    // Applying what the document says changes nothing; no notes, no key.
+    assert!(!a.apply(&wf(a.to_value())).unwrap());
+    let mut none = a.to_value();
+    none.as_object_mut().unwrap().remove("notes");
+    assert!(a.apply(&wf(none)).unwrap());
+    assert!(a.to_value().get("notes").is_none());
+}

@@ -1743,9 +1743,14 @@ async fn credentials_are_tested_against_their_servers_and_their_uses_are_found()
         "edges": [{"from": "t", "to": "get"}, {"from": "t", "to": "templated"}]}))
     .unwrap();
     h.engine
-        .save_workflow(&Plan::new(wf).unwrap())
+        .save_draft(&Plan::new(wf).unwrap(), None)
         .await
         .unwrap();
+    // Only a published workflow's URL is borrowed: a draft may be a peer's
+    // edit, and the secret must not go where only a peer said.
+    let err = h.engine.test_credential("good", None).await.unwrap_err();
+    assert!(err.to_string().contains("give a URL"), "{err}");
+    h.engine.publish("fetch", None).await.unwrap();
     let t = h.engine.test_credential("good", None).await.unwrap();
     assert!(t.ok, "{}", t.message);
     let err = h.engine.test_credential("bad", None).await.unwrap_err();
@@ -1755,13 +1760,24 @@ async fn credentials_are_tested_against_their_servers_and_their_uses_are_found()
         uses.get(name)
             .map(|u| {
                 u.iter()
-                    .map(|u| format!("{}/{} {} draft={}", u.workflow, u.node, u.kind, u.draft))
+                    .map(|u| {
+                        format!(
+                            "{}/{} {} draft={} published={}",
+                            u.workflow, u.node, u.kind, u.draft, u.published
+                        )
+                    })
                     .collect::<Vec<_>>()
             })
             .unwrap_or_default()
     };
-    assert_eq!(of("good"), ["fetch/get http.request draft=true"]);
-    assert_eq!(of("bad"), ["fetch/templated http.request draft=true"]);
+    assert_eq!(
+        of("good"),
+        ["fetch/get http.request draft=true published=true"]
+    );
+    assert_eq!(
+        of("bad"),
+        ["fetch/templated http.request draft=true published=true"]
+    );
     assert!(of("mail").is_empty());
 
     // OpenAI-compatible: the model list, which costs nothing.

@@ -61,7 +61,10 @@ pub(crate) fn routes() -> axum::Router<AppState> {
         .route("/runs/{id}/logs", get(run_logs))
         .route("/runs/{id}/workflow", get(run_workflow))
         .route("/modules", post(add_module))
-        .route("/credentials", get(list_credentials))
+        .route(
+            "/credentials",
+            get(list_credentials).post(create_credential),
+        )
         .route(
             "/credentials/{name}",
             axum::routing::put(put_credential)
@@ -824,6 +827,52 @@ pub(crate) async fn list_credentials(
                 updated_at_us: c.updated_at_us,
             })
             .collect(),
+    ))
+}
+
+#[utoipa::path(post, path = "/api/v1/credentials", tag = "credentials",
+    request_body(content = sluice_api::NewCredential, description = "`{name, kind, value}`; the value is write-only", content_type = "application/json"),
+    responses((status = 201, description = "Created", body = CredentialStored),
+        (status = 400, description = "A bad name, an unknown kind or a value of the wrong shape (the error names the field, never the value)"),
+        (status = 409, description = "A credential of that name exists (PUT replaces one)")))]
+/// Creates a credential, never replacing one: what the editor's "New
+/// credential" sends, so a stale list cannot overwrite a credential in use.
+pub(crate) async fn create_credential(
+    State(s): State<AppState>,
+    body: Bytes,
+) -> Result<(StatusCode, Json<CredentialStored>), ApiError> {
+    let req: sluice_api::NewCredential = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::bad_request(format!(
+            "invalid credential body at line {}, column {}",
+            e.line(),
+            e.column()
+        ))
+    })?;
+    let name = req.name;
+    if !sluice_model::validate::is_slug(&name) {
+        return Err(ApiError::bad_request(format!(
+            "credential name `{name}` must be letters, digits, `-` and `_`"
+        )));
+    }
+    sluice_model::credentials::check(&req.kind, &req.value)
+        .map_err(|e| ApiError::bad_request(format!("credential `{name}` ({}): {e}", req.kind)))?;
+    if !s
+        .engine
+        .store()
+        .create_credential(&name, &req.kind, &req.value)
+        .await?
+    {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!("a credential `{name}` exists already: change it, or pick another name"),
+        ));
+    }
+    Ok((
+        StatusCode::CREATED,
+        Json(CredentialStored {
+            name,
+            kind: req.kind,
+        }),
     ))
 }
 

@@ -41,6 +41,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
         crate::api::run_logs,
         crate::api::metrics,
         crate::api::list_credentials,
+        crate::api::create_credential,
         crate::api::patch_credential,
         crate::api::test_credential,
         crate::api::put_credential,

@@ -1122,6 +1122,33 @@ async fn credentials_are_write_only_and_never_stored_in_clear() {
     assert_eq!(list[0]["used_by"], json!([]));
     assert!(!list.to_string().contains(secret));
 
+    // POST creates, never replaces.
+    let post = |body: Value| {
+        s.api(reqwest::Method::POST, "/credentials")
+            .json(&body)
+            .send()
+    };
+    let r = post(
+        json!({"name": "github", "kind": "basic", "value": {"username": "u", "password": "p"}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), StatusCode::CONFLICT);
+    let r = post(json!({"name": "fresh", "kind": "bearer", "value": {"token": "t"}}))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let r = post(json!({"name": "no good", "kind": "bearer", "value": {"token": "t"}}))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let r = s
+        .api(reqwest::Method::DELETE, "/credentials/fresh")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NO_CONTENT);
+
     // PATCH changes the fields given and keeps the rest (the password here),
     // checking the whole value again.
     let patch = |name: &str, body: Value| {

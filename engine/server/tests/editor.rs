@@ -474,7 +474,8 @@ async fn configure_run_read_undo_and_see_a_failure() {
         .await
         .unwrap();
     click(&a, ".run-button").await;
-    eventually(Duration::from_secs(10), "the failed run", || async {
+    // Generous: the whole suite's browsers share two cores.
+    eventually(Duration::from_secs(20), "the failed run", || async {
         class_of(&a, "g.node[data-node='explode']")
             .await
             .contains("run-failed")
@@ -2298,6 +2299,7 @@ async fn a_run_waits_at_an_approval_in_the_run_view_and_approve_resumes_it() {
         json!({"yes": {"decision": "approved", "by": "editor", "comment": "looks right"}})
     );
     assert_eq!(count(&a, ".approval").await, 0);
+    finish(&a, &[]).await;
 }
 
 /// The built editor has a favicon (a browser asks for one on every load;
@@ -3605,6 +3607,31 @@ async fn the_node_view_shows_input_parameters_and_output_and_a_field_dragged_ont
     )
     .await;
     assert_eq!(value_of(&a, ".node-view #cfg-url").await, want);
+    // Dropped where the caret is, when the box has the focus: inside the
+    // header's quotes here.
+    retype(&a, ".node-view #cfg-headers", r#"{"x-order": ""}"#).await;
+    a.execute(
+        "const t = document.querySelector('.node-view #cfg-headers'); t.focus(); t.setSelectionRange(13, 13);",
+        vec![],
+    )
+    .await
+    .unwrap();
+    drag(
+        &a,
+        ".input-pane .field-chip[data-expr='{{ input.id }}']",
+        ".node-view #cfg-headers",
+    )
+    .await;
+    eventually(
+        Duration::from_secs(5),
+        "the header reads the field",
+        || async {
+            stored_node(&s, "orders", "call")
+                .await
+                .is_some_and(|n| n["config"]["headers"] == json!({"x-order": "{{ input.id }}"}))
+        },
+    )
+    .await;
     // A click (no drag) copies instead, and says so.
     click(
         &a,
@@ -3728,11 +3755,11 @@ async fn sticky_notes_are_added_written_in_markdown_moved_resized_and_deleted() 
     open(&a, &s, &codes, "notes").await;
     a.wait()
         .at_most(Duration::from_secs(5))
-        .for_element(Locator::Css(".sticky[data-note='0'] .sticky-body em"))
+        .for_element(Locator::Css(".sticky[data-note='note-0'] .sticky-body em"))
         .await
         .unwrap();
     assert_eq!(
-        text(&a, ".sticky[data-note='0'] .sticky-body").await,
+        text(&a, ".sticky[data-note='note-0'] .sticky-body").await,
         "Imported from n8n"
     );
 
@@ -3749,7 +3776,9 @@ async fn sticky_notes_are_added_written_in_markdown_moved_resized_and_deleted() 
     let area = a
         .wait()
         .at_most(Duration::from_secs(5))
-        .for_element(Locator::Css(".sticky[data-note='1'] textarea.sticky-text"))
+        .for_element(Locator::Css(
+            ".sticky:not([data-note='note-0']) textarea.sticky-text",
+        ))
         .await
         .unwrap();
     assert_eq!(
@@ -3770,12 +3799,20 @@ async fn sticky_notes_are_added_written_in_markdown_moved_resized_and_deleted() 
     click_at(&a, "svg.surface rect.grid", 0.0, 250.0, 1).await;
     a.wait()
         .at_most(Duration::from_secs(5))
-        .for_element(Locator::Css(".sticky[data-note='1'] .sticky-body strong"))
+        .for_element(Locator::Css(
+            ".sticky:not([data-note='note-0']) .sticky-body strong",
+        ))
         .await
         .unwrap();
-    assert_eq!(text(&a, ".sticky[data-note='1'] .heading").await, "Plan");
-    assert_eq!(text(&a, ".sticky[data-note='1'] strong").await, "Check");
-    assert_eq!(count(&a, ".sticky[data-note='1'] li").await, 2);
+    assert_eq!(
+        text(&a, ".sticky:not([data-note='note-0']) .heading").await,
+        "Plan"
+    );
+    assert_eq!(
+        text(&a, ".sticky:not([data-note='note-0']) strong").await,
+        "Check"
+    );
+    assert_eq!(count(&a, ".sticky:not([data-note='note-0']) li").await, 2);
     eventually(Duration::from_secs(5), "the note stored", || async {
         stored_notes(&s, "notes")
             .await
@@ -3787,7 +3824,13 @@ async fn sticky_notes_are_added_written_in_markdown_moved_resized_and_deleted() 
     doc_screenshots(&a, "sticky-note").await;
 
     // Dragged by its body: moved; by its corner: resized (one edit each).
-    drag_by(&a, ".sticky[data-note='1'] .sticky-body", 120.0, 80.0).await;
+    drag_by(
+        &a,
+        ".sticky:not([data-note='note-0']) .sticky-body",
+        120.0,
+        80.0,
+    )
+    .await;
     eventually(Duration::from_secs(5), "moved", || async {
         let n = stored_notes(&s, "notes").await[1].clone();
         n["position"][0].as_f64() > before["position"][0].as_f64()
@@ -3795,7 +3838,13 @@ async fn sticky_notes_are_added_written_in_markdown_moved_resized_and_deleted() 
             && n["size"] == before["size"]
     })
     .await;
-    drag_by(&a, ".sticky[data-note='1'] .sticky-resize", 100.0, 60.0).await;
+    drag_by(
+        &a,
+        ".sticky:not([data-note='note-0']) .sticky-resize",
+        100.0,
+        60.0,
+    )
+    .await;
     eventually(Duration::from_secs(5), "resized", || async {
         let n = stored_notes(&s, "notes").await[1].clone();
         n["size"][0].as_f64() > before["size"][0].as_f64()
@@ -3807,7 +3856,7 @@ async fn sticky_notes_are_added_written_in_markdown_moved_resized_and_deleted() 
 
     // A double click writes in it again; Escape ends that, changing nothing.
     let body = a
-        .find(Locator::Css(".sticky[data-note='0'] .sticky-body"))
+        .find(Locator::Css(".sticky[data-note='note-0'] .sticky-body"))
         .await
         .unwrap();
     let actions = MouseActions::new("mouse".into())
@@ -3832,7 +3881,7 @@ async fn sticky_notes_are_added_written_in_markdown_moved_resized_and_deleted() 
     a.perform_actions(actions).await.unwrap();
     a.wait()
         .at_most(Duration::from_secs(5))
-        .for_element(Locator::Css(".sticky[data-note='0'] textarea"))
+        .for_element(Locator::Css(".sticky[data-note='note-0'] textarea"))
         .await
         .unwrap();
     assert_eq!(count(&a, ".quick-add").await, 0, "no quick add from a note");
@@ -3856,7 +3905,29 @@ async fn sticky_notes_are_added_written_in_markdown_moved_resized_and_deleted() 
     })
     .await;
     press(&a, "\u{E00C}").await;
-    click(&a, ".sticky[data-note='0'] .sticky-delete").await;
+    // From the keyboard: Tab reaches a note, an arrow moves it.
+    let at = stored_notes(&s, "notes").await[0]["position"].clone();
+    a.execute(
+        "document.querySelector(\".sticky[data-note='note-0']\").focus()",
+        vec![],
+    )
+    .await
+    .unwrap();
+    press(&a, "\u{E014}").await;
+    eventually(Duration::from_secs(5), "moved by the keyboard", || async {
+        let now = stored_notes(&s, "notes").await[0]["position"].clone();
+        now[0].as_f64() == at[0].as_f64().map(|x| x + 20.0) && now[1].as_f64() == at[1].as_f64()
+    })
+    .await;
+    let first = stored_node(&s, "notes", "first")
+        .await
+        .expect("not deleted");
+    assert_eq!(
+        first["position"][0].as_f64(),
+        Some(300.0),
+        "the selected node stayed"
+    );
+    click(&a, ".sticky[data-note='note-0'] .sticky-delete").await;
     eventually(
         Duration::from_secs(5),
         "the imported note deleted",
@@ -4010,5 +4081,28 @@ async fn a_runs_log_shows_levels_and_filters_by_level_node_and_text() {
     .await;
     let serious = audit(&a, "run log").await;
     assert!(serious.is_empty(), "{}", serious.join("\n"));
+
+    // The run opened from the list is in the URL too, with the node.
+    let run = attr(&a, ".runs-panel .run-row", "data-run")
+        .await
+        .expect("the run in the list");
+    click(&a, &format!(".run-row[data-run='{run}']")).await;
+    eventually(Duration::from_secs(5), "the URL names the run", || async {
+        a.current_url()
+            .await
+            .unwrap()
+            .as_str()
+            .ends_with(&format!("#/w/logs/r/{run}/n/total"))
+    })
+    .await;
+    click(&a, ".close-run").await;
+    eventually(Duration::from_secs(5), "the run left the URL", || async {
+        a.current_url()
+            .await
+            .unwrap()
+            .as_str()
+            .ends_with("#/w/logs/n/total")
+    })
+    .await;
     finish(&a, &[]).await;
 }

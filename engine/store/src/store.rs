@@ -605,6 +605,25 @@ impl Store {
 
     /// Stores a credential, encrypted; replaces one of the same name.
     /// The value never reaches the database in clear.
+    /// Stores a new credential; false (nothing written) when the name is
+    /// taken. One statement, so two creators cannot both win.
+    pub async fn create_credential(&self, name: &str, kind: &str, value: &Value) -> Result<bool> {
+        let plain = serde_json::to_vec(value).map_err(Error::Serialize)?;
+        let (nonce, secret) = self.vault().await?.seal(name, &plain)?;
+        let done = sqlx::query(
+            "INSERT INTO credentials (name, kind, nonce, secret, updated_at_us) VALUES (?, ?, ?, ?, ?) \
+             ON CONFLICT (name) DO NOTHING",
+        )
+        .bind(name)
+        .bind(kind)
+        .bind(nonce)
+        .bind(secret)
+        .bind(now_us())
+        .execute(&self.inner.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
     pub async fn put_credential(&self, name: &str, kind: &str, value: &Value) -> Result<()> {
         let plain = serde_json::to_vec(value).map_err(Error::Serialize)?;
         let (nonce, secret) = self.vault().await?.seal(name, &plain)?;
@@ -993,6 +1012,19 @@ impl Store {
         .execute(&self.inner.pool)
         .await?;
         Ok(done.rows_affected() > 0)
+    }
+
+    /// Every workflow's stored texts, by id: `(id, draft, published)`
+    /// (the draft as last written from its document; the published
+    /// version, if any).
+    pub async fn workflow_texts(&self) -> Result<Vec<(String, String, Option<String>)>> {
+        Ok(
+            sqlx::query_as(
+                "SELECT id, definition, published_definition FROM workflows ORDER BY id",
+            )
+            .fetch_all(&self.inner.pool)
+            .await?,
+        )
     }
 
     /// All workflows, by id.

@@ -42,14 +42,14 @@ pub enum Drag {
     /// A sticky note being moved: where it was grabbed (world units from
     /// its corner) and where its corner is now.
     Note {
-        index: usize,
+        id: String,
         grab: (f64, f64),
         now: (f64, f64),
         moved: bool,
     },
     /// A sticky note being resized from its corner at `origin`.
     NoteSize {
-        index: usize,
+        id: String,
         origin: (f64, f64),
         now: (f64, f64),
         moved: bool,
@@ -178,9 +178,9 @@ impl Canvas {
             now: Some(_), kind, ..
         } = &self.gestures.drag
         {
-            let fits = sluice_model::kinds::spec(kind)
-                .is_some_and(|k| !k.is_trigger && !k.outputs.is_empty());
-            let near = self.edge_under(&e).filter(|_| fits);
+            let near = self
+                .edge_under(&e)
+                .filter(|_| crate::state::fits_between(kind));
             if let Drag::Palette { edge, .. } = &mut self.gestures.drag {
                 *edge = near;
             }
@@ -302,9 +302,7 @@ impl Canvas {
                         let at = (x - NODE_W / 2.0, y - NODE_H / 2.0);
                         // On a connection: into it (when the kind can be
                         // between two nodes); elsewhere: on its own.
-                        let fits = sluice_model::kinds::spec(&kind)
-                            .is_some_and(|k| !k.is_trigger && !k.outputs.is_empty());
-                        self.act(match edge.filter(|_| fits) {
+                        self.act(match edge.filter(|_| crate::state::fits_between(&kind)) {
                             Some(edge) => Action::InsertOnEdge { kind, at, edge },
                             None => Action::AddNode { kind, at },
                         });
@@ -313,24 +311,20 @@ impl Canvas {
                 true
             }
             // One edit when let go; the drag itself only moved the picture.
-            Drag::Note {
-                index, now, moved, ..
-            } => {
+            Drag::Note { id, now, moved, .. } => {
                 if moved {
                     self.act(Action::PlaceNote {
-                        index,
+                        id,
                         at: Some(now),
                         size: None,
                     });
                 }
                 moved
             }
-            Drag::NoteSize {
-                index, now, moved, ..
-            } => {
+            Drag::NoteSize { id, now, moved, .. } => {
                 if moved {
                     self.act(Action::PlaceNote {
-                        index,
+                        id,
                         at: None,
                         size: Some(now),
                     });
@@ -343,6 +337,19 @@ impl Canvas {
             },
             Drag::Pan { .. } | Drag::None => true,
         }
+    }
+
+    /// The pointer was taken away mid-gesture: nodes dragged so far stay
+    /// (snapped, one undo step), anything else is dropped without effect.
+    pub(super) fn on_cancel(&mut self) -> bool {
+        let drag = std::mem::replace(&mut self.gestures.drag, Drag::None);
+        if let Drag::Nodes { moved: true, .. } = drag {
+            self.act(Action::SnapSelected);
+        }
+        if std::mem::take(&mut self.gestures.grouping) {
+            self.sync.group_end();
+        }
+        !matches!(drag, Drag::None)
     }
 
     pub(super) fn on_wheel(&mut self, e: WheelEvent) -> bool {
@@ -368,7 +375,7 @@ impl Canvas {
         }
         // The node view is open over the canvas: its keys are its own
         // (Escape closes it; Delete must not delete the node behind it).
-        if self.node_view.open.is_some() {
+        if self.open_view_node().is_some() {
             if key == "Escape" {
                 return self.on_node_view(super::node_view::Msg::Close);
             }
@@ -460,9 +467,7 @@ impl Canvas {
             (true, "c") => {
                 if let Some(editor) = self.shown() {
                     let text = editor.copy_selected();
-                    if let Some(w) = web_sys::window() {
-                        let _ = w.navigator().clipboard().write_text(&text);
-                    }
+                    crate::looks::copy_text(&text);
                     self.gestures.clipboard = Some(text);
                 }
                 None

@@ -55,6 +55,8 @@ impl Canvas {
         let Some((node, field)) = self.inspector.credential_form.take() else {
             return true;
         };
+        // Back where the form was asked for: the node's picker.
+        self.focus_after_render = Some(format!(".node-panel[data-node='{node}'] #cfg-{field}"));
         if let Some(name) = saved {
             ctx.link().send_future(async {
                 super::Msg::Credentials(
@@ -90,9 +92,18 @@ impl Canvas {
             .iter()
             .map(|c| c.name.clone())
             .collect();
+        // The node's own URL, written out, is what an HTTP credential made
+        // for it is tested against.
+        let test_url = n
+            .config
+            .get("url")
+            .and_then(Value::as_str)
+            .filter(|u| !u.contains("{{") && !u.contains("{%"))
+            .unwrap_or_default()
+            .to_string();
         html! {
-            <div class="cred-dialog" role="dialog" aria-modal="true" aria-label="New credential">
-                <crate::credentials::CredentialForm {accept} {taken}
+            <div class="cred-dialog" role="dialog" aria-label="New credential">
+                <crate::credentials::CredentialForm {accept} {taken} {test_url}
                     on_done={ctx.link().callback(super::Msg::CredentialDone)} />
             </div>
         }
@@ -269,7 +280,7 @@ impl Canvas {
                         { crate::looks::icon(&n.kind) }
                         <span>{ n.label.clone().unwrap_or_else(|| n.id.clone()) }</span>
                     </h2>
-                    if self.node_view.open.is_none() {
+                    if self.open_view_node().is_none() {
                         <button type="button" class="open-node-view" title="Open with its input and output side by side"
                             onclick={{ let id = n.id.clone(); link.callback(move |_| super::node_view::Msg::Open(id.clone())) }}>{ "Open ⤢" }</button>
                     }

@@ -68,6 +68,12 @@ pub struct NodeView {
 }
 
 impl Canvas {
+    /// The node open in the view, when the shown workflow has it.
+    pub(super) fn open_view_node(&self) -> Option<&sluice_model::Node> {
+        let id = self.node_view.open.as_ref()?;
+        self.shown()?.wf.nodes.iter().find(|n| &n.id == id)
+    }
+
     pub(super) fn on_node_view(&mut self, msg: Msg) -> bool {
         match msg {
             Msg::Open(node) => {
@@ -77,10 +83,17 @@ impl Canvas {
                     editor.selected = std::iter::once(node.clone()).collect();
                     self.node_view.open = Some(node);
                     self.node_view.copied = None;
+                    // Into the dialog: its Close button.
+                    self.focus_after_render = Some(".node-view-close".into());
                     self.touch();
                 }
             }
-            Msg::Close => self.node_view.open = None,
+            Msg::Close => {
+                // Back to the node it was opened on.
+                if let Some(id) = self.node_view.open.take() {
+                    self.focus_after_render = Some(format!("g.node[data-node='{id}']"));
+                }
+            }
             Msg::Full(full) => self.node_view.full = full,
             Msg::Mode(output, mode) => {
                 if output {
@@ -108,9 +121,7 @@ impl Canvas {
                 if std::mem::take(&mut self.node_view.swallow_click) {
                     return false;
                 }
-                if let Some(w) = web_sys::window() {
-                    drop(w.navigator().clipboard().write_text(&expr));
-                }
+                crate::looks::copy_text(&expr);
                 self.node_view.copied = Some(expr);
             }
         }
@@ -167,13 +178,7 @@ impl Canvas {
 
     /// The view, when a node is open in it.
     pub(super) fn node_view(&self, ctx: &Context<Self>) -> Html {
-        let Some(id) = &self.node_view.open else {
-            return Html::default();
-        };
-        let Some(n) = self
-            .shown()
-            .and_then(|e| e.wf.nodes.iter().find(|n| &n.id == id))
-        else {
+        let Some(n) = self.open_view_node() else {
             return Html::default();
         };
         let link = ctx.link();
@@ -197,7 +202,7 @@ impl Canvas {
             (None, Some((run, o))) => (Some(o), Some(format!("from run {run}"))),
             (None, None) => (None, None),
         };
-        let root = crate::fields::child_path("nodes", &n.id);
+        let root = crate::fields::key_path("nodes", &n.id);
         let output = match &output {
             Some(Value::Object(ports)) => html! {
                 <>{ for ports.iter().map(|(port, msg)| html! {
@@ -304,7 +309,10 @@ impl Canvas {
                 link.callback(move |_| Msg::Copy(expr.clone()))
             };
             html! {
+                // A press keeps the focus where it is (a parameter's box
+                // and its caret, where the field will go).
                 <button type="button" class="field-chip" data-expr={expr.clone()}
+                    onmousedown={Callback::from(|e: MouseEvent| e.prevent_default())}
                     title={if draggable { format!("Drag onto a parameter, or click to copy {expr}") } else { format!("Click to copy {expr}") }}
                     onpointerdown={draggable.then_some(press)} onclick={copy}>{ label }</button>
             }

@@ -269,6 +269,9 @@ impl Canvas {
                             .and_then(|r| r.pinned)
                             .filter(|_| retry);
                         let mut view = RunView::new(id.clone());
+                        // The URL names a run opened over its own workflow
+                        // (a retry of one); the draft's run is not one.
+                        self.open_run = pinned.is_some().then(|| id.clone());
                         view.pinned = pinned;
                         self.runs.run = Some(view);
                         self.touch();
@@ -382,10 +385,19 @@ impl Canvas {
                         let mut pinned = Editor::new(wf);
                         if let Some(live) = &self.editor {
                             pinned.viewport = live.viewport;
+                            // The node looked at stays selected, when the
+                            // run's workflow has it: its step shows at once.
+                            pinned.selected = live
+                                .selected
+                                .iter()
+                                .filter(|id| pinned.wf.nodes.iter().any(|n| &n.id == *id))
+                                .cloned()
+                                .collect();
                         }
                         let mut view = RunView::new(id.clone());
                         view.pinned = Some(pinned);
                         self.runs.run = Some(view);
+                        self.open_run = Some(id.clone());
                         self.touch();
                         self.fetch_detail(ctx, &id);
                     }
@@ -930,7 +942,7 @@ pub(super) fn output_tree(node: &str, output: &Value) -> Html {
                 { for ports.iter().map(|(port, message)| html! {
                     <div class="port-output" data-port={port.clone()}>
                         <span class="port-name" title="The output port it went out on">{ format!("on {port}") }</span>
-                        <crate::inspector::JsonTree value={message.clone()} root={Some(crate::fields::child_path("nodes", node))} />
+                        <crate::inspector::JsonTree value={message.clone()} root={Some(crate::fields::key_path("nodes", node))} />
                     </div>
                 }) }
             </>

@@ -189,9 +189,7 @@ impl Canvas {
                 true
             }
             Msg::Copy(text) => {
-                if let Some(w) = web_sys::window() {
-                    let _ = w.navigator().clipboard().write_text(&text);
-                }
+                crate::looks::copy_text(&text);
                 s.notice = Some("Copied.".into());
                 true
             }

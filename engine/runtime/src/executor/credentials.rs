@@ -23,20 +23,14 @@ const TEST_LIMIT: Duration = Duration::from_secs(30);
 
 impl Engine {
     /// Every node that names a credential, by credential name: in the
-    /// drafts (what the editor shows) and the published versions (what
-    /// runs). A stored workflow that does not parse is skipped.
+    /// drafts (what the editor shows, as last stored from its document) and
+    /// the published versions (what runs). A stored workflow that does not
+    /// parse is skipped. One read of the workflows table.
     pub async fn credential_uses(&self) -> Result<BTreeMap<String, Vec<CredentialUse>>> {
         let mut uses: BTreeMap<String, Vec<CredentialUse>> = BTreeMap::new();
-        for row in self.store().list_workflows().await? {
-            let draft = self.workflow_text(&row.id).await?.map(|(text, _)| text);
-            let published = self
-                .store()
-                .get_published(&row.id)
-                .await?
-                .flatten()
-                .map(|(text, _)| text);
+        for (id, draft, published) in self.store().workflow_texts().await? {
             let mut found: BTreeMap<(String, String), CredentialUse> = BTreeMap::new();
-            for (text, is_draft) in [(draft, true), (published, false)] {
+            for (text, is_draft) in [(Some(draft), true), (published, false)] {
                 let Some(wf) = text.and_then(|t| Workflow::from_json(&t).ok()) else {
                     continue;
                 };
@@ -50,7 +44,7 @@ impl Engine {
                     let entry = found
                         .entry((name.to_string(), node.to_string()))
                         .or_insert_with(|| CredentialUse {
-                            workflow: row.id.clone(),
+                            workflow: id.clone(),
                             node: node.to_string(),
                             kind,
                             draft: false,
@@ -72,7 +66,9 @@ impl Engine {
 
     /// Tests credential `name` with one kind-specific exchange: an HTTP
     /// `GET` of `url` for `bearer`, `basic`, `header` and `query` (default:
-    /// the written-out URL of an `http.request` node that uses it), an SMTP
+    /// the written-out URL of an `http.request` node that uses it in a
+    /// published workflow: never a draft's, which a peer may have written,
+    /// so a secret never goes where only a peer said), an SMTP
     /// handshake and login for `smtp`, `SELECT 1` for `postgres` and
     /// `mysql`, the model list for `openai`. A server that refuses is an
     /// answer (`ok: false` and what it said), not an error.
@@ -95,8 +91,8 @@ impl Engine {
                     Some(u) => u,
                     None => self.url_using(name).await?.ok_or_else(|| {
                         Error::CredentialTest(format!(
-                            "credential `{name}`: give a URL to call with it (no http.request \
-                             node that uses it has one written out)"
+                            "credential `{name}`: give a URL to call with it (no published \
+                             http.request node that uses it has one written out)"
                         ))
                     })?,
                 };
@@ -108,9 +104,10 @@ impl Engine {
                 }
                 (
                     "http.request",
+                    // The body is read (up to the engine's limit) and dropped.
                     json!({"method": "GET", "url": url, "credential": name,
                            "fail_on_status": true, "response": "text",
-                           "max_response_bytes": 65536, "idempotency_key": false}),
+                           "idempotency_key": false}),
                 )
             }
             // Validation asks an email for its recipients; none is written to.
@@ -159,20 +156,18 @@ impl Engine {
         };
         let step = Prepared::detached(self, plan.clone(), format!("{test_id}/test"), scope);
         let pn = &plan.nodes[index];
-        let result = {
+        // The wait for a step permit counts in the limit: a busy engine
+        // answers in time all the same.
+        let checked = async {
             let _permit = self.inner.permits.clone().acquire_owned().await.ok();
-            match tokio::time::timeout(
-                TEST_LIMIT,
-                nodes::check_credential(step.call(pn, started_at_us)),
-            )
-            .await
-            {
-                Ok(r) => r,
-                Err(_) => Err(nodes::Error::retryable(format!(
-                    "no answer within {} s",
-                    TEST_LIMIT.as_secs()
-                ))),
-            }
+            nodes::check_credential(step.call(pn, started_at_us)).await
+        };
+        let result = match tokio::time::timeout(TEST_LIMIT, checked).await {
+            Ok(r) => r,
+            Err(_) => Err(nodes::Error::retryable(format!(
+                "no answer within {} s",
+                TEST_LIMIT.as_secs()
+            ))),
         };
         let started = step.started;
         // The result through the step's masking: a server may echo a secret.
@@ -198,27 +193,25 @@ impl Engine {
         })
     }
 
-    /// The URL of an `http.request` node that uses credential `name`, when
-    /// it is written out (no template): the draft's first.
+    /// The URL of an `http.request` node that uses credential `name` in a
+    /// published workflow, when it is written out (no template).
     async fn url_using(&self, name: &str) -> Result<Option<String>> {
-        let uses = self.credential_uses().await?;
-        for u in uses.get(name).into_iter().flatten() {
-            if u.kind != "http.request" || !u.draft {
-                continue;
-            }
-            let Some((text, _)) = self.workflow_text(&u.workflow).await? else {
+        for (_, _, published) in self.store().workflow_texts().await? {
+            let Some(wf) = published.and_then(|t| Workflow::from_json(&t).ok()) else {
                 continue;
             };
-            let Ok(wf) = Workflow::from_json(&text) else {
-                continue;
-            };
-            let url = wf
-                .nodes
-                .iter()
-                .find(|n| n.id == u.node)
-                .and_then(|n| n.config.get("url")?.as_str().map(str::to_string));
-            if let Some(url) = url.filter(|u| !u.contains("{{") && !u.contains("{%")) {
-                return Ok(Some(url));
+            for (node, cred, _) in sluice_model::validate::credential_refs(&wf) {
+                if cred != name {
+                    continue;
+                }
+                let url = wf
+                    .nodes
+                    .iter()
+                    .find(|n| n.id == node && n.kind == "http.request")
+                    .and_then(|n| n.config.get("url")?.as_str().map(str::to_string));
+                if let Some(url) = url.filter(|u| !u.contains("{{") && !u.contains("{%")) {
+                    return Ok(Some(url));
+                }
             }
         }
         Ok(None)
