@@ -461,10 +461,14 @@ impl Canvas {
 
     /// Selects the node the URL named, once the workflow has it.
     fn select_pending(&mut self) {
-        let Some(editor) = &mut self.editor else {
+        // In what is shown: a pinned run's workflow, else the live one.
+        if self.shown().is_none() {
+            return;
+        }
+        let Some(node) = self.pending_node.take() else {
             return;
         };
-        let Some(node) = self.pending_node.take() else {
+        let Some(editor) = self.shown_mut() else {
             return;
         };
         if editor.wf.nodes.iter().any(|n| n.id == node) {
@@ -788,10 +792,20 @@ impl Component for Canvas {
     }
 
     fn changed(&mut self, ctx: &Context<Self>, old: &Props) -> bool {
-        if ctx.props().run != old.run
-            && let Some(run) = &ctx.props().run
-        {
-            ctx.link().send_message(runs::Msg::Open(run.clone()));
+        // The run the URL names, against the one shown: the canvas may have
+        // moved the URL on its own (replaceState), so compare with what is
+        // open, not with the last props.
+        if ctx.props().route != old.route || ctx.props().run != old.run {
+            match &ctx.props().run {
+                Some(run) if self.open_run.as_ref() != Some(run) => {
+                    self.open_run = Some(run.clone());
+                    ctx.link().send_message(runs::Msg::Open(run.clone()));
+                }
+                None if self.open_run.is_some() => {
+                    ctx.link().send_message(Msg::CloseRun);
+                }
+                _ => {}
+            }
         }
         if (ctx.props().route != old.route || ctx.props().node != old.node)
             && ctx.props().node.is_some()
@@ -829,9 +843,10 @@ impl Component for Canvas {
             && let Some(el) = web_sys::window()
                 .and_then(|w| w.document())
                 .and_then(|d| d.query_selector(&css).ok().flatten())
-                .and_then(|el| el.dyn_into::<web_sys::HtmlElement>().ok())
         {
-            el.focus().ok();
+            // An SVG node is focusable too (`focus` is on every element
+            // that can take it; the cast only reaches the method).
+            el.unchecked_into::<web_sys::HtmlElement>().focus().ok();
         }
         if std::mem::take(&mut self.focus_note)
             && let Some(area) = self.note_ref.cast::<web_sys::HtmlTextAreaElement>()

@@ -251,11 +251,12 @@ impl Component for CredentialForm {
                     return true;
                 }
                 // New: POST, which never replaces one of the same name
-                // (the list here may be stale); a saved one again: PUT.
+                // (the list here may be stale); the one this form saved,
+                // again under the same name: PUT.
                 let (method, path, body) = if editing {
                     let path = format!("/api/v1/credentials/{}", crate::app::encode(&name));
                     ("PATCH", path, json!({ "value": value }))
-                } else if self.saved.is_some() {
+                } else if self.saved.as_deref() == Some(name.as_str()) {
                     let path = format!("/api/v1/credentials/{}", crate::app::encode(&name));
                     ("PUT", path, json!({ "kind": self.kind, "value": value }))
                 } else {

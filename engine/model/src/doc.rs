@@ -11,9 +11,13 @@
 //!   people typing in it merge character by character.
 //! - `edges` (map): `"<from> -> <to>"` → the edge's fields and its `order`.
 //! - `notes` (map): sticky note id → a mergeable map with one entry per
-//!   field (`position`, `size`…), its `order`, and its `text` as Loro text:
-//!   two people moving one note and writing in another, or writing in the
-//!   same one, all merge. A note without an `id` in the file gets
+//!   field (`text`, `position`, `size`…) and its `order`: two people moving
+//!   one note and writing in another, or one moving a note while another
+//!   writes in it, all merge; the same field written twice resolves like any
+//!   other entry. (Plain entries, not Loro text: documents from before the
+//!   notes map move their notes here on their first edit, and two editors
+//!   doing that at once write the same values, where two texts would each
+//!   insert the whole note.) A note without an `id` in the file gets
 //!   `note-<index>`.
 //!
 //! Plain entries hold their value as JSON text: exact round trip (key order,
@@ -402,11 +406,12 @@ impl WorkflowDoc {
     }
 
     /// Makes the `notes` map hold `notes` (the file's array): fields one by
-    /// one, the text by a text diff, the order by place in the array.
+    /// one, the order by place in the array. Ids are made unique (a
+    /// repeated one gets `-2`, `-3`…).
     fn apply_notes(&self, notes: &[Value]) -> Result<bool, DocError> {
         let doc_notes = self.doc.get_map(NOTES);
         let mut changed = false;
-        let mut ids: Vec<String> = Vec::new();
+        let mut ids: HashSet<String> = HashSet::new();
         for (i, note) in notes.iter().enumerate() {
             // A note that is not an object is kept as its text.
             let fields = match note {
@@ -416,39 +421,30 @@ impl WorkflowDoc {
                 }
                 other => Map::from_iter([("text".to_string(), Value::String(other.to_string()))]),
             };
-            let mut id = fields
+            let base = fields
                 .get("id")
                 .and_then(Value::as_str)
                 .filter(|id| !id.is_empty())
                 .map_or_else(|| note_id(i), str::to_string);
-            if ids.contains(&id) {
-                id = format!("{id}-{i}");
+            let mut id = base.clone();
+            let mut n = 2;
+            while ids.contains(&id) {
+                id = format!("{base}-{n}");
+                n += 1;
             }
             let nmap = doc_notes.ensure_mergeable_map(&id).map_err(loro_err)?;
             let mut keep: HashSet<&str> = HashSet::from([ORDER]);
             for (k, v) in &fields {
-                if k == "id" {
+                // `id` is the key; `order` is the document's own.
+                if k == "id" || k == ORDER {
                     continue;
                 }
                 keep.insert(k);
-                match (k.as_str(), v) {
-                    ("text", Value::String(t)) => {
-                        if let Some(ValueOrContainer::Value(_)) = nmap.get(k) {
-                            nmap.delete(k).map_err(loro_err)?;
-                        }
-                        let text: LoroText = nmap.ensure_mergeable_text(k).map_err(loro_err)?;
-                        if text.to_string() != *t {
-                            text.update(t, UpdateOptions::default())
-                                .map_err(|e| DocError::Loro(format!("notes.{id}.text: {e:?}")))?;
-                            changed = true;
-                        }
-                    }
-                    _ => changed |= set_entry(&nmap, k, v)?,
-                }
+                changed |= set_entry(&nmap, k, v)?;
             }
             changed |= prune(&nmap, &keep)?;
             changed |= set_entry(&nmap, ORDER, &Value::from(i as f64))?;
-            ids.push(id);
+            ids.insert(id);
         }
         changed |= prune(&doc_notes, &ids.iter().map(String::as_str).collect())?;
         Ok(changed)
@@ -818,9 +814,11 @@ impl WorkflowDoc {
                 _ => None,
             })
             .collect();
-        let at = keys.iter().position(|k| k == NODES)?;
-        let node = keys.get(at + 1)?.clone();
-        Some((node, keys[at + 2..].join(".")))
+        if keys.first().map(String::as_str) != Some(NODES) {
+            return None;
+        }
+        let node = keys.get(1)?.clone();
+        Some((node, keys[2..].join(".")))
     }
 }
 

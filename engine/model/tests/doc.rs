@@ -692,14 +692,14 @@ fn sticky_notes_merge_note_by_note_and_field_by_field() {
     assert_eq!(notes[0]["text"], "# Plan\nCheck the totals");
     let b = copy_of(&a, 2);
     let c = copy_of(&a, 3);
-    // a writes at the start of plan's text, b at its end and moves it,
+    // a writes in plan, b moves it and resizes the other,
     // c deletes the other note and adds one.
     let mut va = a.to_value();
     va["notes"][0]["text"] = json!("# Plan (a)\nCheck the totals");
     a.apply(&wf(va)).unwrap();
     let mut vb = b.to_value();
-    vb["notes"][0]["text"] = json!("# Plan\nCheck the totals twice");
     vb["notes"][0]["position"] = json!([40, 260]);
+    vb["notes"][1]["size"] = json!([300, 100]);
     b.apply(&wf(vb)).unwrap();
     let mut vc = c.to_value();
     vc["notes"] =
@@ -714,7 +714,7 @@ fn sticky_notes_merge_note_by_note_and_field_by_field() {
     let notes = merged["notes"].as_array().unwrap();
     let ids: Vec<&str> = notes.iter().map(|n| n["id"].as_str().unwrap()).collect();
     assert_eq!(ids, ["plan", "n-c"]);
-    assert_eq!(notes[0]["text"], "# Plan (a)\nCheck the totals twice");
+    assert_eq!(notes[0]["text"], "# Plan (a)\nCheck the totals");
     assert_eq!(notes[0]["position"], json!([40, 260]));
     // What changed is told as the `notes` field.
     let before = b.head();
@@ -724,6 +724,50 @@ fn sticky_notes_merge_note_by_note_and_field_by_field() {
     let changes = b.summarize(&before, &b.head()).unwrap();
     assert_eq!(changes.fields_changed, ["notes"], "{changes:?}");
     assert!(changes.nodes_changed.is_empty(), "{changes:?}");
+    // A document from before the notes map (its notes a plain top-level
+    // entry) moves them on its first edit, and two editors doing that at
+    // once agree: nothing doubled.
+    let old = WorkflowDoc::new();
+    old.loro().set_peer_id(7).unwrap();
+    let meta = old.loro().get_map("meta");
+    for (k, v) in serde_json::to_value(base()).unwrap().as_object().unwrap() {
+        if k != "nodes" && k != "edges" {
+            meta.insert(k, v.to_string()).unwrap();
+        }
+    }
+    meta.insert(
+        "notes",
+        json!([{"text": "Old note", "position": [1, 2]}]).to_string(),
+    )
+    .unwrap();
+    old.loro().commit();
+    assert_eq!(old.to_value()["notes"][0]["text"], "Old note");
+    let (x, y) = (copy_of(&old, 8), copy_of(&old, 9));
+    for d in [&x, &y] {
+        let mut v = d.to_value();
+        v["name"] = json!(format!("edited by {}", d.loro().peer_id()));
+        d.apply(&wf(v)).unwrap();
+    }
+    sync(&x, &y);
+    assert_eq!(x.to_value(), y.to_value());
+    let notes = x.to_value()["notes"].clone();
+    assert_eq!(
+        notes,
+        json!([{"id": "note-0", "position": [1, 2], "text": "Old note"}])
+    );
+    // Repeated ids are made unique, each once.
+    let mut v = a.to_value();
+    v["notes"] =
+        json!([{"id": "a-2", "text": "1"}, {"id": "a", "text": "2"}, {"id": "a", "text": "3"}]);
+    a.apply(&wf(v)).unwrap();
+    let ids: Vec<String> = a.to_value()["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids, ["a-2", "a", "a-3"]);
+    assert!(!a.apply(&wf(a.to_value())).unwrap(), "stable once unique");
     // Applying what the document says changes nothing; no notes, no key.
     assert!(!a.apply(&wf(a.to_value())).unwrap());
     let mut none = a.to_value();

@@ -13,6 +13,31 @@ use fantoccini::actions::{InputSource, MOUSE_BUTTON_LEFT, MouseActions, PointerA
 use fantoccini::{Client, Locator};
 use serde_json::{Value, json};
 
+/// A double click on `css` (two presses at its centre).
+async fn double_click(c: &Client, css: &str) {
+    let element = c.find(Locator::Css(css)).await.unwrap();
+    let actions = MouseActions::new("mouse".into())
+        .then(PointerAction::MoveToElement {
+            element,
+            duration: None,
+            x: 0.0,
+            y: 0.0,
+        })
+        .then(PointerAction::Down {
+            button: MOUSE_BUTTON_LEFT,
+        })
+        .then(PointerAction::Up {
+            button: MOUSE_BUTTON_LEFT,
+        })
+        .then(PointerAction::Down {
+            button: MOUSE_BUTTON_LEFT,
+        })
+        .then(PointerAction::Up {
+            button: MOUSE_BUTTON_LEFT,
+        });
+    c.perform_actions(actions).await.unwrap();
+}
+
 /// Signs the browser in with a fresh one-time code and opens a workflow.
 async fn open(c: &Client, s: &common::Server, codes: &sluice_server::Codes, workflow: &str) {
     c.goto(&format!("{}/ui/login?code={}", s.base, codes.issue()))
@@ -3676,30 +3701,7 @@ async fn the_node_view_shows_input_parameters_and_output_and_a_field_dragged_ont
         .unwrap();
     assert_eq!(count(&a, ".node-view").await, 0);
     // A double click on a node opens it too; Escape closes it.
-    let node = a
-        .find(Locator::Css("g.node[data-node='call'] text.label"))
-        .await
-        .unwrap();
-    let actions = MouseActions::new("mouse".into())
-        .then(PointerAction::MoveToElement {
-            element: node,
-            duration: None,
-            x: 0.0,
-            y: 0.0,
-        })
-        .then(PointerAction::Down {
-            button: MOUSE_BUTTON_LEFT,
-        })
-        .then(PointerAction::Up {
-            button: MOUSE_BUTTON_LEFT,
-        })
-        .then(PointerAction::Down {
-            button: MOUSE_BUTTON_LEFT,
-        })
-        .then(PointerAction::Up {
-            button: MOUSE_BUTTON_LEFT,
-        });
-    a.perform_actions(actions).await.unwrap();
+    double_click(&a, "g.node[data-node='call'] text.label").await;
     a.wait()
         .at_most(Duration::from_secs(5))
         .for_element(Locator::Css(".node-view[data-node='call']"))
@@ -3855,30 +3857,7 @@ async fn sticky_notes_are_added_written_in_markdown_moved_resized_and_deleted() 
     select_node(&a, "first").await;
 
     // A double click writes in it again; Escape ends that, changing nothing.
-    let body = a
-        .find(Locator::Css(".sticky[data-note='note-0'] .sticky-body"))
-        .await
-        .unwrap();
-    let actions = MouseActions::new("mouse".into())
-        .then(PointerAction::MoveToElement {
-            element: body,
-            duration: None,
-            x: 0.0,
-            y: 0.0,
-        })
-        .then(PointerAction::Down {
-            button: MOUSE_BUTTON_LEFT,
-        })
-        .then(PointerAction::Up {
-            button: MOUSE_BUTTON_LEFT,
-        })
-        .then(PointerAction::Down {
-            button: MOUSE_BUTTON_LEFT,
-        })
-        .then(PointerAction::Up {
-            button: MOUSE_BUTTON_LEFT,
-        });
-    a.perform_actions(actions).await.unwrap();
+    double_click(&a, ".sticky[data-note='note-0'] .sticky-body").await;
     a.wait()
         .at_most(Duration::from_secs(5))
         .for_element(Locator::Css(".sticky[data-note='note-0'] textarea"))
@@ -4103,6 +4082,27 @@ async fn a_runs_log_shows_levels_and_filters_by_level_node_and_text() {
             .as_str()
             .ends_with("#/w/logs/n/total")
     })
+    .await;
+    // A link to the run and a node opens both; a link without the run
+    // closes it.
+    a.goto(&format!("{}/#/w/logs/r/{run}/n/who", s.base))
+        .await
+        .unwrap();
+    eventually(
+        Duration::from_secs(10),
+        "the run and the node opened by a link",
+        || async {
+            count(&a, ".close-run").await == 1
+                && count(&a, ".node-panel[data-node='who']").await == 1
+        },
+    )
+    .await;
+    a.goto(&format!("{}/#/w/logs", s.base)).await.unwrap();
+    eventually(
+        Duration::from_secs(10),
+        "the run closed by a link",
+        || async { count(&a, ".close-run").await == 0 },
+    )
     .await;
     finish(&a, &[]).await;
 }

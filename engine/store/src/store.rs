@@ -603,43 +603,48 @@ impl Store {
             .await
     }
 
-    /// Stores a credential, encrypted; replaces one of the same name.
-    /// The value never reaches the database in clear.
-    /// Stores a new credential; false (nothing written) when the name is
-    /// taken. One statement, so two creators cannot both win.
+    /// Stores a new credential, encrypted (the value never reaches the
+    /// database in clear); false (nothing written) when the name is taken.
+    /// One statement, so two creators cannot both win.
     pub async fn create_credential(&self, name: &str, kind: &str, value: &Value) -> Result<bool> {
-        let plain = serde_json::to_vec(value).map_err(Error::Serialize)?;
-        let (nonce, secret) = self.vault().await?.seal(name, &plain)?;
-        let done = sqlx::query(
-            "INSERT INTO credentials (name, kind, nonce, secret, updated_at_us) VALUES (?, ?, ?, ?, ?) \
-             ON CONFLICT (name) DO NOTHING",
-        )
-        .bind(name)
-        .bind(kind)
-        .bind(nonce)
-        .bind(secret)
-        .bind(now_us())
-        .execute(&self.inner.pool)
-        .await?;
-        Ok(done.rows_affected() == 1)
+        self.write_credential(name, kind, value, false).await
     }
 
+    /// Stores a credential, encrypted; replaces one of the same name.
     pub async fn put_credential(&self, name: &str, kind: &str, value: &Value) -> Result<()> {
+        self.write_credential(name, kind, value, true)
+            .await
+            .map(|_| ())
+    }
+
+    /// Seals `value` and writes it, replacing one of the same name when
+    /// `replace`. Whether a row was written.
+    async fn write_credential(
+        &self,
+        name: &str,
+        kind: &str,
+        value: &Value,
+        replace: bool,
+    ) -> Result<bool> {
         let plain = serde_json::to_vec(value).map_err(Error::Serialize)?;
         let (nonce, secret) = self.vault().await?.seal(name, &plain)?;
-        sqlx::query(
+        let sql = if replace {
             "INSERT INTO credentials (name, kind, nonce, secret, updated_at_us) VALUES (?, ?, ?, ?, ?) \
              ON CONFLICT (name) DO UPDATE SET kind = excluded.kind, nonce = excluded.nonce, \
-             secret = excluded.secret, updated_at_us = excluded.updated_at_us",
-        )
-        .bind(name)
-        .bind(kind)
-        .bind(nonce)
-        .bind(secret)
-        .bind(now_us())
-        .execute(&self.inner.pool)
-        .await?;
-        Ok(())
+             secret = excluded.secret, updated_at_us = excluded.updated_at_us"
+        } else {
+            "INSERT INTO credentials (name, kind, nonce, secret, updated_at_us) VALUES (?, ?, ?, ?, ?) \
+             ON CONFLICT (name) DO NOTHING"
+        };
+        let done = sqlx::query(sql)
+            .bind(name)
+            .bind(kind)
+            .bind(nonce)
+            .bind(secret)
+            .bind(now_us())
+            .execute(&self.inner.pool)
+            .await?;
+        Ok(done.rows_affected() == 1)
     }
 
     /// Names and kinds only, by name.

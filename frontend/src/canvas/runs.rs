@@ -394,6 +394,12 @@ impl Canvas {
                                 .cloned()
                                 .collect();
                         }
+                        // A node the URL named, selected when it exists here.
+                        if let Some(node) = self.pending_node.take()
+                            && pinned.wf.nodes.iter().any(|n| n.id == node)
+                        {
+                            pinned.selected = std::iter::once(node).collect();
+                        }
                         let mut view = RunView::new(id.clone());
                         view.pinned = Some(pinned);
                         self.runs.run = Some(view);
@@ -401,7 +407,13 @@ impl Canvas {
                         self.touch();
                         self.fetch_detail(ctx, &id);
                     }
-                    Err(e) => self.status = format!("cannot show run {id}: {e}"),
+                    Err(e) => {
+                        self.status = format!("cannot show run {id}: {e}");
+                        // Not shown: the URL stops naming it.
+                        if self.open_run.as_ref() == Some(&id) {
+                            self.open_run = None;
+                        }
+                    }
                 }
                 true
             }
