@@ -13,6 +13,16 @@ use fantoccini::actions::{InputSource, MOUSE_BUTTON_LEFT, MouseActions, PointerA
 use fantoccini::{Client, Locator};
 use serde_json::{Value, json};
 
+/// Picks `value` in the select `css`.
+async fn choose(c: &Client, css: &str, value: &str) {
+    c.find(Locator::Css(css))
+        .await
+        .unwrap()
+        .select_by_value(value)
+        .await
+        .unwrap();
+}
+
 /// A double click on `css` (two presses at its centre).
 async fn double_click(c: &Client, css: &str) {
     let element = c.find(Locator::Css(css)).await.unwrap();
@@ -2485,12 +2495,7 @@ async fn kinds_have_names_and_icons_are_found_by_synonym_and_description_and_set
     click(&a, "#tab-settings").await;
     retype(&a, "#node-retry-attempts", "4").await;
     retype(&a, "#node-retry-backoff", "50").await;
-    a.find(Locator::Css("#node-on-error"))
-        .await
-        .unwrap()
-        .select_by_value("route")
-        .await
-        .unwrap();
+    choose(&a, "#node-on-error", "route").await;
     retype(&a, "#node-timeout", "1500").await;
     retype(&a, "#node-notes", "Ask **Ana** first").await;
     click(&a, "#node-disabled").await;
@@ -2820,12 +2825,7 @@ async fn the_runs_page_lists_every_workflows_runs_filters_them_by_url_and_stays_
     assert!(text(&a, ".runs-table").await.contains("published"));
 
     // A filter moves the URL and the list.
-    a.find(Locator::Css("#runs-status"))
-        .await
-        .unwrap()
-        .select_by_value("failed")
-        .await
-        .unwrap();
+    choose(&a, "#runs-status", "failed").await;
     eventually(Duration::from_secs(5), "the failed run only", || async {
         count(&a, "tr.runs-row").await == 1
     })
@@ -3310,12 +3310,7 @@ async fn credentials_are_made_tested_changed_and_picked_in_the_editor_and_the_ur
     // A new one, with the wrong token: saved, and its test says the server refused.
     click(&a, ".new-credential").await;
     retype(&a, "#cred-name", "api-token").await;
-    a.find(Locator::Css("#cred-kind"))
-        .await
-        .unwrap()
-        .select_by_value("bearer")
-        .await
-        .unwrap();
+    choose(&a, "#cred-kind", "bearer").await;
     retype(&a, "#cred-token", "nope-nope-9").await;
     retype(&a, "#cred-test-url", &url).await;
     click(&a, ".save-credential").await;
@@ -3370,12 +3365,7 @@ async fn credentials_are_made_tested_changed_and_picked_in_the_editor_and_the_ur
         .unwrap();
     let offered = text(&a, "#cfg-credential").await;
     assert!(offered.contains("api-token · Bearer token"), "{offered}");
-    a.find(Locator::Css("#cfg-credential"))
-        .await
-        .unwrap()
-        .select_by_value("+new")
-        .await
-        .unwrap();
+    choose(&a, "#cfg-credential", "+new").await;
     a.wait()
         .at_most(Duration::from_secs(5))
         .for_element(Locator::Css(".node-panel .cred-dialog #cred-kind"))
@@ -3448,12 +3438,7 @@ async fn credentials_are_made_tested_changed_and_picked_in_the_editor_and_the_ur
     .await;
     // The form for a mail server, beside the list, for the docs.
     click(&a, ".new-credential").await;
-    a.find(Locator::Css("#cred-kind"))
-        .await
-        .unwrap()
-        .select_by_value("smtp")
-        .await
-        .unwrap();
+    choose(&a, "#cred-kind", "smtp").await;
     eventually(Duration::from_secs(5), "the SMTP fields", || async {
         count(&a, "#cred-security").await == 1 && count(&a, "#cred-token").await == 0
     })
@@ -4005,38 +3990,18 @@ async fn a_runs_log_shows_levels_and_filters_by_level_node_and_text() {
     assert!(text(&a, ".run-logs .log-line[data-level='debug'] .message").await == "looking up 7");
     assert!(text(&a, ".run-logs summary").await.contains("1 error"));
     // By level, by node, by text.
-    a.find(Locator::Css("#log-level"))
-        .await
-        .unwrap()
-        .select_by_value("2")
-        .await
-        .unwrap();
+    choose(&a, "#log-level", "2").await;
     eventually(Duration::from_secs(5), "warnings and errors", || async {
         count(&a, ".run-logs .log-line").await == 2
     })
     .await;
-    a.find(Locator::Css("#log-node"))
-        .await
-        .unwrap()
-        .select_by_value("who")
-        .await
-        .unwrap();
+    choose(&a, "#log-node", "who").await;
     eventually(Duration::from_secs(5), "one node's", || async {
         count(&a, ".run-logs .log-line").await == 1
     })
     .await;
-    a.find(Locator::Css("#log-level"))
-        .await
-        .unwrap()
-        .select_by_value("0")
-        .await
-        .unwrap();
-    a.find(Locator::Css("#log-node"))
-        .await
-        .unwrap()
-        .select_by_value("")
-        .await
-        .unwrap();
+    choose(&a, "#log-level", "0").await;
+    choose(&a, "#log-node", "").await;
     retype(&a, "#log-text", "ZERO").await;
     eventually(Duration::from_secs(5), "by text", || async {
         count(&a, ".run-logs .log-line").await == 1
