@@ -297,22 +297,17 @@ fn accessible_name(n: &NodeItem) -> String {
 }
 
 /// Where output `port` sits on a node at `at`: spread along the right side.
-pub fn port_at(at: (f64, f64), ports: &[String], port: &str) -> (f64, f64) {
-    let i = ports.iter().position(|p| p == port).unwrap_or(0);
-    let n = ports.len().max(1);
-    (
-        at.0 + NODE_W,
-        at.1 + NODE_H * (i as f64 + 1.0) / (n as f64 + 1.0),
-    )
-}
+/// Where output `port` of a node at `at` is drawn (the state's, which
+/// the hit test of connections measures against too).
+pub use crate::state::port_at;
 
-/// A horizontal S-curve between two points.
+/// A horizontal S-curve between two points: the path of
+/// [`crate::state::edge_controls`], so what is drawn is what is hit.
 pub fn curve(x1: f64, y1: f64, x2: f64, y2: f64) -> String {
-    let bend = ((x2 - x1).abs() / 2.0).max(40.0);
+    let (c1, c2) = crate::state::edge_controls((x1, y1), (x2, y2));
     format!(
-        "M {x1} {y1} C {} {y1}, {} {y2}, {x2} {y2}",
-        x1 + bend,
-        x2 - bend
+        "M {x1} {y1} C {} {}, {} {}, {x2} {y2}",
+        c1.0, c1.1, c2.0, c2.1
     )
 }
 

@@ -369,11 +369,7 @@ impl Editor {
             let ports = kinds::spec(&node.kind)
                 .map(|k| k.output_ports(&node.config))
                 .unwrap_or_default();
-            let k = ports.iter().position(|q| q == s.port).unwrap_or(0);
-            let start = (
-                from.0 + NODE_W,
-                from.1 + NODE_H * (k as f64 + 1.0) / (ports.len().max(1) as f64 + 1.0),
-            );
+            let start = port_at(*from, &ports, s.port);
             let d = edge_curve(start, end)
                 .windows(2)
                 .map(|w| segment_distance(p, w[0], w[1]))
@@ -1242,11 +1238,28 @@ pub fn fits_between(kind: &str) -> bool {
     kinds::spec(kind).is_some_and(|k| !k.is_trigger && !k.outputs.is_empty())
 }
 
-/// Points along the S-curve a connection is drawn as, from `a` to `b`
-/// (the cubic Bézier of `scene::curve`), 64 of them.
-pub fn edge_curve(a: (f64, f64), b: (f64, f64)) -> Vec<(f64, f64)> {
+/// Where output `port` of a node at `at` is: on its right edge, the ports
+/// spread evenly down it.
+pub fn port_at(at: (f64, f64), ports: &[String], port: &str) -> (f64, f64) {
+    let i = ports.iter().position(|p| p == port).unwrap_or(0);
+    let n = ports.len().max(1);
+    (
+        at.0 + NODE_W,
+        at.1 + NODE_H * (i as f64 + 1.0) / (n as f64 + 1.0),
+    )
+}
+
+/// The two control points of the S-curve a connection from `a` to `b` is
+/// drawn as (a cubic Bézier leaving and arriving horizontally).
+pub fn edge_controls(a: (f64, f64), b: (f64, f64)) -> ((f64, f64), (f64, f64)) {
     let bend = ((b.0 - a.0).abs() / 2.0).max(40.0);
-    let (c1, c2) = ((a.0 + bend, a.1), (b.0 - bend, b.1));
+    ((a.0 + bend, a.1), (b.0 - bend, b.1))
+}
+
+/// Points along the S-curve a connection is drawn as, from `a` to `b`
+/// ([`edge_controls`]), 64 of them.
+pub fn edge_curve(a: (f64, f64), b: (f64, f64)) -> Vec<(f64, f64)> {
+    let (c1, c2) = edge_controls(a, b);
     (0..=64)
         .map(|i| {
             let t = f64::from(i) / 64.0;
