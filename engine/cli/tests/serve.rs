@@ -359,9 +359,11 @@ async fn publish_and_unpublish_go_through_the_running_engine() {
     s.child.wait().unwrap();
 }
 
-/// Webhooks under load from 32 clients, both answered `when_finished` (a
+/// Webhooks under load from 32 clients, answered `when_finished` (a
 /// workflow that runs in one go, recorded whole when it ends) and
-/// `immediately`; the engine is SIGKILLed mid-load. After a restart every
+/// `immediately` (one that waits, answered once its creation is committed;
+/// one that runs in one go, answered once it is recorded finished); the
+/// engine is SIGKILLed mid-load. After a restart every
 /// run whose request was answered is there and ends as it should, and no
 /// run of the one-go workflow is half-recorded.
 #[tokio::test(flavor = "multi_thread")]
@@ -386,6 +388,12 @@ async fn every_acknowledged_webhook_run_survives_a_sigkill_under_load() {
         {"id": "end", "kind": "output.end", "config": {"value": "{{ input.body.n }}"}}],
         "edges": [{"from": "hook", "to": "w"}, {"from": "w", "to": "end"}]}))
     .await;
+    put(json!({"format": "sluice.workflow/v1", "id": "now", "nodes": [
+        {"id": "hook", "kind": "trigger.webhook", "config": {"path": "go", "respond": "immediately"}},
+        {"id": "set", "kind": "data.set", "config": {"values": {"n": "{{ input.body.n }}"}}},
+        {"id": "end", "kind": "output.end", "config": {"value": "{{ input.n }}"}}],
+        "edges": [{"from": "hook", "to": "set"}, {"from": "set", "to": "end"}]}))
+    .await;
 
     // (run id, workflow, n) of every answered request.
     let acked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -397,7 +405,11 @@ async fn every_acknowledged_webhook_run_survives_a_sigkill_under_load() {
             let mut n = k * 1_000_000;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 n += 1;
-                let wf = if n % 4 == 0 { "later" } else { "fast" };
+                let wf = match n % 4 {
+                    0 => "later",
+                    1 => "now",
+                    _ => "fast",
+                };
                 let Some(support::HookAnswer {
                     status,
                     run: Some(id),
@@ -469,20 +481,22 @@ async fn every_acknowledged_webhook_run_survives_a_sigkill_under_load() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
-    // All or nothing: no run of the one-go workflow is left half-recorded.
-    let runs: Value = c
-        .get(format!(
-            "{}/api/v1/runs?workflow=fast&status=running&limit=1000",
-            s.base
-        ))
-        .bearer_auth(&s.token)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(runs, json!([]), "{runs}");
+    // All or nothing: no run of the one-go workflows is left half-recorded.
+    for wf in ["fast", "now"] {
+        let runs: Value = c
+            .get(format!(
+                "{}/api/v1/runs?workflow={wf}&status=running&limit=1000",
+                s.base
+            ))
+            .bearer_auth(&s.token)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(runs, json!([]), "{wf}: {runs}");
+    }
     s.child.kill().unwrap();
     s.child.wait().unwrap();
 }

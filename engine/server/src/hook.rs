@@ -230,11 +230,17 @@ pub(crate) async fn hook(
         other => other.into(),
     };
     if immediately {
-        let handle = s
-            .engine
-            .start(plan, Some(&trigger), input)
-            .await
-            .map_err(cannot_start)?;
+        // A workflow of pure steps only (`Plan::in_one_go`) runs to its end
+        // here, in microseconds, and is recorded in one write, finished,
+        // before the answer: one commit instead of the creation's and then
+        // the finish's. Any other run is answered once its creation is
+        // committed, and goes on on its own.
+        let handle = if plan.in_one_go {
+            s.engine.start_for_result(plan, Some(&trigger), input).await
+        } else {
+            s.engine.start(plan, Some(&trigger), input).await
+        }
+        .map_err(cannot_start)?;
         return Ok(accepted(&handle.id));
     }
     let handle = s

@@ -131,7 +131,12 @@ impl Engine {
                 }
                 None => None,
             };
-            let result = driver.drive(actions).await;
+            // Boxed: the driver's future is large (kilobytes: every await of
+            // a run's life is in it), and a future is moved into each one
+            // that awaits it; unboxed, it made the futures above it (the
+            // run's task; for a run in one go, the webhook handler's, which
+            // axum boxes again) 18 KB, copied level by level on every request.
+            let result = Box::pin(driver.drive(actions)).await;
             drop(permit);
             if result.status.is_finished() {
                 engine
@@ -516,17 +521,19 @@ impl Driver {
             match self.carry_out(std::mem::take(&mut actions)).await {
                 Ok(Some(result)) => return result,
                 Ok(None) => {}
-                Err(e) => return self.internal_failure(e).await,
+                Err(e) => return Box::pin(self.internal_failure(e)).await,
             }
             let wake = match self.ready.pop_front() {
                 Some(w) => Some(w),
                 None if self.only_waits_for_decisions() => match self.rx.try_recv() {
                     Ok(w) => Some(w),
                     // Nothing can happen but a decision: the run parks.
-                    Err(mpsc::error::TryRecvError::Empty) => match self.park_run().await {
-                        Ok(result) => return result,
-                        Err(e) => return self.internal_failure(e).await,
-                    },
+                    Err(mpsc::error::TryRecvError::Empty) => {
+                        match Box::pin(self.park_run()).await {
+                            Ok(result) => return result,
+                            Err(e) => return Box::pin(self.internal_failure(e)).await,
+                        }
+                    }
                     Err(mpsc::error::TryRecvError::Disconnected) => None,
                 },
                 None => self.rx.recv().await,
@@ -544,10 +551,10 @@ impl Driver {
                     self.handles.remove(&done.key);
                     match self.step_done(done).await {
                         Ok(event) => event,
-                        Err(e) => return self.internal_failure(e).await,
+                        Err(e) => return Box::pin(self.internal_failure(e)).await,
                     }
                 }
-                Wake::Signal(signal, reply) => match self.decide(signal).await {
+                Wake::Signal(signal, reply) => match Box::pin(self.decide(signal)).await {
                     Ok(Ok((event, signalled))) => {
                         reply.send(Ok(signalled)).ok();
                         event
@@ -562,7 +569,7 @@ impl Driver {
                             message: format!("the decision could not be recorded: {e}"),
                         };
                         reply.send(Err(failed)).ok();
-                        return self.internal_failure(e).await;
+                        return Box::pin(self.internal_failure(e)).await;
                     }
                 },
             };
@@ -923,7 +930,8 @@ impl Driver {
                         && !node.disabled
                         && !self.plan.pinned.contains_key(&key.node)
                     {
-                        self.park_step(key, attempt, input, hist, first, replayed)
+                        // Rare paths are boxed: they would grow every run's future.
+                        Box::pin(self.park_step(key, attempt, input, hist, first, replayed))
                             .await?;
                         continue;
                     }
@@ -950,7 +958,7 @@ impl Driver {
                             );
                         }
                     } else {
-                        self.unseal().await?;
+                        Box::pin(self.unseal()).await?;
                         // Started records hold the step's input. A step that acts on
                         // the world (anything but a timer or a child run, which
                         // is recorded itself) starts only once its Started
@@ -977,7 +985,7 @@ impl Driver {
                 }
                 Action::Retry { key, delay_ms, .. } => {
                     // A run that waits is recorded while it does.
-                    self.unseal().await?;
+                    Box::pin(self.unseal()).await?;
                     self.retries_pending += 1;
                     let tx = self.tx.clone();
                     tokio::spawn(async move {

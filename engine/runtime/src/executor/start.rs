@@ -44,8 +44,9 @@ impl Engine {
         self.admit()?;
         self.admit_storage().await?;
         if for_result && plan.in_one_go {
-            return self
-                .start_inner(new_run_id(), plan, trigger, input, None, false, on)
+            // Boxed, so that the caller's future (a webhook handler's, which
+            // axum boxes again) holds a pointer, not this run's whole state.
+            return Box::pin(self.start_inner(new_run_id(), plan, trigger, input, None, false, on))
                 .await;
         }
         self.start_detached(plan, trigger, input, !for_result, on)
