@@ -455,15 +455,7 @@ async fn every_acknowledged_webhook_run_survives_a_sigkill_under_load() {
                     assert!(output.contains(&format!("\"double\":{}", n * 2)), "{run}");
                     let steps = run["steps"].as_array().unwrap();
                     assert_eq!(steps.len(), 4, "run {id}: {run}");
-                    let logs: Value = c
-                        .get(format!("{}/api/v1/runs/{id}/logs", s.base))
-                        .bearer_auth(&s.token)
-                        .send()
-                        .await
-                        .unwrap()
-                        .json()
-                        .await
-                        .unwrap();
+                    let logs = support::get_json(&c, &s, &format!("runs/{id}/logs")).await;
                     assert!(logs.to_string().contains(&format!("n is {n}")), "{logs}");
                 } else {
                     assert_eq!(run["output"], json!({"end": n}), "{run}");
@@ -483,18 +475,8 @@ async fn every_acknowledged_webhook_run_survives_a_sigkill_under_load() {
     }
     // All or nothing: no run of the one-go workflows is left half-recorded.
     for wf in ["fast", "now"] {
-        let runs: Value = c
-            .get(format!(
-                "{}/api/v1/runs?workflow={wf}&status=running&limit=1000",
-                s.base
-            ))
-            .bearer_auth(&s.token)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let path = format!("runs?workflow={wf}&status=running&limit=1000");
+        let runs = support::get_json(&c, &s, &path).await;
         assert_eq!(runs, json!([]), "{wf}: {runs}");
     }
     s.child.kill().unwrap();
