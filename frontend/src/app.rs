@@ -182,14 +182,23 @@ fn free_id(base: &str, taken: &[WorkflowEntry]) -> String {
         .unwrap_or_default()
 }
 
-/// GETs workflow `id`, lets `change` edit its JSON, PUTs it as `to`.
+/// GETs workflow `id`, lets `change` edit its JSON, PUTs it as `to`. Onto
+/// itself, the save names the version it was made from: an edit that came
+/// in between (another window's, a peer's) is merged with it, not undone.
 async fn rewrite(id: &str, to: &str, change: impl FnOnce(&mut Value)) -> Result<(), String> {
-    let mut wf = net::call("GET", &format!("/api/v1/workflows/{id}"), None).await?;
+    let (mut wf, version) = net::get_workflow(id).await?;
     change(&mut wf);
     wf["id"] = json!(to);
-    net::call("PUT", &format!("/api/v1/workflows/{to}"), Some(&wf))
-        .await
-        .map(|_| ())
+    let path = match version {
+        Some(v) if id == to => format!("/api/v1/workflows/{to}?base={}", query_value(&v)),
+        _ => format!("/api/v1/workflows/{to}"),
+    };
+    net::call("PUT", &path, Some(&wf)).await.map(|_| ())
+}
+
+/// `text` for a URL's query (a version is `counter@peer,…`).
+fn query_value(text: &str) -> String {
+    String::from(js_sys::encode_uri_component(text))
 }
 
 /// Offers `text` as a file download named `name`.

@@ -68,6 +68,18 @@ fn js_err(e: JsValue) -> String {
 /// `method path` with an optional JSON body: the answer's text (or the
 /// server's error message).
 async fn fetch(method: &str, path: &str, body: Option<&Value>) -> Result<String, String> {
+    fetch_versioned(method, path, body)
+        .await
+        .map(|(text, _)| text)
+}
+
+/// [`fetch`], with the `x-sluice-version` the answer names (a workflow's
+/// document version).
+async fn fetch_versioned(
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+) -> Result<(String, Option<String>), String> {
     let window = web_sys::window().ok_or("no window")?;
     let init = RequestInit::new();
     init.set_method(method);
@@ -97,7 +109,8 @@ async fn fetch(method: &str, path: &str, body: Option<&Value>) -> Result<String,
         .as_string()
         .unwrap_or_default();
     if response.ok() {
-        return Ok(text);
+        let version = response.headers().get("x-sluice-version").ok().flatten();
+        return Ok((text, version));
     }
     if response.status() == 401 {
         signed_out();
@@ -120,6 +133,15 @@ pub async fn call(method: &str, path: &str, body: Option<&Value>) -> Result<Valu
         return Ok(Value::Null);
     }
     Ok(serde_json::from_str(&text).unwrap_or(Value::String(text)))
+}
+
+/// GETs a workflow: its JSON and the document version it is, which a save
+/// made from it names as its `base` (so edits made since are merged, not
+/// undone).
+pub async fn get_workflow(id: &str) -> Result<(Value, Option<String>), String> {
+    let (text, version) = fetch_versioned("GET", &format!("/api/v1/workflows/{id}"), None).await?;
+    let wf = serde_json::from_str(&text).map_err(|e| format!("workflow {id}: {e}"))?;
+    Ok((wf, version))
 }
 
 /// `method path` with an optional JSON body; the answer decoded as `T`,

@@ -350,6 +350,11 @@ pub struct Stored {
     pub id: String,
     /// How many nodes it has.
     pub nodes: usize,
+    /// The draft had moved on from the `base` the body was made from, and
+    /// the two were merged: the draft is the body plus the edits made
+    /// since (GET it to see the whole).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub merged: bool,
 }
 
 /// The answer to `POST /api/v1/validate`.

@@ -74,6 +74,36 @@ async fn save_draft(host: &Host, wf: &Value) {
     assert!(status < 300, "PUT {id}: {v}");
 }
 
+/// The draft and the document version it is (`x-sluice-version`).
+async fn read_draft(host: &Host, id: &str) -> (Value, String) {
+    let r = client()
+        .get(format!("{}/api/v1/workflows/{id}", host.base_url()))
+        .bearer_auth(&host.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let version = r.headers()["x-sluice-version"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    (r.json().await.unwrap(), version)
+}
+
+/// Saves `wf`, made from the draft at `base`, as the draft: edits that
+/// came in since (a peer's) are merged with it, not undone.
+async fn save_draft_onto(host: &Host, wf: &Value, base: &str) {
+    let id = wf["id"].as_str().unwrap();
+    let (status, v) = call(
+        host,
+        reqwest::Method::PUT,
+        &format!("/workflows/{id}?base={base}"),
+        Some(wf.clone()),
+    )
+    .await;
+    assert!(status < 300, "PUT {id}: {v}");
+}
+
 fn workflow() -> Value {
     json!({"format": "sluice.workflow/v1", "id": "orders", "name": "Orders", "nodes": [
         {"id": "hook", "kind": "trigger.webhook", "config": {"method": "POST", "path": "orders", "respond": "when_finished"}},
@@ -179,8 +209,11 @@ async fn share_join_edit_both_ways_and_converge() {
     assert_eq!(shares["peers"][0]["connected"], true);
     assert_eq!(shares["peers"][0]["peer"], get(&b, "/peers").await["id"]);
 
-    // Concurrent edits on both sides: each adds a node.
-    let mut on_a = wf_of(&a, "orders").await;
+    // Edits on both sides, each made from the draft as it was read: each
+    // adds a node. Bob's reaches Ada before she saves hers, made from her
+    // older copy (the order that lost an edit when a save replaced the
+    // draft whole): hers is merged with his, not made over it.
+    let (mut on_a, a_base) = read_draft(&a, "orders").await;
     on_a["nodes"]
         .as_array_mut()
         .unwrap()
@@ -189,7 +222,7 @@ async fn share_join_edit_both_ways_and_converge() {
         .as_array_mut()
         .unwrap()
         .push(json!({"from": "hook", "to": "from_a"}));
-    let mut on_b = wf_of(&b, "orders").await;
+    let (mut on_b, b_base) = read_draft(&b, "orders").await;
     on_b["nodes"]
         .as_array_mut()
         .unwrap()
@@ -198,7 +231,12 @@ async fn share_join_edit_both_ways_and_converge() {
         .as_array_mut()
         .unwrap()
         .push(json!({"from": "hook", "to": "from_b"}));
-    tokio::join!(save_draft(&a, &on_a), save_draft(&b, &on_b));
+    save_draft_onto(&b, &on_b, &b_base).await;
+    eventually(Duration::from_secs(20), "Bob's edit on A", || async {
+        node_ids(&wf_of(&a, "orders").await).contains(&"from_b".to_string())
+    })
+    .await;
+    save_draft_onto(&a, &on_a, &a_base).await;
     // Generous: the whole suite runs at once on CI's two cores (a run there
     // once took longer than 5 s); a lost edit still fails here.
     eventually(
@@ -207,6 +245,33 @@ async fn share_join_edit_both_ways_and_converge() {
         || async {
             converged(&a, &b, "orders").await
                 && node_ids(&wf_of(&a, "orders").await) == ["end", "from_a", "from_b", "hook"]
+        },
+    )
+    .await;
+    // And truly at once, from the same converged copy on each side.
+    let (mut on_a, a_base) = read_draft(&a, "orders").await;
+    on_a["name"] = json!("Orders (at once)");
+    let (mut on_b, b_base) = read_draft(&b, "orders").await;
+    on_b["nodes"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|n| n["id"] != "from_a");
+    on_b["edges"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|e| e["to"] != "from_a");
+    tokio::join!(
+        save_draft_onto(&a, &on_a, &a_base),
+        save_draft_onto(&b, &on_b, &b_base)
+    );
+    eventually(
+        Duration::from_secs(20),
+        "both concurrent edits on both sides",
+        || async {
+            let wf = wf_of(&a, "orders").await;
+            converged(&a, &b, "orders").await
+                && wf["name"] == "Orders (at once)"
+                && node_ids(&wf) == ["end", "from_b", "hook"]
         },
     )
     .await;
@@ -259,7 +324,7 @@ fn with_secret(ticket: &str, secret: [u8; 32]) -> String {
 }
 
 async fn add_node(host: &Host, id: &str, node: &str) {
-    let mut wf = wf_of(host, id).await;
+    let (mut wf, base) = read_draft(host, id).await;
     wf["nodes"]
         .as_array_mut()
         .unwrap()
@@ -268,7 +333,7 @@ async fn add_node(host: &Host, id: &str, node: &str) {
         .as_array_mut()
         .unwrap()
         .push(json!({"from": "hook", "to": node}));
-    save_draft(host, &wf).await;
+    save_draft_onto(host, &wf, &base).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -44,8 +44,8 @@ mod step;
 mod test_node;
 mod waits;
 
-pub use documents::DocEvent;
 use documents::Documents;
+pub use documents::{DocEvent, DraftSaved};
 use driver::Wake;
 pub use handoff::WorkerTarget;
 pub use remote_step::{RemoteStep, RemoteStepReport};
@@ -183,6 +183,12 @@ pub enum Error {
     /// unknown version...).
     #[error(transparent)]
     Doc(#[from] sluice_model::doc::DocError),
+    /// A save names, as the version it was made from, one that is not in
+    /// the workflow's history (cut to 80 characters).
+    #[error(
+        "workflow `{id}`: base `{base}` is not one of its versions (send the `x-sluice-version` its GET gave)"
+    )]
+    UnknownBase { id: String, base: String },
     /// A document update would change its workflow's id.
     #[error("the update renames workflow `{id}` to `{renamed}`")]
     DocRenamed { id: String, renamed: String },
@@ -355,14 +361,19 @@ fn stopped(id: &str) -> RunResult {
 /// A run being driven in this engine.
 struct Active {
     done: watch::Receiver<Option<Arc<RunResult>>>,
-    /// The driver's wake-up channel, once it runs.
+    /// The driver's wake-up channel, once it runs. Wakes are sent with the
+    /// active runs' lock held (see [`Engine::let_go_of_parked`]).
     wake: Option<mpsc::UnboundedSender<Wake>>,
+    /// Which claim this is: a driver that ends removes its own entry, never
+    /// the one a newer driver of the same run made meanwhile.
+    claim: u64,
 }
 
 /// The right to drive a run: at most one driver per run in an engine.
 struct Slot {
     engine: Engine,
     id: String,
+    claim: u64,
     tx: Option<watch::Sender<Option<Arc<RunResult>>>>,
 }
 
@@ -370,7 +381,7 @@ impl Drop for Slot {
     fn drop(&mut self) {
         // Never used (the run could not be started or replayed): free the id.
         if self.tx.is_some() {
-            self.engine.forget(&self.id);
+            self.engine.forget(&self.id, self.claim);
         }
     }
 }
@@ -446,11 +457,21 @@ impl Engine {
                 done: Outcome::Attached(a.done.clone()),
             });
         }
+        static CLAIMS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let claim = CLAIMS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let (tx, done) = watch::channel(None);
-        active.insert(id.to_string(), Active { done, wake: None });
+        active.insert(
+            id.to_string(),
+            Active {
+                done,
+                wake: None,
+                claim,
+            },
+        );
         Ok(Slot {
             engine: self.clone(),
             id: id.to_string(),
+            claim,
             tx: Some(tx),
         })
     }
@@ -605,12 +626,36 @@ impl Engine {
         self.inner.events.send(event).ok();
     }
 
-    fn forget(&self, id: &str) {
-        self.inner
-            .active
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(id);
+    /// Run `id` is no longer driven by claim `claim` (a newer claim of the
+    /// same run, made after this one let go of it, stays).
+    fn forget(&self, id: &str, claim: u64) {
+        let mut active = self.inner.active.lock().unwrap_or_else(|e| e.into_inner());
+        if active.get(id).is_some_and(|a| a.claim == claim) {
+            active.remove(id);
+        }
+    }
+
+    /// The driver of a run that just parked (claim `claim`) lets go of it:
+    /// under the lock every wake is sent with, it takes the wakes that came
+    /// while it was parking, and only when there are none is the run no
+    /// longer active here. So a wake is never lost in between: it is either
+    /// taken here (and the driver goes on with it) or, sent later, finds
+    /// the run parked and takes it up again from its journal.
+    fn let_go_of_parked(
+        &self,
+        id: &str,
+        claim: u64,
+        rx: &mut mpsc::UnboundedReceiver<Wake>,
+    ) -> Vec<Wake> {
+        let mut active = self.inner.active.lock().unwrap_or_else(|e| e.into_inner());
+        let mut late = Vec::new();
+        while let Ok(w) = rx.try_recv() {
+            late.push(w);
+        }
+        if late.is_empty() && active.get(id).is_some_and(|a| a.claim == claim) {
+            active.remove(id);
+        }
+        late
     }
 
     pub fn store(&self) -> &Store {

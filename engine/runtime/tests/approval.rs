@@ -497,3 +497,31 @@ async fn each_element_of_a_split_waits_with_its_own_link() {
     got.sort();
     assert_eq!(got, vec!["0", "1"]);
 }
+
+/// A cancel that reaches a run while its driver is parking it (committing
+/// the journal, marking it parked) is not dropped with the driver: every
+/// cancel the engine accepted ends its run `cancelled`. The runs are
+/// cancelled at staggered moments around their parking.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_that_comes_while_a_run_parks_is_not_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path()).await;
+    let plan = approval(json!({}));
+    for i in 0..60u64 {
+        let handle = engine
+            .start(plan.clone(), None, Arc::new(json!({"i": i})))
+            .await
+            .unwrap();
+        let run = handle.id.clone();
+        tokio::time::sleep(Duration::from_micros(i * 50)).await;
+        let accepted = engine.cancel(&run) || engine.cancel_waiting(&run).await.unwrap();
+        assert!(accepted, "run {i}: the cancel was refused");
+        let r = tokio::time::timeout(Duration::from_secs(10), engine.wait_for_end(&run))
+            .await
+            .unwrap_or_else(|_| panic!("run {i}: cancelled, yet it did not end"))
+            .unwrap();
+        assert_eq!(r.status, Status::Cancelled, "run {i}: {r:?}");
+    }
+    assert_eq!(engine.active_runs(), 0);
+    assert!(waiting_runs(&engine).await.is_empty());
+}

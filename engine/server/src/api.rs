@@ -431,20 +431,26 @@ pub(crate) async fn run_workflow(
 pub(crate) struct PutQuery {
     #[serde(default)]
     publish: bool,
+    /// The document version the body was made from.
+    base: Option<String>,
 }
 
 #[utoipa::path(put, path = "/api/v1/workflows/{id}", tag = "workflows",
     params(("id" = String, Path, description = "Workflow id; must match the body's `id`"),
-        ("publish" = Option<bool>, Query, description = "Also publish it (default: it is stored as the draft, and what runs stays as it was)")),
+        ("publish" = Option<bool>, Query, description = "Also publish it (default: it is stored as the draft, and what runs stays as it was)"),
+        ("base" = Option<String>, Query, description = "The document version the body was made from (the `x-sluice-version` of the GET it \
+            started from): edits made since then (a peer's, another window's, the file's) are merged with it, not undone. \
+            Without it the draft becomes exactly the body")),
     request_body(content = Object, description = "A `sluice.workflow/v1` workflow", content_type = "application/json"),
-    responses((status = 201, description = "Created", body = Stored), (status = 200, description = "Replaced", body = Stored),
-        (status = 400, description = "Invalid JSON or workflow; `error.detail` lists every problem")))]
+    responses((status = 201, description = "Created", body = Stored), (status = 200, description = "Replaced, or merged (`merged`); the header \
+            `x-sluice-version` names the draft's version now", body = Stored),
+        (status = 400, description = "Invalid JSON or workflow (`error.detail` lists every problem), or a `base` that is not one of its versions")))]
 pub(crate) async fn put_workflow(
     State(s): State<AppState>,
     Path(id): Path<String>,
     Query(query): Query<PutQuery>,
     body: Bytes,
-) -> Result<(StatusCode, Json<Stored>), ApiError> {
+) -> Result<Response, ApiError> {
     let value = parse_json(&body)?;
     let wf =
         Workflow::from_value(value).map_err(|e| ApiError::bad_request(format!("body: {e}")))?;
@@ -455,22 +461,31 @@ pub(crate) async fn put_workflow(
         )));
     }
     let plan = Plan::new(wf).map_err(sluice_runtime::executor::Error::from)?;
-    let existed = s.engine.save_draft(&plan, Some("api")).await?;
+    let saved = s
+        .engine
+        .save_draft_onto(&plan, Some("api"), query.base.as_deref())
+        .await?;
     if query.publish {
         s.engine.publish(&id, None).await?;
     }
-    let status = if existed {
+    let status = if saved.existed {
         StatusCode::OK
     } else {
         StatusCode::CREATED
     };
-    Ok((
+    let mut resp = (
         status,
         Json(Stored {
             id,
-            nodes: plan.workflow.nodes.len(),
+            nodes: saved.nodes,
+            merged: saved.merged,
         }),
-    ))
+    )
+        .into_response();
+    if let Ok(v) = axum::http::HeaderValue::from_str(&saved.version) {
+        resp.headers_mut().insert("x-sluice-version", v);
+    }
+    Ok(resp)
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -896,30 +911,39 @@ pub(crate) async fn patch_credential(
             e.column()
         ))
     })?;
-    let (kind, mut value) = s
-        .engine
-        .store()
-        .get_credential(&name)
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("credential `{name}` not found")))?;
-    let Value::Object(fields) = &mut value else {
-        return Err(ApiError::bad_request(format!(
-            "credential `{name}`: its stored value is not an object; set it whole with PUT"
-        )));
-    };
-    for (key, v) in req.value {
-        if v.is_null() {
-            fields.remove(&key);
-        } else {
-            fields.insert(key, v);
+    // Read, change, write only if nothing was written in between (another
+    // PATCH of another field, a PUT, a DELETE; in this process or a CLI's):
+    // else read again, so no concurrent change is lost or brought back.
+    let kind = loop {
+        let read = s
+            .engine
+            .store()
+            .get_credential_sealed(&name)
+            .await?
+            .ok_or_else(|| ApiError::not_found(format!("credential `{name}` not found")))?;
+        let (kind, mut value) = (read.kind, read.value);
+        let Value::Object(fields) = &mut value else {
+            return Err(ApiError::bad_request(format!(
+                "credential `{name}`: its stored value is not an object; set it whole with PUT"
+            )));
+        };
+        for (key, v) in &req.value {
+            if v.is_null() {
+                fields.remove(key);
+            } else {
+                fields.insert(key.clone(), v.clone());
+            }
         }
-    }
-    sluice_model::credentials::check(&kind, &value)
-        .map_err(|e| ApiError::bad_request(format!("credential `{name}` ({kind}): {e}")))?;
-    s.engine
-        .store()
-        .put_credential(&name, &kind, &value)
-        .await?;
+        sluice_model::credentials::check(&kind, &value)
+            .map_err(|e| ApiError::bad_request(format!("credential `{name}` ({kind}): {e}")))?;
+        if s.engine
+            .store()
+            .replace_credential_if(&name, &kind, &value, &read.token)
+            .await?
+        {
+            break kind;
+        }
+    };
     Ok(Json(CredentialStored { name, kind }))
 }
 

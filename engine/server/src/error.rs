@@ -93,6 +93,7 @@ impl From<sluice_runtime::executor::Error> for ApiError {
             | E::Sandbox(_)
             | E::Doc(_)
             | E::DocRenamed { .. }
+            | E::UnknownBase { .. }
             | E::NotWorkflowId(_)
             | E::DocNamesOther { .. }
             | E::NodeIdNotSlug { .. }) => ApiError::bad_request(e.to_string()),

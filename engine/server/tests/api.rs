@@ -1539,3 +1539,67 @@ async fn an_n8n_export_is_imported_through_the_api_and_its_webhook_answers_as_in
         .unwrap();
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
 }
+
+/// PATCHes of different fields of one credential, sent at once, all land:
+/// each writes only onto the value it read, else it reads again. (They
+/// used to read, change and write blindly, so one undid another.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credential_patches_sent_at_once_all_land() {
+    let s = server().await;
+    let r = s
+        .api(reqwest::Method::PUT, "/credentials/mail")
+        .json(&json!({"kind": "smtp", "value": {"host": "mail.example", "port": 25, "security": "none"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    // Values are write-only over the API: read them as the nodes do.
+    let reader = Engine::open(s._dir.path(), Options::default())
+        .await
+        .unwrap();
+    let patch = |body: Value| {
+        s.api(reqwest::Method::PATCH, "/credentials/mail")
+            .json(&body)
+            .send()
+    };
+    for round in 0..20 {
+        let (a, b, c) = tokio::join!(
+            patch(json!({"value": {"username": format!("user{round}")}})),
+            patch(json!({"value": {"password": format!("pw{round}")}})),
+            patch(json!({"value": {"port": 1000 + round}})),
+        );
+        for r in [a, b, c] {
+            assert_eq!(r.unwrap().status(), StatusCode::OK);
+        }
+        let (kind, value) = reader
+            .store()
+            .get_credential("mail")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(kind, "smtp");
+        assert_eq!(
+            value,
+            json!({"host": "mail.example", "port": 1000 + round, "security": "none",
+                   "username": format!("user{round}"), "password": format!("pw{round}")}),
+            "round {round}"
+        );
+    }
+    // A PATCH after a DELETE does not bring the credential back.
+    let r = s
+        .api(reqwest::Method::DELETE, "/credentials/mail")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NO_CONTENT);
+    let r = patch(json!({"value": {"port": 26}})).await.unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    assert!(
+        reader
+            .store()
+            .get_credential("mail")
+            .await
+            .unwrap()
+            .is_none()
+    );
+}

@@ -452,6 +452,161 @@ async fn versions_and_runs_pinned_to_them_over_the_api() {
     assert_eq!(r.status(), reqwest::StatusCode::NOT_FOUND);
 }
 
+/// GET the draft: its JSON and the version it is.
+async fn read_draft(s: &Server) -> (Value, String) {
+    let r = s
+        .api(reqwest::Method::GET, "/workflows/shared")
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    let version = r.headers()["x-sluice-version"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    (r.json().await.unwrap(), version)
+}
+
+/// PUT a draft (`query` without `?`): the status, the answer and the
+/// `x-sluice-version` it names.
+async fn save(s: &Server, query: &str, wf: &Value) -> (u16, Value, Option<String>) {
+    let r = s
+        .api(reqwest::Method::PUT, &format!("/workflows/shared?{query}"))
+        .json(wf)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    let version = r
+        .headers()
+        .get("x-sluice-version")
+        .map(|v| v.to_str().unwrap().to_string());
+    (status, r.json().await.unwrap(), version)
+}
+
+fn node_ids(wf: &Value) -> Vec<&str> {
+    let mut ids: Vec<&str> = wf["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["id"].as_str().unwrap())
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
+/// A script reads the draft, an editor window changes it, then the script
+/// saves what it made from its (now older) copy. With `base` (the version
+/// it read), the two edits are merged, as the CRDT merges any concurrent
+/// edits; without it, the save is "make the draft exactly this" and undoes
+/// the window's edit, which is what lost a peer's edit before.
+#[tokio::test]
+async fn a_save_made_from_an_older_version_keeps_the_edits_made_since() {
+    let s = server().await;
+    s.put_workflow(flow()).await;
+    let (mut mine, base) = read_draft(&s).await;
+
+    // Meanwhile, in an editor window: a new node, and shape's jq changed.
+    let doc = WorkflowDoc::new();
+    let mut window = editor(&s, &doc).await;
+    edit(
+        &mut window,
+        &doc,
+        |v| {
+            v["nodes"]
+                .as_array_mut()
+                .unwrap()
+                .push(json!({"id": "audit", "kind": "util.log", "config": {"message": "seen"}}));
+            v["edges"]
+                .as_array_mut()
+                .unwrap()
+                .push(json!({"from": "shape", "to": "audit"}));
+            v["nodes"][1]["config"]["jq"] = json!("{a: .a, window: true}");
+        },
+        1,
+    )
+    .await;
+
+    // The script's change, made from what it read: a node of its own,
+    // `end` gone, and a new name.
+    mine["name"] = json!("Shared by a script");
+    mine["nodes"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|n| n["id"] != "end");
+    mine["nodes"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"id": "notify", "kind": "output.end"}));
+    mine["edges"] = json!([{"from": "t", "to": "shape"}, {"from": "shape", "to": "notify"}]);
+
+    // A base that is not one of the workflow's versions changes nothing.
+    for bad in ["77@1", "not-a-version"] {
+        let (status, answer, _) = save(&s, &format!("base={bad}"), &mine).await;
+        assert_eq!(status, 400, "{answer}");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("shared") && message.contains(bad),
+            "{message}"
+        );
+    }
+    let (now, at) = read_draft(&s).await;
+    assert_eq!(node_ids(&now), ["audit", "end", "shape", "t"]);
+
+    let (status, answer, version) = save(&s, &format!("base={base}"), &mine).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer, json!({"id": "shared", "nodes": 4, "merged": true}));
+    let (merged, head) = read_draft(&s).await;
+    assert_eq!(version.as_deref(), Some(head.as_str()));
+    assert_ne!(head, at);
+    // Both edits: the window's node and jq, the script's node, name and
+    // deletion; the window's edge to `audit` and the script's to `notify`.
+    assert_eq!(node_ids(&merged), ["audit", "notify", "shape", "t"]);
+    assert_eq!(merged["name"], "Shared by a script");
+    let shape = merged["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["id"] == "shape")
+        .unwrap();
+    assert_eq!(shape["config"]["jq"], "{a: .a, window: true}");
+    let edges: Vec<(&str, &str)> = merged["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["from"].as_str().unwrap(), e["to"].as_str().unwrap()))
+        .collect();
+    for e in [("t", "shape"), ("shape", "audit"), ("shape", "notify")] {
+        assert!(edges.contains(&e), "{e:?} in {edges:?}");
+    }
+    // The window gets the script's part live, and holds the same draft.
+    let up = next_of(&mut window, "doc.update").await;
+    doc.import(&bytes(&up, "update")).unwrap();
+    assert_eq!(
+        doc.to_workflow().unwrap(),
+        Workflow::from_value(merged.clone()).unwrap()
+    );
+
+    // Saved from the version it is now: a plain save, nothing to merge.
+    let mut next = merged.clone();
+    next["name"] = json!("Shared, again");
+    let (status, answer, version) = save(&s, &format!("base={head}"), &next).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer, json!({"id": "shared", "nodes": 4}));
+    let (again, head) = read_draft(&s).await;
+    assert_eq!(version.as_deref(), Some(head.as_str()));
+    assert_eq!(
+        Workflow::from_value(again).unwrap(),
+        Workflow::from_value(next).unwrap()
+    );
+
+    // Without a base, the draft becomes exactly the body: an old copy
+    // undoes what came after it.
+    let (status, _, _) = save(&s, "", &mine).await;
+    assert_eq!(status, 200);
+    assert_eq!(node_ids(&read_draft(&s).await.0), ["notify", "shape", "t"]);
+}
+
 #[tokio::test]
 async fn a_module_that_is_not_a_component_is_refused() {
     let s = server().await;

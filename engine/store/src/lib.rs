@@ -22,7 +22,7 @@ pub use journal::{
 /// Run statuses: one type, shared with the engine, the API and the editor.
 pub use sluice_api::{RunError, RunStatus};
 pub use store::{
-    BLOB_GRACE, Collected, CredentialRow, Cutoffs, Definition, Deleted, DeploymentRow, GrantRow,
-    LinkRow, NewRun, NewShare, Prunable, Redeem, Refusal, RunFilter, RunRow, ShareRow,
-    StorageFacts, Store, StoredDoc, VersionMark, VersionRow, WorkflowRow,
+    BLOB_GRACE, Collected, CredentialRead, CredentialRow, Cutoffs, Definition, Deleted,
+    DeploymentRow, GrantRow, LinkRow, NewRun, NewShare, Prunable, Redeem, Refusal, RunFilter,
+    RunRow, ShareRow, StorageFacts, Store, StoredDoc, VersionMark, VersionRow, WorkflowRow,
 };

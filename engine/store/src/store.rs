@@ -442,6 +442,23 @@ pub struct CredentialRow {
     pub updated_at_us: i64,
 }
 
+/// A credential read to be changed: its kind, its decrypted value, and the
+/// token a conditional write names ([`Store::replace_credential_if`]).
+pub struct CredentialRead {
+    pub kind: String,
+    pub value: Value,
+    pub token: Vec<u8>,
+}
+
+impl std::fmt::Debug for CredentialRead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the value: it is a secret.
+        f.debug_struct("CredentialRead")
+            .field("kind", &self.kind)
+            .finish_non_exhaustive()
+    }
+}
+
 /// A `runs` row as [`RUN_COLUMNS`] selects it, before its values are
 /// resolved (blobs loaded, JSON parsed) into a [`RunRow`].
 #[derive(sqlx::FromRow)]
@@ -658,6 +675,16 @@ impl Store {
 
     /// A credential's kind and decrypted value (for the nodes that use it).
     pub async fn get_credential(&self, name: &str) -> Result<Option<(String, Value)>> {
+        Ok(self
+            .get_credential_sealed(name)
+            .await?
+            .map(|c| (c.kind, c.value)))
+    }
+
+    /// [`Store::get_credential`] with the token of the value read: a change
+    /// made from it is written only if nothing was written since
+    /// ([`Store::replace_credential_if`]).
+    pub async fn get_credential_sealed(&self, name: &str) -> Result<Option<CredentialRead>> {
         #[derive(sqlx::FromRow)]
         struct Sealed {
             kind: String,
@@ -679,7 +706,39 @@ impl Store {
         };
         let plain = self.vault().await?.open_sealed(name, &nonce, &secret)?;
         let value = serde_json::from_slice(&plain).map_err(Error::InvalidJson)?;
-        Ok(Some((kind, value)))
+        Ok(Some(CredentialRead {
+            kind,
+            value,
+            token: nonce,
+        }))
+    }
+
+    /// Replaces credential `name` with `value` only if it is still the one
+    /// read with `token` (each write seals with a fresh nonce, which is the
+    /// token): false when another write (or a delete) came in between, in
+    /// this process or another.
+    pub async fn replace_credential_if(
+        &self,
+        name: &str,
+        kind: &str,
+        value: &Value,
+        token: &[u8],
+    ) -> Result<bool> {
+        let plain = serde_json::to_vec(value).map_err(Error::Serialize)?;
+        let (nonce, secret) = self.vault().await?.seal(name, &plain)?;
+        let done = sqlx::query(
+            "UPDATE credentials SET kind = ?, nonce = ?, secret = ?, updated_at_us = ? \
+             WHERE name = ? AND nonce = ?",
+        )
+        .bind(kind)
+        .bind(nonce)
+        .bind(secret)
+        .bind(now_us())
+        .bind(name)
+        .bind(token)
+        .execute(&self.inner.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
     }
 
     /// Deletes a credential. Returns whether it existed.

@@ -98,6 +98,20 @@ const MATERIALIZE_AFTER: Duration = Duration::from_millis(200);
 /// Presence entries not refreshed for this long disappear (milliseconds).
 const PRESENCE_TIMEOUT_MS: i64 = 30_000;
 
+/// What [`Engine::save_draft_onto`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DraftSaved {
+    /// The workflow was stored before.
+    pub existed: bool,
+    /// The draft had moved on from the caller's base: its edit was merged
+    /// with what came since, so the draft is not exactly what it sent.
+    pub merged: bool,
+    /// The draft's document version now.
+    pub version: String,
+    /// How many nodes the draft has now.
+    pub nodes: usize,
+}
+
 /// A change to a document, for live subscribers (editors, peers).
 #[derive(Debug, Clone)]
 pub enum DocEvent {
@@ -159,14 +173,68 @@ impl Engine {
 
     /// Stores a workflow as its draft (what the editor shows and its Run
     /// runs), leaving what runs as it is. Returns whether it replaced a
-    /// version.
+    /// version. The draft becomes exactly `plan`: edits made since the
+    /// caller read it are undone (see [`Engine::save_draft_onto`]).
     pub async fn save_draft(&self, plan: &Plan, origin: Option<&str>) -> Result<bool> {
+        Ok(self.save_draft_onto(plan, origin, None).await?.existed)
+    }
+
+    /// [`Engine::save_draft`] by a caller that read the draft at document
+    /// version `base` (the `x-sluice-version` a GET gave it). If the draft
+    /// is still at `base`, the same. If it moved on (a peer's edit, another
+    /// window's, the file on disk), `plan` becomes the operations that turn
+    /// the document *as of `base`* into it, merged with what came since:
+    /// both edits are kept, as the CRDT merges any two concurrent edits,
+    /// instead of the later save undoing the other. A `base` that is not
+    /// one of the workflow's versions is refused and changes nothing.
+    pub async fn save_draft_onto(
+        &self,
+        plan: &Plan,
+        origin: Option<&str>,
+        base: Option<&str>,
+    ) -> Result<DraftSaved> {
         let id = &plan.workflow.id;
         let existed = self.store().get_workflow(id).await?.is_some();
         let mut docs = self.inner.documents.docs.lock().await;
         let state = self.doc_state(&mut docs, id).await?;
         let before = state.doc.version();
         let parent = state.doc.head();
+        if let Some(base) = base.filter(|b| existed && *b != parent) {
+            let fork = state.doc.at(base).map_err(|_| Error::UnknownBase {
+                id: id.clone(),
+                base: base.chars().take(80).collect(),
+            })?;
+            let from = fork.version();
+            let update = if fork
+                .apply_as(&state.for_doc(&plan.workflow), origin)
+                .map_err(Error::Doc)?
+            {
+                Some(fork.updates_since(&from).map_err(Error::Doc)?)
+            } else {
+                None
+            };
+            drop(docs);
+            if let Some(update) = update {
+                self.import_update(id, &update, 0, origin).await?;
+                // The caller and the file mirror want the merged JSON now.
+                self.materialize(id).await?;
+            }
+            let (text, version) = self
+                .store()
+                .get_workflow_at(id)
+                .await?
+                .ok_or_else(|| Error::WorkflowNotFound(id.clone()))?;
+            let nodes = serde_json::from_str::<serde_json::Value>(&text)
+                .ok()
+                .and_then(|v| v.get("nodes")?.as_array().map(Vec::len))
+                .unwrap_or(0);
+            return Ok(DraftSaved {
+                existed,
+                merged: true,
+                version: version.unwrap_or_default(),
+                nodes,
+            });
+        }
         // The new JSON becomes the fewest operations on the document.
         let changed = state
             .doc
@@ -205,7 +273,12 @@ impl Engine {
         drop(docs);
         self.draft_changed(id, &plan.workflow);
         self.workflow_changed(id);
-        Ok(existed)
+        Ok(DraftSaved {
+            existed,
+            merged: false,
+            version: head,
+            nodes: plan.workflow.nodes.len(),
+        })
     }
 
     /// Deletes a stored workflow (its runs stay). Returns whether it existed.

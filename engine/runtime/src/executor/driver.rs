@@ -103,6 +103,7 @@ impl Engine {
         };
         let mut driver = Driver::new(self.clone(), Arc::from(id.as_str()), run, replay, info);
         driver.sealed = sealed;
+        driver.claim = slot.claim;
         if let Some(a) = self
             .inner
             .active
@@ -120,6 +121,7 @@ impl Engine {
             let active = Forget {
                 engine: engine.clone(),
                 id,
+                claim: slot.claim,
             };
             // Queued until the workflow's concurrency allows it to execute.
             let permit = match limit {
@@ -172,11 +174,12 @@ impl Engine {
 struct Forget {
     engine: Engine,
     id: String,
+    claim: u64,
 }
 
 impl Drop for Forget {
     fn drop(&mut self) {
-        self.engine.forget(&self.id);
+        self.engine.forget(&self.id, self.claim);
     }
 }
 
@@ -339,6 +342,8 @@ pub(super) struct Driver {
     parked: HashMap<StepKey, ParkedStep>,
     /// Retries whose timer is running.
     retries_pending: usize,
+    /// The claim this driver drives the run under (see `Engine::claim`).
+    claim: u64,
 }
 
 impl Driver {
@@ -370,6 +375,7 @@ impl Driver {
             journaled: Journaled::default(),
             parked: HashMap::new(),
             retries_pending: 0,
+            claim: 0,
         };
         let draft = driver.plan.draft;
         driver.emit(
@@ -530,7 +536,9 @@ impl Driver {
                     // Nothing can happen but a decision: the run parks.
                     Err(mpsc::error::TryRecvError::Empty) => {
                         match Box::pin(self.park_run()).await {
-                            Ok(result) => return result,
+                            Ok(Some(result)) => return result,
+                            // A wake came while it parked: it goes on.
+                            Ok(None) => continue,
                             Err(e) => return Box::pin(self.internal_failure(e)).await,
                         }
                     }
@@ -868,19 +876,30 @@ impl Driver {
 
     /// Ends the driver of a run that only waits for decisions: everything
     /// journaled is committed, then the run is marked parked; a signal (or
-    /// the timeout) takes it up again from its journal.
-    async fn park_run(&mut self) -> Result<RunResult> {
+    /// the timeout) takes it up again from its journal. A cancel or a
+    /// decision that reached this driver while it was parking is not
+    /// dropped with it: the run is unparked and this driver goes on with
+    /// it (None).
+    async fn park_run(&mut self) -> Result<Option<RunResult>> {
         let journal = self.engine.store().journal();
         journal.flush().await?;
         journal.park(&self.run_id, nodes::now_us()).await?;
+        let late = self
+            .engine
+            .let_go_of_parked(&self.run_id, self.claim, &mut self.rx);
+        if !late.is_empty() {
+            journal.unpark(&self.run_id).await?;
+            self.ready.extend(late);
+            return Ok(None);
+        }
         self.emit(What::RunWaiting {}, nodes::now_us());
-        Ok(RunResult {
+        Ok(Some(RunResult {
             id: self.run_id.to_string(),
             status: Status::Waiting,
             output: Value::Null,
             error: None,
             respond: None,
-        })
+        }))
     }
 
     async fn write_logs(&mut self, done: &Done) -> Result<()> {

@@ -339,6 +339,7 @@ impl Engine {
         fresh: bool,
     ) -> RunHandle {
         let id = slot.id.clone();
+        let claim = slot.claim;
         let (own_tx, own_rx) = oneshot::channel();
         let Some(tx) = slot.tx.take() else {
             return RunHandle {
@@ -379,7 +380,7 @@ impl Engine {
                 .inner
                 .metrics
                 .run_finished(&workflow, result.status.as_str());
-            engine.forget(&run_id);
+            engine.forget(&run_id, claim);
             if tx.receiver_count() > 0 {
                 tx.send_replace(Some(Arc::new(result.clone())));
             }
