@@ -2011,9 +2011,11 @@ async fn share_join_and_edit_live_across_two_engines() {
     // Ada: Share → a ticket.
     click(&a, ".share-toggle").await;
     click(&a, ".create-share").await;
+    // The first share starts this engine's peer endpoint: generous, as the
+    // whole suite runs at once on CI's two cores.
     let ticket_box = a
         .wait()
-        .at_most(Duration::from_secs(5))
+        .at_most(Duration::from_secs(20))
         .for_element(Locator::Css("#share-ticket"))
         .await
         .unwrap();
@@ -3186,16 +3188,13 @@ async fn the_layout_keeps_palette_canvas_and_inspector_side_by_side_from_1000_to
     open(&a, &s, &codes, "sizes").await;
     for (w, h) in [(1000u32, 700u32), (1280, 720), (1920, 1080), (2560, 1440)] {
         a.set_window_size(w, h).await.unwrap();
-        // The viewport is the window less its frame: read it from the page.
-        let inner = a
-            .execute("return [innerWidth, innerHeight];", vec![])
-            .await
-            .unwrap();
-        let (iw, ih) = (inner[0].as_f64().unwrap(), inner[1].as_f64().unwrap());
         eventually(
-            Duration::from_secs(3),
+            Duration::from_secs(10),
             &format!("the layout at {w}×{h}"),
             || async {
+                // The viewport is the window less its frame, read from the
+                // page on every look: the resize may not have reached it yet.
+                let (iw, ih) = viewport(&a).await;
                 let palette = rect_of(&a, "aside.palette").await;
                 let canvas = rect_of(&a, ".canvas").await;
                 let inspector = rect_of(&a, "aside.inspector").await;
@@ -3223,15 +3222,11 @@ async fn the_layout_keeps_palette_canvas_and_inspector_side_by_side_from_1000_to
     // Narrower: stacked, palette over canvas over panel, full width, in
     // the window, the canvas keeping the most height.
     a.set_window_size(700, 900).await.unwrap();
-    let inner = a
-        .execute("return [innerWidth, innerHeight];", vec![])
-        .await
-        .unwrap();
-    let (iw, ih) = (inner[0].as_f64().unwrap(), inner[1].as_f64().unwrap());
     eventually(
-        Duration::from_secs(3),
+        Duration::from_secs(10),
         "the stacked layout at 700 wide",
         || async {
+            let (iw, ih) = viewport(&a).await;
             let palette = rect_of(&a, "aside.palette").await;
             let canvas = rect_of(&a, ".canvas").await;
             let inspector = rect_of(&a, "aside.inspector").await;
@@ -3249,6 +3244,15 @@ async fn the_layout_keeps_palette_canvas_and_inspector_side_by_side_from_1000_to
     screenshot(&a, "narrow").await;
     a.set_window_size(1400, 900).await.unwrap();
     finish(&a, &[]).await;
+}
+
+/// The page's viewport: `innerWidth`, `innerHeight`.
+async fn viewport(c: &Client) -> (f64, f64) {
+    let inner = c
+        .execute("return [innerWidth, innerHeight];", vec![])
+        .await
+        .unwrap();
+    (inner[0].as_f64().unwrap(), inner[1].as_f64().unwrap())
 }
 
 /// An API on loopback that takes `Bearer tok-e2e-1` on `/api/me`, and
