@@ -116,13 +116,7 @@ async fn call<T: serde::de::DeserializeOwned>(
 }
 
 async fn stored(s: &Server) -> Workflow {
-    let r = s
-        .api(reqwest::Method::GET, "/workflows/shared")
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success());
-    Workflow::from_json(&r.text().await.unwrap()).unwrap()
+    Workflow::from_value(read_draft(s).await.0).unwrap()
 }
 
 #[tokio::test]
