@@ -251,6 +251,25 @@ async fn a_worker_run_is_cancelled_through_the_restate_admin_api() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(engine.worker_health().await.in_flight, 1);
+    // A decision for it is refused at once, saying why (it used to be
+    // dropped by the mirror and tried again for 5 s, then "busy").
+    let decided = engine
+        .signal(
+            &id,
+            sluice_runtime::executor::Signal::decide(
+                None,
+                sluice_api::Decision::Approved,
+                json!({}),
+            ),
+        )
+        .await;
+    match decided {
+        Err(sluice_runtime::executor::Error::NotWaiting { run, why }) => {
+            assert_eq!(run, id);
+            assert!(why.contains("shared worker"), "{why}");
+        }
+        other => panic!("a decision for a worker run: {other:?}"),
+    }
     assert!(engine.cancel(&id));
     let r = tokio::time::timeout(Duration::from_secs(30), handle.wait())
         .await

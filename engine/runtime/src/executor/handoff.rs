@@ -23,7 +23,7 @@ use sluice_store::{LogLine, Record, RecordKind};
 use tokio::sync::{mpsc, oneshot};
 
 use super::driver::Wake;
-use super::{Engine, Outcome, RunHandle, RunResult, Slot, tracing_log};
+use super::{Engine, Error, Outcome, RunHandle, RunResult, Slot, tracing_log};
 use crate::events::{LiveEvent, What};
 
 /// Where runs are handed off (`[worker]` in config.toml).
@@ -548,7 +548,18 @@ impl Mirror {
                 }
                 _ = tokio::time::sleep(poll) => {}
                 w = wake.recv(), if !wake.is_closed() => {
-                    if let Some(Wake::Cancel) = w {
+                    if let Some(Wake::Signal(_, reply)) = w {
+                        // Nothing parks a run on the worker: refused at
+                        // once (dropped, the caller would try again for
+                        // seconds, then call the engine busy).
+                        reply
+                            .send(Err(Error::NotWaiting {
+                                run: self.run_id.to_string(),
+                                why: "it runs on the shared worker, where nothing waits for a decision"
+                                    .into(),
+                            }))
+                            .ok();
+                    } else if let Some(Wake::Cancel) = w {
                         if invocation.is_empty()
                             && let Ok(page) = worker.progress(&self.run_id, self.next).await
                         {
