@@ -63,15 +63,20 @@ async fn post(host: &Host, path: &str, body: Value) -> (u16, Value) {
 
 /// Saves `wf` as the draft (what the editor does), not published.
 async fn save_draft(host: &Host, wf: &Value) {
+    put_draft(host, wf, "").await
+}
+
+/// `PUT /workflows/{id}{query}` with `wf`, which must be taken.
+async fn put_draft(host: &Host, wf: &Value, query: &str) {
     let id = wf["id"].as_str().unwrap();
     let (status, v) = call(
         host,
         reqwest::Method::PUT,
-        &format!("/workflows/{id}"),
+        &format!("/workflows/{id}{query}"),
         Some(wf.clone()),
     )
     .await;
-    assert!(status < 300, "PUT {id}: {v}");
+    assert!(status < 300, "PUT {id}{query}: {v}");
 }
 
 /// The draft and the document version it is (`x-sluice-version`).
@@ -93,15 +98,7 @@ async fn read_draft(host: &Host, id: &str) -> (Value, String) {
 /// Saves `wf`, made from the draft at `base`, as the draft: edits that
 /// came in since (a peer's) are merged with it, not undone.
 async fn save_draft_onto(host: &Host, wf: &Value, base: &str) {
-    let id = wf["id"].as_str().unwrap();
-    let (status, v) = call(
-        host,
-        reqwest::Method::PUT,
-        &format!("/workflows/{id}?base={base}"),
-        Some(wf.clone()),
-    )
-    .await;
-    assert!(status < 300, "PUT {id}: {v}");
+    put_draft(host, wf, &format!("?base={base}")).await
 }
 
 fn workflow() -> Value {
@@ -276,16 +273,16 @@ async fn share_join_edit_both_ways_and_converge() {
     )
     .await;
 
-    // An edit reaches the other engine within a second.
+    // A later edit reaches the other engine too (how fast is measured by
+    // `cargo xtask bench peers`, not here: a timing bound in a test only
+    // measures how loaded the machine running it is).
     wf = wf_of(&b, "orders").await;
     wf["name"] = json!("Orders (Bob)");
-    let t = Instant::now();
     save_draft(&b, &wf).await;
-    eventually(Duration::from_secs(1), "B's rename reaches A", || async {
+    eventually(Duration::from_secs(20), "B's rename reaches A", || async {
         wf_of(&a, "orders").await["name"] == "Orders (Bob)"
     })
     .await;
-    assert!(t.elapsed() < Duration::from_secs(1));
 
     // On the sharer, the peer's edits wait for its user: the published
     // version is the one from before, and the publish state names Bob.

@@ -25,27 +25,7 @@ async fn choose(c: &Client, css: &str, value: &str) {
 
 /// A double click on `css` (two presses at its centre).
 async fn double_click(c: &Client, css: &str) {
-    let element = c.find(Locator::Css(css)).await.unwrap();
-    let actions = MouseActions::new("mouse".into())
-        .then(PointerAction::MoveToElement {
-            element,
-            duration: None,
-            x: 0.0,
-            y: 0.0,
-        })
-        .then(PointerAction::Down {
-            button: MOUSE_BUTTON_LEFT,
-        })
-        .then(PointerAction::Up {
-            button: MOUSE_BUTTON_LEFT,
-        })
-        .then(PointerAction::Down {
-            button: MOUSE_BUTTON_LEFT,
-        })
-        .then(PointerAction::Up {
-            button: MOUSE_BUTTON_LEFT,
-        });
-    c.perform_actions(actions).await.unwrap();
+    click_at(c, css, 0.0, 0.0, 2).await
 }
 
 /// Signs the browser in with a fresh one-time code and opens a workflow.
@@ -67,32 +47,36 @@ async fn open(c: &Client, s: &common::Server, codes: &sluice_server::Codes, work
 }
 
 async fn drag(c: &Client, from: &str, to: &str) {
-    let source = c.find(Locator::Css(from)).await.unwrap();
     let target = c.find(Locator::Css(to)).await.unwrap();
-    let actions = MouseActions::new("mouse".into())
-        .then(PointerAction::MoveToElement {
-            element: source,
-            duration: None,
-            x: 0.0,
-            y: 0.0,
-        })
-        .then(PointerAction::Down {
-            button: MOUSE_BUTTON_LEFT,
-        })
-        .then(PointerAction::MoveToElement {
+    press_and_move(
+        c,
+        from,
+        PointerAction::MoveToElement {
             element: target,
             duration: Some(Duration::from_millis(150)),
             x: 0.0,
             y: 0.0,
-        })
-        .then(PointerAction::Up {
-            button: MOUSE_BUTTON_LEFT,
-        });
-    c.perform_actions(actions).await.unwrap();
+        },
+    )
+    .await
 }
 
 async fn drag_by(c: &Client, what: &str, dx: f64, dy: f64) {
-    let element = c.find(Locator::Css(what)).await.unwrap();
+    press_and_move(
+        c,
+        what,
+        PointerAction::MoveBy {
+            duration: Some(Duration::from_millis(150)),
+            x: dx,
+            y: dy,
+        },
+    )
+    .await
+}
+
+/// Presses the mouse on the centre of `css`, makes `to`, and lets go.
+async fn press_and_move(c: &Client, css: &str, to: PointerAction) {
+    let element = c.find(Locator::Css(css)).await.unwrap();
     let actions = MouseActions::new("mouse".into())
         .then(PointerAction::MoveToElement {
             element,
@@ -103,11 +87,7 @@ async fn drag_by(c: &Client, what: &str, dx: f64, dy: f64) {
         .then(PointerAction::Down {
             button: MOUSE_BUTTON_LEFT,
         })
-        .then(PointerAction::MoveBy {
-            duration: Some(Duration::from_millis(150)),
-            x: dx,
-            y: dy,
-        })
+        .then(to)
         .then(PointerAction::Up {
             button: MOUSE_BUTTON_LEFT,
         });
