@@ -57,6 +57,8 @@ pub struct App {
     open_run: Option<String>,
     /// A node to select on the open workflow.
     open_node: Option<String>,
+    /// `open_node` is to be open in the node view.
+    open_view: bool,
     /// Bumped by every route to the open workflow: the same node asked for
     /// again (after the selection moved) is selected again.
     route_seq: u64,
@@ -314,6 +316,7 @@ impl Component for App {
             open: hash_route().map(|r| r.workflow),
             open_run: hash_route().and_then(|r| r.run),
             open_node: hash_route().and_then(|r| r.node),
+            open_view: hash_route().is_some_and(|r| r.view),
             route_seq: 0,
             credentials: credentials_route(),
             error: None,
@@ -349,6 +352,7 @@ impl Component for App {
                 self.open = Some(id);
                 self.open_run = None;
                 self.open_node = None;
+                self.open_view = false;
             }
             Msg::Back => {
                 set_hash("/");
@@ -468,10 +472,11 @@ impl Component for App {
                     }
                 }
                 let route = hash_route();
-                let (open, run, node) = match route {
-                    Some(r) => (Some(r.workflow), r.run, r.node),
-                    None => (None, None, None),
+                let (open, run, node, view) = match route {
+                    Some(r) => (Some(r.workflow), r.run, r.node, r.view),
+                    None => (None, None, None, false),
                 };
+                self.open_view = view;
                 if open == self.open && run == self.open_run {
                     self.open_node = node;
                     self.route_seq += 1;
@@ -694,7 +699,7 @@ impl Component for App {
                         <ThemeToggle />
                     </header>
                     { for error }
-                    <Canvas key={id.clone()} workflow={id.clone()} run={self.open_run.clone()} node={self.open_node.clone()} route={self.route_seq} />
+                    <Canvas key={id.clone()} workflow={id.clone()} run={self.open_run.clone()} node={self.open_node.clone()} view={self.open_view} route={self.route_seq} />
                 </div>
             };
         }

@@ -71,6 +71,9 @@ pub struct Props {
     /// A node to select (`#/w/<workflow>/n/<node>`).
     #[prop_or_default]
     pub node: Option<String>,
+    /// `node` is to be open in the node view (`#/w/<workflow>/v/<node>`).
+    #[prop_or_default]
+    pub view: bool,
     /// Changes with every route here, so a node asked for again is.
     #[prop_or_default]
     pub route: u64,
@@ -194,11 +197,15 @@ pub struct Canvas {
     editing_note: Option<String>,
     focus_note: bool,
     note_ref: NodeRef,
-    /// A node the URL asked to select, once the workflow is there.
+    /// A node the URL asked to select (and, with `pending_view`, to open
+    /// in the node view), once the workflow is there.
     pending_node: Option<String>,
-    /// The node and the run the URL names now: they follow the selection
-    /// and the run opened from the list.
+    pending_view: bool,
+    /// The node, whether its view is open, and the run the URL names now:
+    /// they follow the selection, the node view and the run opened from
+    /// the list.
     url_node: Option<String>,
+    url_view: bool,
     url_run: Option<String>,
     /// The run opened from the list (pinned), or the one the URL asked for
     /// while it loads.
@@ -468,18 +475,25 @@ impl Canvas {
         let Some(node) = self.pending_node.take() else {
             return;
         };
+        let view = std::mem::take(&mut self.pending_view);
         let Some(editor) = self.shown_mut() else {
             return;
         };
         if editor.wf.nodes.iter().any(|n| n.id == node) {
-            editor.selected = std::iter::once(node).collect();
+            editor.selected = std::iter::once(node.clone()).collect();
             self.touch();
+            if view {
+                self.on_node_view(node_view::Msg::Open(node));
+            } else {
+                self.node_view.open = None;
+            }
         }
     }
 
     /// Keeps the URL on what is open: `/r/<run>` the run opened from the
-    /// list, `/n/<node>` the selected node (replacing the history entry:
-    /// selecting is not a step back should undo).
+    /// list, `/n/<node>` the selected node, `/v/<node>` the node open in the
+    /// node view (replacing the history entry: selecting is not a step back
+    /// should undo).
     fn follow_selection_in_url(&mut self, ctx: &Context<Self>) {
         if self.pending_node.is_some() {
             return;
@@ -487,13 +501,20 @@ impl Canvas {
         let Some(shown) = self.shown() else {
             return;
         };
-        let selected = (shown.selected.len() == 1)
-            .then(|| shown.selected.iter().next().cloned())
-            .flatten();
-        if selected == self.url_node && self.open_run == self.url_run {
+        let (selected, view) = match &self.node_view.open {
+            Some(open) => (Some(open.clone()), true),
+            None => (
+                (shown.selected.len() == 1)
+                    .then(|| shown.selected.iter().next().cloned())
+                    .flatten(),
+                false,
+            ),
+        };
+        if selected == self.url_node && view == self.url_view && self.open_run == self.url_run {
             return;
         }
         self.url_node = selected.clone();
+        self.url_view = view;
         self.url_run = self.open_run.clone();
         let Some(w) = web_sys::window() else {
             return;
@@ -502,6 +523,7 @@ impl Canvas {
             workflow: ctx.props().workflow.clone(),
             run: self.url_run.clone(),
             node: selected,
+            view,
         };
         let url = format!("#{}", route.to_hash(crate::app::encode));
         if let Ok(h) = w.history() {
@@ -785,7 +807,9 @@ impl Component for Canvas {
             focus_note: false,
             note_ref: NodeRef::default(),
             pending_node: ctx.props().node.clone(),
+            pending_view: ctx.props().view,
             url_node: ctx.props().node.clone(),
+            url_view: ctx.props().view,
             url_run: ctx.props().run.clone(),
             open_run: ctx.props().run.clone(),
         }
@@ -807,11 +831,14 @@ impl Component for Canvas {
                 _ => {}
             }
         }
-        if (ctx.props().route != old.route || ctx.props().node != old.node)
+        if (ctx.props().route != old.route
+            || ctx.props().node != old.node
+            || ctx.props().view != old.view)
             && ctx.props().node.is_some()
-            && ctx.props().node != self.url_node
+            && (ctx.props().node != self.url_node || ctx.props().view != self.url_view)
         {
             self.pending_node = ctx.props().node.clone();
+            self.pending_view = ctx.props().view;
             self.select_pending();
         }
         true

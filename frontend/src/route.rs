@@ -1,6 +1,7 @@
 //! A workflow's place in the URL: `#/w/<workflow>`, with the run shown
-//! (`/r/<run>`) and the node selected (`/n/<node>`), so every view of a
-//! workflow can be linked. Segments are percent-encoded.
+//! (`/r/<run>`) and the node selected (`/n/<node>`) or open in the node
+//! view (`/v/<node>`), so every view of a workflow can be linked and
+//! survives a reload. Segments are percent-encoded.
 
 /// What `#/w/…` names.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -8,6 +9,8 @@ pub struct WorkflowRoute {
     pub workflow: String,
     pub run: Option<String>,
     pub node: Option<String>,
+    /// `node` is open in the node view, not only selected.
+    pub view: bool,
 }
 
 impl WorkflowRoute {
@@ -26,7 +29,14 @@ impl WorkflowRoute {
             };
             match tag {
                 "r" => route.run = Some(decode(value)),
-                "n" => route.node = Some(decode(value)),
+                "n" => {
+                    route.node = Some(decode(value));
+                    route.view = false;
+                }
+                "v" => {
+                    route.node = Some(decode(value));
+                    route.view = true;
+                }
                 // An unknown part (a newer build's link): the rest is ignored.
                 _ => break,
             }
@@ -41,7 +51,8 @@ impl WorkflowRoute {
             hash += &format!("/r/{}", encode(run));
         }
         if let Some(node) = &self.node {
-            hash += &format!("/n/{}", encode(node));
+            let tag = if self.view { "v" } else { "n" };
+            hash += &format!("/{tag}/{}", encode(node));
         }
         hash
     }
@@ -75,6 +86,7 @@ mod tests {
                     workflow: "orders".into(),
                     run: Some("r-1".into()),
                     node: None,
+                    view: false,
                 },
             ),
             (
@@ -83,6 +95,7 @@ mod tests {
                     workflow: "orders".into(),
                     run: None,
                     node: Some("fetch".into()),
+                    view: false,
                 },
             ),
             (
@@ -91,6 +104,16 @@ mod tests {
                     workflow: "orders".into(),
                     run: Some("r-1".into()),
                     node: Some("a b".into()),
+                    view: false,
+                },
+            ),
+            (
+                "orders/r/r-1/v/a%20b",
+                WorkflowRoute {
+                    workflow: "orders".into(),
+                    run: Some("r-1".into()),
+                    node: Some("a b".into()),
+                    view: true,
                 },
             ),
         ];
@@ -120,5 +143,10 @@ mod tests {
             (r.run.as_deref(), r.node.as_deref()),
             (Some("r-2"), Some("a"))
         );
+        // The last node named wins, and says whether its view is open.
+        let r = WorkflowRoute::parse("orders/v/a/n/b", decode).unwrap();
+        assert_eq!((r.node.as_deref(), r.view), (Some("b"), false));
+        let r = WorkflowRoute::parse("orders/n/a/v/b", decode).unwrap();
+        assert_eq!((r.node.as_deref(), r.view), (Some("b"), true));
     }
 }

@@ -3676,6 +3676,25 @@ async fn the_node_view_shows_input_parameters_and_output_and_a_field_dragged_ont
         .for_element(Locator::Css(".node-view[data-node='call']"))
         .await
         .unwrap();
+    // The URL names the open view, so a reload (or the link) opens it again.
+    let ends_with = |tail: &'static str| {
+        let a = &a;
+        move || async move { a.current_url().await.unwrap().as_str().ends_with(tail) }
+    };
+    eventually(
+        Duration::from_secs(5),
+        "the URL names the node view",
+        ends_with("#/w/orders/v/call"),
+    )
+    .await;
+    a.refresh().await.unwrap();
+    a.wait()
+        .at_most(Duration::from_secs(20))
+        .for_element(Locator::Css(
+            ".node-view[data-node='call'] .params-pane #cfg-url",
+        ))
+        .await
+        .unwrap();
     let serious = audit(&a, "node view").await;
     assert!(serious.is_empty(), "{}", serious.join("\n"));
     click(&a, ".node-view .mode-table").await;
@@ -3683,6 +3702,12 @@ async fn the_node_view_shows_input_parameters_and_output_and_a_field_dragged_ont
     eventually(Duration::from_secs(5), "closed by Escape", || async {
         count(&a, ".node-view").await == 0
     })
+    .await;
+    eventually(
+        Duration::from_secs(5),
+        "the URL names the node, not its view",
+        ends_with("#/w/orders/n/call"),
+    )
     .await;
     assert!(
         stored_node(&s, "orders", "call").await.is_some(),
