@@ -1059,6 +1059,9 @@ impl Component for Canvas {
             // The connection a node dropped now would go into.
             Drag::Palette {
                 edge: Some(edge), ..
+            }
+            | Drag::Nodes {
+                edge: Some(edge), ..
             } => scene
                 .edges
                 .iter()

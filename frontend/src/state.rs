@@ -188,6 +188,13 @@ pub enum Action {
         at: (f64, f64),
         edge: usize,
     },
+    /// Put `node`, a node with no connection of its own, into connection
+    /// `edge`: the connection's source feeds it, its first output feeds the
+    /// connection's target (a node dragged onto a connection).
+    SpliceIntoEdge {
+        node: String,
+        edge: usize,
+    },
     /// Paste nodes copied with [`Editor::copy_selected`] (from this or
     /// another workflow), their top-left at `at`.
     Paste {
@@ -337,6 +344,85 @@ impl Editor {
     /// nearest: connections are drawn as the S-curves of [`edge_curve`],
     /// measured here segment by segment. Each curve's box is checked first,
     /// so a pointer over a big graph costs a few comparisons per edge.
+    /// The one node selected, when it could go into a connection: it has
+    /// none of its own, and its kind can be between two nodes.
+    pub fn loose_selected(&self) -> Option<&str> {
+        if self.selected.len() != 1 {
+            return None;
+        }
+        let id = self.selected.iter().next()?;
+        let node = self.wf.nodes.iter().find(|n| &n.id == id)?;
+        let connected = self
+            .wf
+            .edges
+            .iter()
+            .any(|e| e.source().node == id.as_str() || e.target().node == id.as_str());
+        (!connected && fits_between(&node.kind)).then_some(id.as_str())
+    }
+
+    /// The connection the loose node being dragged (see
+    /// [`Editor::loose_selected`]) would go into if let go now: the one
+    /// that runs through its middle.
+    pub fn splice_target(&self) -> Option<usize> {
+        let id = self.loose_selected()?;
+        let at = *self.positions().get(id)?;
+        self.edge_near((at.0 + NODE_W / 2.0, at.1 + NODE_H / 2.0), NODE_H / 2.0)
+    }
+
+    /// [`Action::SpliceIntoEdge`]: all of it or, refused, nothing.
+    fn splice(&mut self, node: String, edge: usize) -> Result<Change, String> {
+        let Some(e) = self.wf.edges.get(edge) else {
+            return Err(format!("there is no connection {edge}"));
+        };
+        let (from, port) = (e.source().node.to_string(), e.source().port.to_string());
+        let to = e.target().node.to_string();
+        let Some(n) = self.wf.nodes.iter().find(|n| n.id == node) else {
+            return Err(format!("there is no node `{node}`"));
+        };
+        let kind = n.kind.clone();
+        if self
+            .wf
+            .edges
+            .iter()
+            .any(|e| e.source().node == node.as_str() || e.target().node == node.as_str())
+        {
+            return Err(format!(
+                "`{node}` has connections of its own: only a node without any goes into a connection"
+            ));
+        }
+        let spec = kinds::spec(&kind).ok_or_else(|| format!("unknown kind `{kind}`"))?;
+        if spec.is_trigger {
+            return Err(format!(
+                "a trigger ({kind}) starts runs: it cannot go into a connection"
+            ));
+        }
+        let Some(out) = spec.outputs.first().map(|p| p.to_string()) else {
+            return Err(format!(
+                "{kind} ends a run: nothing can follow it, so it cannot go into a connection"
+            ));
+        };
+        let before = self.wf.clone();
+        self.wf.edges.remove(edge);
+        let spliced = self
+            .reduce(Action::Connect {
+                from,
+                port,
+                to: node.clone(),
+            })
+            .and_then(|_| {
+                self.reduce(Action::Connect {
+                    from: node,
+                    port: out,
+                    to,
+                })
+            });
+        if let Err(e) = spliced {
+            self.wf = before;
+            return Err(e);
+        }
+        Ok(Change::Workflow)
+    }
+
     pub fn edge_near(&self, p: (f64, f64), tolerance: f64) -> Option<usize> {
         let positions = self.positions();
         let nodes: HashMap<&str, &sluice_model::Node> =
@@ -818,6 +904,7 @@ impl Editor {
                 }
                 Ok(Change::Workflow)
             }
+            Action::SpliceIntoEdge { node, edge } => self.splice(node, edge),
             Action::Paste { json, at } => self.paste(&json, at),
             Action::SetConfig { node, field, value } => {
                 let n = self
@@ -1393,6 +1480,82 @@ mod tests {
             );
             assert_eq!(ed.wf, was, "{kind}");
         }
+    }
+
+    #[test]
+    fn a_node_without_connections_dragged_onto_one_goes_into_it() {
+        let mut ed = editor();
+        // `end` has no connection; `set` has one; neither is selected yet.
+        assert_eq!(ed.loose_selected(), None);
+        ed.selected = BTreeSet::from(["set".to_string()]);
+        assert_eq!(ed.loose_selected(), None, "connected already");
+        ed.wf.nodes.push(
+            serde_json::from_value(json!(
+                {"id": "note", "kind": "util.log", "config": {"message": "hi"}, "position": [140, 300]}
+            ))
+            .unwrap(),
+        );
+        ed.selected = BTreeSet::from(["note".to_string()]);
+        assert_eq!(ed.loose_selected(), Some("note"));
+        // Away from every connection: nothing to go into.
+        assert_eq!(ed.splice_target(), None);
+        // Its middle on t → check (the curve runs at y = NODE_H / 2).
+        ed.wf.nodes.last_mut().unwrap().position = Some([140.0, 10.0]);
+        assert_eq!(ed.splice_target(), Some(0));
+        let c = ed
+            .reduce(Action::SpliceIntoEdge {
+                node: "note".into(),
+                edge: 0,
+            })
+            .unwrap();
+        assert_eq!(c, Change::Workflow);
+        let edges: Vec<String> = ed
+            .wf
+            .edges
+            .iter()
+            .map(|e| {
+                format!(
+                    "{}:{} → {}",
+                    e.source().node,
+                    e.source().port,
+                    e.target().node
+                )
+            })
+            .collect();
+        assert_eq!(
+            edges,
+            ["check:true → set", "t:out → note", "note:out → check"]
+        );
+        // Connected now: it does not go into another one.
+        assert_eq!(ed.loose_selected(), None);
+        let was = ed.wf.clone();
+        assert!(
+            ed.reduce(Action::SpliceIntoEdge {
+                node: "note".into(),
+                edge: 0
+            })
+            .is_err()
+        );
+        // A trigger, an ending, a missing node or connection: nothing changes.
+        ed.wf.nodes.push(
+            serde_json::from_value(
+                json!({"id": "hook", "kind": "trigger.webhook", "position": [0, 400]}),
+            )
+            .unwrap(),
+        );
+        for (node, edge) in [("hook", 0), ("end", 0), ("nope", 0), ("end", 9)] {
+            let was = ed.wf.clone();
+            assert!(
+                ed.reduce(Action::SpliceIntoEdge {
+                    node: node.into(),
+                    edge
+                })
+                .is_err(),
+                "{node} into {edge}"
+            );
+            assert_eq!(ed.wf, was, "{node} into {edge}");
+        }
+        assert_eq!(ed.wf.edges, was.edges);
     }
 
     #[test]

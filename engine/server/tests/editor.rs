@@ -368,6 +368,44 @@ async fn key_chord(c: &Client, modifier: &str, key: &str) {
 const CONTROL: &str = "\u{E009}";
 
 #[tokio::test]
+async fn a_node_without_connections_dragged_onto_one_goes_into_it() {
+    let (s, codes) = editor_server().await;
+    s.put_workflow(
+        json!({"format": "sluice.workflow/v1", "id": "splice", "nodes": [
+        {"id": "start", "kind": "trigger.manual", "position": [0, 0]},
+        {"id": "set", "kind": "data.set", "config": {"values": {"a": 1}}, "position": [720, 0]},
+        {"id": "log", "kind": "util.log", "config": {"message": "hi"}, "position": [360, 240]}],
+        "edges": [{"from": "start", "to": "set"}]}),
+    )
+    .await;
+    let driver = driver().await;
+    let a = browser(&driver).await;
+    open(&a, &s, &codes, "splice").await;
+    // Onto the connection's middle (a straight line: start and set are level).
+    drag(
+        &a,
+        "g.node[data-node='log'] rect.box",
+        "path.edge[data-edge='0']",
+    )
+    .await;
+    eventually(
+        Duration::from_secs(5),
+        "log went into start → set",
+        || async { stored_edges(&s, "splice").await == ["start → log", "log → set"] },
+    )
+    .await;
+    // One undo takes back the move and the splice together.
+    click(&a, "svg.surface").await;
+    key_chord(&a, CONTROL, "z").await;
+    eventually(Duration::from_secs(5), "undone in one step", || async {
+        let wf = stored(&s, "splice").await;
+        stored_edges(&s, "splice").await == ["start → set"]
+            && wf["nodes"][2]["position"] == json!([360.0, 240.0])
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn configure_run_read_undo_and_see_a_failure() {
     let (s, codes) = editor_server().await;
     s.put_workflow(json!({

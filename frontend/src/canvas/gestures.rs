@@ -17,9 +17,12 @@ pub enum Drag {
     Pan {
         last: (f64, f64),
     },
+    /// Selected nodes being moved, and the connection the one node moved
+    /// (when it has no connection of its own) would go into if let go now.
     Nodes {
         last: (f64, f64),
         moved: bool,
+        edge: Option<usize>,
     },
     Band {
         start: (f64, f64),
@@ -128,6 +131,7 @@ impl Canvas {
                     self.gestures.drag = Drag::Nodes {
                         last: world,
                         moved: false,
+                        edge: None,
                     };
                     self.gestures.grouping = self.sync.group_start();
                 }
@@ -222,11 +226,17 @@ impl Canvas {
                 *last = at;
                 true
             }
-            Drag::Nodes { last, moved } => {
+            Drag::Nodes { last, moved, edge } => {
                 let (dx, dy) = (world.0 - last.0, world.1 - last.1);
                 *last = world;
                 *moved = true;
-                self.act(Action::MoveSelected { dx, dy })
+                let was = *edge;
+                let acted = self.act(Action::MoveSelected { dx, dy });
+                *edge = self
+                    .editor
+                    .as_ref()
+                    .and_then(crate::state::Editor::splice_target);
+                acted || *edge != was
             }
             Drag::Band { now, .. } | Drag::Wire { now, .. } => {
                 *now = world;
@@ -260,9 +270,19 @@ impl Canvas {
         let drag = std::mem::replace(&mut self.gestures.drag, Drag::None);
         let grouped = std::mem::take(&mut self.gestures.grouping);
         match drag {
-            Drag::Nodes { moved, .. } => {
+            Drag::Nodes { moved, edge, .. } => {
                 if moved {
                     self.act(Action::SnapSelected);
+                    // Let go over a connection: the node goes into it (one
+                    // undo step with the move).
+                    let loose = self
+                        .editor
+                        .as_ref()
+                        .and_then(|e| e.loose_selected())
+                        .map(str::to_string);
+                    if let (Some(node), Some(edge)) = (loose, edge) {
+                        self.act(Action::SpliceIntoEdge { node, edge });
+                    }
                 }
                 if grouped {
                     self.sync.group_end();
