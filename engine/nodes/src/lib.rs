@@ -516,6 +516,26 @@ async fn transform(call: &Call<'_>) -> Result<Outputs> {
     out(Arc::new(v))
 }
 
+/// This machine's name as others on its network may reach it (a DNS
+/// label or a dotted name; `None` when the system gives none that fits a
+/// URL).
+pub fn host_name() -> Option<String> {
+    let name = whoami::hostname().ok()?;
+    let name = name.trim().trim_end_matches('.');
+    let fits = !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        });
+    fits.then(|| name.to_ascii_lowercase())
+}
+
 pub fn now_us() -> i64 {
     (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1000) as i64
 }

@@ -525,3 +525,31 @@ async fn a_cancel_that_comes_while_a_run_parks_is_not_lost() {
     assert_eq!(engine.active_runs(), 0);
     assert!(waiting_runs(&engine).await.is_empty());
 }
+
+#[tokio::test]
+async fn resume_links_point_where_the_trigger_port_can_be_reached() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path()).await;
+    // No port bound (`sluice run`): the default port on this machine.
+    assert_eq!(engine.public_url(), "http://127.0.0.1:4260");
+    engine.set_trigger_addresses(vec!["127.0.0.1:5555".parse().unwrap()]);
+    assert_eq!(engine.public_url(), "http://127.0.0.1:5555");
+    // Listening on every interface: the link names the machine, never
+    // `0.0.0.0` or `[::]`, which no one else can open.
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .to_ascii_lowercase();
+    for any in ["[::]:5555", "0.0.0.0:5555"] {
+        engine.set_trigger_addresses(vec![any.parse().unwrap()]);
+        assert_eq!(engine.public_url(), format!("http://{host}:5555"), "{any}");
+    }
+    let run = parked(&engine, approval(json!({})), json!({})).await;
+    let row = engine.store().get_run(&run).await.unwrap().unwrap();
+    let detail = engine.run_detail(&row).await.unwrap();
+    let url = detail.run.waiting[0].resume_url.clone().unwrap();
+    assert!(
+        url.starts_with(&format!("http://{host}:5555/hook/resume/")),
+        "{url}"
+    );
+}

@@ -375,13 +375,19 @@ impl Engine {
     }
 
     /// Where links to the trigger port start: `[server] public_url`, else
-    /// the address it listens on.
+    /// the address it listens on. An address that listens on every
+    /// interface (`0.0.0.0`, `[::]`) is no place to send anyone: such a
+    /// link names this machine by its host name instead.
     pub fn public_url(&self) -> String {
         if let Some(url) = &self.settings().server.public_url {
             return url.trim_end_matches('/').to_string();
         }
         let own = self.inner.io.own_addresses();
         match own.first() {
+            Some(addr) if addr.ip().is_unspecified() => match nodes::host_name() {
+                Some(host) => format!("http://{host}:{}", addr.port()),
+                None => format!("http://127.0.0.1:{}", addr.port()),
+            },
             Some(addr) => format!("http://{addr}"),
             None => format!("http://127.0.0.1:{DEFAULT_PORT}"),
         }
