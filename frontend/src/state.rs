@@ -1412,6 +1412,22 @@ mod tests {
         )
     }
 
+    /// The editor's connections as `from:port → to`.
+    fn edge_list(ed: &Editor) -> Vec<String> {
+        ed.wf
+            .edges
+            .iter()
+            .map(|e| {
+                format!(
+                    "{}:{} → {}",
+                    e.source().node,
+                    e.source().port,
+                    e.target().node
+                )
+            })
+            .collect()
+    }
+
     #[test]
     fn a_node_dropped_on_a_connection_goes_into_it() {
         let mut ed = editor();
@@ -1445,19 +1461,7 @@ mod tests {
             .unwrap();
         assert_eq!(c, Change::Workflow);
         let new = ed.selected.iter().next().cloned().unwrap();
-        let edges: Vec<String> = ed
-            .wf
-            .edges
-            .iter()
-            .map(|e| {
-                format!(
-                    "{}:{} → {}",
-                    e.source().node,
-                    e.source().port,
-                    e.target().node
-                )
-            })
-            .collect();
+        let edges = edge_list(&ed);
         assert_eq!(
             edges,
             [
@@ -1509,19 +1513,7 @@ mod tests {
             })
             .unwrap();
         assert_eq!(c, Change::Workflow);
-        let edges: Vec<String> = ed
-            .wf
-            .edges
-            .iter()
-            .map(|e| {
-                format!(
-                    "{}:{} → {}",
-                    e.source().node,
-                    e.source().port,
-                    e.target().node
-                )
-            })
-            .collect();
+        let edges = edge_list(&ed);
         assert_eq!(
             edges,
             ["check:true → set", "t:out → note", "note:out → check"]
