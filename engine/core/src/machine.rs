@@ -246,6 +246,9 @@ struct Step {
 struct SplitState {
     queued: VecDeque<(Activation, u32, Msg, Option<Arc<Hist>>)>,
     live_children: usize,
+    /// The split's instance no longer holds its lineage open (see
+    /// [`Run::release_split`]).
+    released: bool,
     /// Split activations in the order they finished (deterministic per journal).
     acts: Vec<(Activation, Option<Arc<Hist>>)>,
 }
@@ -786,15 +789,55 @@ impl Run {
             }
             if let Role::Split { .. } = plan.nodes[node].role {
                 self.check_split_complete(node, &lineage, work);
-            }
-            let left = self.live.get_mut(&lineage).map(|n| {
-                *n -= 1;
-                *n
-            });
-            if left == Some(0) {
-                self.lineage_complete(&lineage, work, actions);
+                // Its elements may still run: it holds its lineage open
+                // until they are done.
+                self.release_split(node, &lineage, work, actions);
+            } else {
+                self.settled_in(&lineage, work, actions);
             }
         }
+    }
+
+    /// One more instance of `lineage` settled: the last one completes it.
+    fn settled_in(
+        &mut self,
+        lineage: &Lineage,
+        work: &mut Vec<(usize, Lineage)>,
+        actions: &mut Vec<Action>,
+    ) {
+        let left = self.live.get_mut(lineage).map(|n| {
+            *n = n.saturating_sub(1);
+            *n
+        });
+        if left == Some(0) {
+            self.lineage_complete(lineage, work, actions);
+        }
+    }
+
+    /// A split instance counts as settled in its lineage once it has
+    /// settled and every element it started has completed (and none is
+    /// queued). Without this a split with no join after it let its lineage,
+    /// and so the run, end while its elements were still to run.
+    fn release_split(
+        &mut self,
+        split: usize,
+        lineage: &Lineage,
+        work: &mut Vec<(usize, Lineage)>,
+        actions: &mut Vec<Action>,
+    ) {
+        let settled = self
+            .instances
+            .get(&(split, lineage.clone()))
+            .is_some_and(|i| i.done);
+        if !settled {
+            return;
+        }
+        let state = self.splits.entry((split, lineage.clone())).or_default();
+        if state.released || state.live_children > 0 || !state.queued.is_empty() {
+            return;
+        }
+        state.released = true;
+        self.settled_in(lineage, work, actions);
     }
 
     fn lineage_complete(
@@ -823,6 +866,8 @@ impl Run {
         scope.push(seg_owner);
         for &n in plan.members.get(&scope).map(Vec::as_slice).unwrap_or(&[]) {
             self.instances.remove(&(n, lineage.clone()));
+            // A split inside it: its elements are done (it was released).
+            self.splits.remove(&(n, lineage.clone()));
         }
         if let Some(state) = self.splits.get_mut(&(seg_owner, parent.clone())) {
             state.live_children -= 1;
@@ -833,6 +878,7 @@ impl Run {
         };
         self.pump_split(seg_owner, &parent, concurrency, work, actions);
         self.check_split_complete(seg_owner, &parent, work);
+        self.release_split(seg_owner, &parent, work, actions);
     }
 
     /// When a split instance has settled and all its elements are done, its

@@ -29,6 +29,7 @@ macro_rules! each_rule {
             a_runaway_template_fails_its_step_and_the_engine_lives,
             wait_passes_the_message_through,
             a_split_routes_its_own_error_outside_the_split,
+            a_split_without_a_join_ends_the_run_only_after_its_elements,
         );
     };
 }
@@ -257,6 +258,58 @@ pub async fn a_template_of_the_wrong_type_fails_naming_the_field(h: &Harness) {
         err.message,
         "config.workflow: invalid type: integer `5`, expected a string"
     );
+}
+
+/// A split need not be joined: its elements' exits are the run's output,
+/// and the run ends only once every element has (before, it ended as soon
+/// as the split step did: elements of pure steps never ran, the others
+/// were left "running" in a run recorded as succeeded).
+pub async fn a_split_without_a_join_ends_the_run_only_after_its_elements(h: &Harness) {
+    for concurrency in [1, 8] {
+        let r = run_with(
+            h,
+            json!([
+                {"id": "t", "kind": "trigger.manual"},
+                {"id": "each", "kind": "flow.split", "config": {"items": "{{ input.items }}", "concurrency": concurrency}},
+                {"id": "set", "kind": "data.set", "config": {"values": {"v": "{{ input }}"}}},
+                {"id": "double", "kind": "data.transform", "config": {"jq": ".v * 2"}},
+                {"id": "seen", "kind": "output.end"},
+                {"id": "after", "kind": "output.end", "config": {"value": "split done"}}
+            ]),
+            json!([
+                {"from": "t", "to": "each"}, {"from": "each", "to": "set"},
+                {"from": "set", "to": "double"}, {"from": "double", "to": "seen"},
+                {"from": "t", "to": "after"}
+            ]),
+            None,
+            json!({"items": [1, 2, 3]}),
+        )
+        .await;
+        ok(&r, json!({"seen": [2, 4, 6], "after": "split done"}));
+    }
+    // Nested, the inner split unjoined inside a joined outer one.
+    let r = run_with(
+        h,
+        json!([
+            {"id": "t", "kind": "trigger.manual"},
+            {"id": "rows", "kind": "flow.split"},
+            {"id": "cells", "kind": "flow.split"},
+            {"id": "inc", "kind": "data.transform", "config": {"jq": ". + 1"}},
+            {"id": "cell", "kind": "output.end"},
+            {"id": "size", "kind": "data.transform", "config": {"jq": "length"}},
+            {"id": "table", "kind": "flow.join"},
+            {"id": "end", "kind": "output.end"}
+        ]),
+        json!([
+            {"from": "t", "to": "rows"}, {"from": "rows", "to": "cells"}, {"from": "cells", "to": "inc"},
+            {"from": "inc", "to": "cell"}, {"from": "rows", "to": "size"}, {"from": "size", "to": "table"},
+            {"from": "table", "to": "end"}
+        ]),
+        None,
+        json!([[1, 2], [10], []]),
+    )
+    .await;
+    ok(&r, json!({"cell": [2, 3, 11], "end": [2, 1, 0]}));
 }
 
 pub async fn nested_splits(h: &Harness) {
