@@ -177,3 +177,83 @@ fn a_draft_waiting_to_publish_itself_still_does_after_a_restart() {
         assert_eq!(engine.schedule_idle_publishes().await.unwrap(), 0);
     });
 }
+
+/// A file trigger this engine would not arm (its folder outside `[files]
+/// allow`, missing, or none allowed) keeps its workflow from being
+/// published, naming the node and the field: published, it would never
+/// fire, and said so only in the server's log.
+#[tokio::test]
+async fn a_file_trigger_that_could_not_watch_its_folder_is_not_published() {
+    let dir = tempfile::tempdir().unwrap();
+    let (allowed, elsewhere) = (dir.path().join("inbox"), dir.path().join("elsewhere"));
+    std::fs::create_dir(&allowed).unwrap();
+    std::fs::create_dir(&elsewhere).unwrap();
+    let watching = |folder: &std::path::Path| {
+        Workflow::from_value(json!({"format": "sluice.workflow/v1", "id": "watch", "nodes": [
+            {"id": "files", "kind": "trigger.file", "config": {"path": folder.display().to_string()}},
+            {"id": "end", "kind": "output.end"}],
+            "edges": [{"from": "files", "to": "end"}]}))
+        .unwrap()
+    };
+    let refused = |engine: &Engine| {
+        let engine = engine.clone();
+        async move {
+            let state = engine.publish_state("watch").await.unwrap();
+            let problems: Vec<String> = state.problems.iter().map(|p| p.to_string()).collect();
+            match engine.publish("watch", None).await {
+                Err(Error::Invalid(invalid)) => {
+                    assert_eq!(invalid.0.len(), 1, "{invalid}");
+                    assert_eq!(invalid.0[0].node.as_deref(), Some("files"));
+                    assert_eq!(invalid.0[0].field.as_deref(), Some("config.path"));
+                    assert_eq!(problems, [invalid.0[0].to_string()]);
+                    invalid.0[0].message.clone()
+                }
+                other => panic!("published a file trigger that cannot watch: {other:?}"),
+            }
+        }
+    };
+
+    // No folder allowed at all.
+    let engine = Engine::open(&dir.path().join("a"), Options::default())
+        .await
+        .unwrap();
+    engine
+        .save_draft(&Plan::new(watching(&allowed)).unwrap(), None)
+        .await
+        .unwrap();
+    assert!(refused(&engine).await.contains("[files] allow"));
+
+    // Allowed folders, but this one is outside them, or missing.
+    let mut options = Options::default();
+    options.settings.files.allow = vec![allowed.clone()];
+    let engine = Engine::open(&dir.path().join("b"), options).await.unwrap();
+    for (folder, says) in [
+        (elsewhere.clone(), "outside"),
+        (allowed.join("gone"), "No such file"),
+    ] {
+        engine
+            .save_draft(&Plan::new(watching(&folder)).unwrap(), None)
+            .await
+            .unwrap();
+        let message = refused(&engine).await;
+        assert!(message.contains(says), "{folder:?}: {message}");
+    }
+    assert!(matches!(
+        engine.workflow("watch").await,
+        Err(Error::NotPublished(_))
+    ));
+
+    // Inside: published, and a switched-off trigger is not looked at.
+    engine
+        .save_draft(&Plan::new(watching(&allowed)).unwrap(), None)
+        .await
+        .unwrap();
+    engine.publish("watch", None).await.unwrap();
+    let mut off = watching(&elsewhere);
+    off.nodes[0].disabled = true;
+    engine
+        .save_draft(&Plan::new(off).unwrap(), None)
+        .await
+        .unwrap();
+    engine.publish("watch", None).await.unwrap();
+}

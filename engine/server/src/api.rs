@@ -564,17 +564,7 @@ pub(crate) async fn validate_workflow(
             }));
         }
     };
-    let mut problems = match Plan::new(wf.clone()) {
-        Ok(_) => Vec::new(),
-        Err(sluice_runtime::Invalid(p)) => p,
-    };
-    match s.engine.check_credentials(&wf).await {
-        Ok(()) => {}
-        Err(sluice_runtime::executor::Error::Invalid(sluice_runtime::Invalid(p))) => {
-            problems.extend(p)
-        }
-        Err(e) => return Err(e.into()),
-    }
+    let problems = s.engine.problems(wf).await?;
     Ok(Json(Validation {
         valid: problems.is_empty(),
         problems,

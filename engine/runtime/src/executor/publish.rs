@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use sluice_api::{Changes, Problem, PublishMode, PublishState};
 use sluice_model::Workflow;
+use sluice_model::kinds::Kind;
 use sluice_nodes as nodes;
 
 use super::{Engine, Error, Result, tracing_log};
@@ -60,6 +61,10 @@ impl Engine {
         };
         let plan = Plan::new_at(wf, Some(version.clone()))?;
         self.check_credentials(&plan.workflow).await?;
+        let unwatched = self.unwatched_folders(&plan.workflow);
+        if !unwatched.is_empty() {
+            return Err(Error::Invalid(Invalid(unwatched)));
+        }
         if !self
             .store()
             .publish_workflow(id, &plan.definition, Some(&version), nodes::now_us())
@@ -142,9 +147,10 @@ impl Engine {
         })
     }
 
-    /// Every problem that keeps `wf` from running: validation, and
-    /// credentials this engine does not have.
-    async fn problems(&self, wf: Workflow) -> Result<Vec<Problem>> {
+    /// Every problem that keeps `wf` from running here: validation,
+    /// credentials this engine does not have, and file triggers whose
+    /// folder it would not watch (`POST /validate`, a draft's publish state).
+    pub async fn problems(&self, wf: Workflow) -> Result<Vec<Problem>> {
         let mut problems = match Plan::new(wf.clone()) {
             Ok(_) => Vec::new(),
             Err(Invalid(p)) => p,
@@ -154,7 +160,31 @@ impl Engine {
             Err(Error::Invalid(Invalid(p))) => problems.extend(p),
             Err(e) => return Err(e),
         }
+        problems.extend(self.unwatched_folders(&wf));
         Ok(problems)
+    }
+
+    /// The file triggers of `wf` this engine would not arm: their folder is
+    /// outside `[files] allow` (or none is allowed), missing, or not a
+    /// folder. Published, they would never fire, and say so only in the
+    /// server's log.
+    fn unwatched_folders(&self, wf: &Workflow) -> Vec<Problem> {
+        let allow = &self.settings().files.allow;
+        wf.nodes
+            .iter()
+            .filter(|n| !n.disabled && n.kind == Kind::FileTrigger.name())
+            .filter_map(|n| {
+                let path = n.config.get("path").and_then(|p| p.as_str())?;
+                let refused =
+                    nodes::files::resolve_dir(Kind::FileTrigger.name(), allow, path).err()?;
+                Some(Problem {
+                    node: Some(n.id.clone()),
+                    edge: None,
+                    field: Some("config.path".into()),
+                    message: refused.message,
+                })
+            })
+            .collect()
     }
 
     /// Called whenever workflow `id`'s draft changed: for a workflow that
