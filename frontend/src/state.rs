@@ -390,17 +390,7 @@ impl Editor {
                 "`{node}` has connections of its own: only a node without any goes into a connection"
             ));
         }
-        let spec = kinds::spec(&kind).ok_or_else(|| format!("unknown kind `{kind}`"))?;
-        if spec.is_trigger {
-            return Err(format!(
-                "a trigger ({kind}) starts runs: it cannot go into a connection"
-            ));
-        }
-        let Some(out) = spec.outputs.first().map(|p| p.to_string()) else {
-            return Err(format!(
-                "{kind} ends a run: nothing can follow it, so it cannot go into a connection"
-            ));
-        };
+        let out = port_between(&kind)?;
         let before = self.wf.clone();
         self.wf.edges.remove(edge);
         let spliced = self
@@ -861,19 +851,7 @@ impl Editor {
                 let Some(e) = self.wf.edges.get(edge) else {
                     return Err(format!("there is no connection {edge}"));
                 };
-                let spec = kinds::spec(&kind).ok_or_else(|| format!("unknown kind `{kind}`"))?;
-                if spec.is_trigger {
-                    return Err(format!(
-                        "a trigger ({kind}) starts runs: it cannot go into a connection"
-                    ));
-                }
-                // The new node's first output feeds the old target (`out`;
-                // a condition's `true`).
-                let Some(out) = spec.outputs.first().map(|p| p.to_string()) else {
-                    return Err(format!(
-                        "{kind} ends a run: nothing can follow it, so it cannot go into a connection"
-                    ));
-                };
+                let out = port_between(&kind)?;
                 let (from, port) = (e.source().node.to_string(), e.source().port.to_string());
                 let to = e.target().node.to_string();
                 let before = (self.wf.clone(), self.selected.clone());
@@ -1321,6 +1299,21 @@ fn segment_distance(p: (f64, f64), a: (f64, f64), b: (f64, f64)) -> f64 {
 
 /// Whether a node of `kind` can go into a connection: it takes input (not
 /// a trigger) and has an output to feed the connection's target.
+/// The output of a `kind` node put into a connection that feeds the
+/// connection's old target: its first (`out`; a condition's `true`).
+/// Refused, saying why, for a trigger or an ending.
+fn port_between(kind: &str) -> Result<String, String> {
+    let spec = kinds::spec(kind).ok_or_else(|| format!("unknown kind `{kind}`"))?;
+    if spec.is_trigger {
+        return Err(format!(
+            "a trigger ({kind}) starts runs: it cannot go into a connection"
+        ));
+    }
+    spec.outputs.first().map(|p| p.to_string()).ok_or_else(|| {
+        format!("{kind} ends a run: nothing can follow it, so it cannot go into a connection")
+    })
+}
+
 pub fn fits_between(kind: &str) -> bool {
     kinds::spec(kind).is_some_and(|k| !k.is_trigger && !k.outputs.is_empty())
 }

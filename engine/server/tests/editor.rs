@@ -1391,21 +1391,12 @@ async fn editing_a_published_webhook_workflow_changes_nothing_live_until_publish
     )
     .await;
     click(&a, "g.node[data-node='start'] rect.box").await;
-    let path = a
-        .wait()
+    a.wait()
         .at_most(Duration::from_secs(5))
         .for_element(Locator::Css(".node-panel[data-node='start'] #cfg-path"))
         .await
         .unwrap();
-    path.click().await.unwrap();
-    key_chord(&a, CONTROL, "a").await;
-    path.send_keys("\u{E003}").await.unwrap(); // Backspace: the path is empty
-    eventually(
-        Duration::from_secs(5),
-        "the empty path in the draft",
-        || async { stored(&s, "live").await["nodes"][0]["config"]["path"] == "" },
-    )
-    .await;
+    type_over(&a, &s, "\u{E003}").await; // Backspace: the path is empty
     // A draft with problems cannot be published.
     eventually(Duration::from_secs(5), "publishing blocked", || async {
         count(&a, ".publish-problems li").await > 0
@@ -1413,13 +1404,7 @@ async fn editing_a_published_webhook_workflow_changes_nothing_live_until_publish
     })
     .await;
     screenshot(&a, "publish-blocked").await;
-    path.send_keys("new").await.unwrap();
-    eventually(
-        Duration::from_secs(5),
-        "the path back in the draft",
-        || async { stored(&s, "live").await["nodes"][0]["config"]["path"] == "new" },
-    )
-    .await;
+    type_over(&a, &s, "new").await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let statuses = traffic.await.unwrap();
@@ -2388,6 +2373,31 @@ async fn the_editor_page_names_its_favicon_and_it_is_served() {
 }
 
 /// Types `text` into `css` after deleting what it holds.
+/// Replaces the webhook path of `live`'s `start` (Ctrl+A, then `keys`;
+/// a lone Backspace empties it) until the draft has it. The field is found
+/// afresh on each try: under CI's load the panel was once drawn again
+/// between finding the field and typing in it (a stale element).
+async fn type_over(c: &Client, s: &common::Server, keys: &str) {
+    let want = if keys == "\u{E003}" { "" } else { keys };
+    eventually(
+        Duration::from_secs(10),
+        "the path typed into the draft",
+        || async {
+            if let Ok(path) = c
+                .find(Locator::Css(".node-panel[data-node='start'] #cfg-path"))
+                .await
+                && path.click().await.is_ok()
+            {
+                key_chord(c, CONTROL, "a").await;
+                path.send_keys(keys).await.ok();
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            stored(s, "live").await["nodes"][0]["config"]["path"] == want
+        },
+    )
+    .await;
+}
+
 async fn retype(c: &Client, css: &str, text: &str) {
     let el = c.find(Locator::Css(css)).await.unwrap();
     el.click().await.unwrap();
