@@ -365,8 +365,10 @@ impl Editor {
     /// that runs through its middle.
     pub fn splice_target(&self) -> Option<usize> {
         let id = self.loose_selected()?;
-        let at = *self.positions().get(id)?;
-        self.edge_near((at.0 + NODE_W / 2.0, at.1 + NODE_H / 2.0), NODE_H / 2.0)
+        let positions = self.positions();
+        let at = *positions.get(id)?;
+        let middle = (at.0 + NODE_W / 2.0, at.1 + NODE_H / 2.0);
+        self.edge_near_in(&positions, middle, NODE_H / 2.0)
     }
 
     /// [`Action::SpliceIntoEdge`]: all of it or, refused, nothing.
@@ -414,7 +416,17 @@ impl Editor {
     }
 
     pub fn edge_near(&self, p: (f64, f64), tolerance: f64) -> Option<usize> {
-        let positions = self.positions();
+        self.edge_near_in(&self.positions(), p, tolerance)
+    }
+
+    /// [`Editor::edge_near`] with the nodes' positions already laid out
+    /// (a drag asks on every pointer move).
+    fn edge_near_in(
+        &self,
+        positions: &BTreeMap<String, (f64, f64)>,
+        p: (f64, f64),
+        tolerance: f64,
+    ) -> Option<usize> {
         let nodes: HashMap<&str, &sluice_model::Node> =
             self.wf.nodes.iter().map(|n| (n.id.as_str(), n)).collect();
         let mut best: Option<(f64, usize)> = None;
