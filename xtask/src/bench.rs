@@ -23,6 +23,12 @@ pub(crate) fn run(which: &str, args: &[String]) -> Result<()> {
             run_bench_bin("sluice-bench-engine")
         }
         "webhook" => webhook::run(args),
+        "run-cost" => {
+            step(
+                "one webhook-shaped run in-process (release build): allocations, bytes and CPU per run, by thread",
+            );
+            run_bench_bin("sluice-bench-run-cost")
+        }
         "soak" => soak::run(args),
         "http" => {
             step(
@@ -103,7 +109,7 @@ pub(crate) fn run(which: &str, args: &[String]) -> Result<()> {
         }
         other => {
             bail!(
-                "unknown benchmark `{other}` (available: engine, webhook, soak, http, docs, peers, sandbox, js-engines, editor, desktop, worker)"
+                "unknown benchmark `{other}` (available: engine, webhook, run-cost, soak, http, docs, peers, sandbox, js-engines, editor, desktop, worker)"
             )
         }
     }

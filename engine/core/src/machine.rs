@@ -9,7 +9,12 @@
 //! *attempts*. An instance is *settled* when no more messages can reach it;
 //! settled with no activation means *skipped*.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
+
+// Fx, not SipHash: the keys are node indices and split indices (nothing an
+// outsider can pick), and SipHash on them was ~3% of a webhook run's
+// instructions (`cargo xtask bench run-cost` under callgrind).
+use rustc_hash::FxHashMap as HashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -278,11 +283,11 @@ impl Run {
         let mut run = Run {
             plan,
             status: Status::Running,
-            instances: HashMap::new(),
-            live: HashMap::new(),
+            instances: HashMap::default(),
+            live: HashMap::default(),
             steps: BTreeMap::new(),
-            splits: HashMap::new(),
-            child_scope: HashMap::new(),
+            splits: HashMap::default(),
+            child_scope: HashMap::default(),
             exits: BTreeMap::new(),
             first_respond: None,
             error: None,

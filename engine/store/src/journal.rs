@@ -15,6 +15,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::blobs::{Blobs, Stored, ValueRef, check_hash};
 use crate::{Error, Result};
 
+pub(crate) mod packed;
 mod sqlite;
 mod writer;
 
@@ -330,10 +331,12 @@ impl Journal {
                 end.error,
                 end.finished_at_us,
             )?,
-            records: records
-                .into_iter()
-                .map(|r| self.journal_row(r))
-                .collect::<Result<_>>()?,
+            steps: packed::pack(
+                &records
+                    .into_iter()
+                    .map(|r| self.journal_row(r))
+                    .collect::<Result<Vec<_>>>()?,
+            )?,
             logs: logs.into_iter().map(log_row).collect(),
             run,
         };
@@ -579,7 +582,8 @@ pub(crate) struct Prune {
 #[derive(Debug)]
 pub(crate) struct Sealed {
     pub run: RunInsert,
-    pub records: Vec<JournalRow>,
+    /// Its journal, packed into the run row (see `journal/packed.rs`).
+    pub steps: String,
     pub logs: Vec<LogRow>,
     pub finish: FinishRun,
 }

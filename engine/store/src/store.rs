@@ -18,6 +18,7 @@ use sqlx::sqlite::{
 use sqlx::{Connection, SqliteConnection, SqlitePool};
 
 use crate::blobs::{Blobs, Stored};
+use crate::journal::packed::{self, Columns as RecordColumns};
 use crate::journal::{
     Journal, LogLine, Record, RecordKind, RunInsert, db_text, parse_ref, refers_to_input,
     resolve_text, spawn_writer,
@@ -515,22 +516,6 @@ impl WaitColumns {
             message: self.message,
         }
     }
-}
-
-/// A `journal` row before its values are resolved into a [`Record`].
-#[derive(sqlx::FromRow)]
-struct RecordColumns {
-    seq: i64,
-    kind: i64,
-    node: String,
-    lineage: String,
-    activation: String,
-    attempt: i64,
-    at_us: i64,
-    data: Option<String>,
-    error: Option<String>,
-    duration_us: Option<i64>,
-    input: Option<String>,
 }
 
 impl Store {
@@ -1329,13 +1314,24 @@ impl Store {
     /// The committed journal of one run in seq order, values loaded
     /// (`Record::data` is `Stored::Loaded`).
     pub async fn run_records(&self, run_id: &str) -> Result<Vec<Record>> {
-        let rows: Vec<RecordColumns> = sqlx::query_as(
-            "SELECT seq, kind, node, lineage, activation, attempt, at_us, data, error, duration_us, input \
-             FROM journal WHERE run_id = ? ORDER BY seq",
-        )
-        .bind(run_id)
-        .fetch_all(&self.inner.pool)
-        .await?;
+        // A run recorded whole when it ended keeps its journal in its row.
+        let sealed: Option<String> =
+            sqlx::query_scalar("SELECT steps FROM runs WHERE id = ? AND steps IS NOT NULL")
+                .bind(run_id)
+                .fetch_optional(&self.inner.pool)
+                .await?;
+        let rows: Vec<RecordColumns> = match sealed {
+            Some(text) => packed::unpack(run_id, &text)?,
+            None => {
+                sqlx::query_as(
+                    "SELECT seq, kind, node, lineage, activation, attempt, at_us, data, error, duration_us, input \
+                     FROM journal WHERE run_id = ? ORDER BY seq",
+                )
+                .bind(run_id)
+                .fetch_all(&self.inner.pool)
+                .await?
+            }
+        };
         // Steps whose input (or outputs) is the run's input refer to it.
         let run_input: Option<String> = if rows.iter().any(|r| {
             [&r.data, &r.input]

@@ -70,6 +70,10 @@ fn writer_thread(mut conn: SqliteConnection, rx: mpsc::Receiver<Command>, health
 
 /// The writer's statements, prepared once.
 struct Statements<'db> {
+    /// A batch's BEGIN IMMEDIATE and COMMIT, prepared like the rest: run
+    /// through `exec`, each commit parsed and planned both again.
+    begin: Stmt<'db>,
+    commit: Stmt<'db>,
     definition: Stmt<'db>,
     run: Stmt<'db>,
     record: Stmt<'db>,
@@ -86,10 +90,12 @@ struct Statements<'db> {
 impl<'db> Statements<'db> {
     fn prepare(db: &'db Db) -> Result<Statements<'db>, SqliteError> {
         Ok(Statements {
+            begin: db.prepare("BEGIN IMMEDIATE")?,
+            commit: db.prepare("COMMIT")?,
             definition: db.prepare("INSERT OR IGNORE INTO definitions (hash, text) VALUES (?, ?)")?,
             run: db.prepare(
-                "INSERT INTO runs (id, workflow_id, definition, \"trigger\", input, created_at_us, parent_run, doc_version, draft, executor, status, output, error, finished_at_us) \
-                 VALUES (?, ?, '#' || ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO runs (id, workflow_id, definition, \"trigger\", input, created_at_us, parent_run, doc_version, draft, executor, status, output, error, finished_at_us, steps) \
+                 VALUES (?, ?, '#' || ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             )?,
             record: db.prepare(
                 "INSERT INTO journal (run_id, seq, kind, node, lineage, activation, attempt, at_us, data, error, duration_us, input) \
@@ -234,10 +240,10 @@ impl<'db> Writer<'db> {
 
     /// The fast path: the whole batch in one transaction, in queue order.
     fn write_batch(&mut self, batch: &[Command]) -> Result<(), WriteError> {
-        self.db.exec("BEGIN IMMEDIATE")?;
+        self.st.begin.run(&[])?;
         let written = batch.iter().try_for_each(|cmd| self.write_one(cmd, true));
-        match written.and_then(|()| Ok(self.db.exec("COMMIT")?)) {
-            Ok(()) => Ok(()),
+        match written.and_then(|()| Ok(self.st.commit.run(&[])?)) {
+            Ok(_) => Ok(()),
             Err(e) => {
                 if self.db.in_transaction()
                     && let Err(e2) = self.db.exec("ROLLBACK")
@@ -299,12 +305,11 @@ impl<'db> Writer<'db> {
             Command::Seal(sealed, _) => {
                 let Sealed {
                     run,
-                    records,
+                    steps,
                     logs,
                     finish,
                 } = &**sealed;
-                self.insert_run(run, Some(finish), known)?;
-                records.iter().try_for_each(|r| self.insert_record(r))?;
+                self.insert_run(run, Some((finish, steps)), known)?;
                 logs.iter().try_for_each(|l| self.insert_log(l))
             }
             Command::Append(row, _) => self.insert_record(row),
@@ -382,14 +387,16 @@ impl<'db> Writer<'db> {
         Ok(())
     }
 
-    /// A run row (a sealed run's with how it ended), and the definition it
-    /// pins unless stored before (INSERT OR IGNORE for one that was).
+    /// A run row (a sealed run's with how it ended and its packed journal),
+    /// and the definition it pins unless stored before (INSERT OR IGNORE
+    /// for one that was).
     fn insert_run(
         &mut self,
         r: &RunInsert,
-        end: Option<&FinishRun>,
+        sealed: Option<(&FinishRun, &String)>,
         known: bool,
     ) -> Result<(), WriteError> {
+        let end = sealed.map(|(finish, _)| finish);
         if !(known && self.stored_definitions.contains(&r.definition_hash)) {
             self.st
                 .definition
@@ -410,6 +417,7 @@ impl<'db> Writer<'db> {
             end.and_then(|f| f.output.as_deref()).into(),
             end.and_then(|f| f.error.as_deref()).into(),
             end.map(|f| f.finished_at_us).into(),
+            sealed.map(|(_, steps)| steps.as_str()).into(),
         ])?;
         Ok(())
     }

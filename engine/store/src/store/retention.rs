@@ -77,12 +77,24 @@ pub struct StorageFacts {
 /// not yet saved, keeps its blob.
 pub const BLOB_GRACE: Duration = Duration::from_secs(60 * 60);
 
-/// Where a value column is scanned for blob references.
-const VALUE_SCANS: &[&str] = &[
-    "SELECT input, output FROM runs WHERE input LIKE '@%' OR instr(input, '\"$blob\"') > 0 \
-     OR output LIKE '@%' OR instr(output, '\"$blob\"') > 0",
-    "SELECT data, input FROM journal WHERE data LIKE '@%' OR instr(data, '\"$blob\"') > 0 \
-     OR input LIKE '@%' OR instr(input, '\"$blob\"') > 0",
+/// Where a value column is scanned for blob references; `true`: the column
+/// holds packed records (`runs.steps`, see `journal/packed.rs`), whose value
+/// texts are scanned (in it, a blob is `"@<hash>"`, a `$blob` escaped).
+const VALUE_SCANS: &[(&str, bool)] = &[
+    (
+        "SELECT input, output FROM runs WHERE input LIKE '@%' OR instr(input, '\"$blob\"') > 0 \
+         OR output LIKE '@%' OR instr(output, '\"$blob\"') > 0",
+        false,
+    ),
+    (
+        "SELECT data, input FROM journal WHERE data LIKE '@%' OR instr(data, '\"$blob\"') > 0 \
+         OR input LIKE '@%' OR instr(input, '\"$blob\"') > 0",
+        false,
+    ),
+    (
+        "SELECT steps, NULL FROM runs WHERE instr(steps, '\"@') > 0 OR instr(steps, '$blob') > 0",
+        true,
+    ),
 ];
 
 /// Workflow texts: any hash in them is a reference (a `code.wasm` module,
@@ -259,11 +271,18 @@ impl Store {
         }
         let mut marked = HashSet::new();
         let mut values = HashSet::new();
-        for sql in VALUE_SCANS {
+        for (sql, packed) in VALUE_SCANS {
             let mut rows =
                 sqlx::query_as::<_, (Option<String>, Option<String>)>(*sql).fetch(&self.inner.pool);
             while let Some((a, b)) = rows.try_next().await? {
-                for text in [a, b].into_iter().flatten() {
+                let texts: Vec<String> = if *packed {
+                    a.as_deref()
+                        .map(crate::journal::packed::value_texts)
+                        .unwrap_or_default()
+                } else {
+                    [a, b].into_iter().flatten().collect()
+                };
+                for text in texts {
                     match text.strip_prefix('@') {
                         Some(hash) => {
                             values.insert(hash.to_string());
