@@ -97,6 +97,22 @@ fn step(run: &str, seq: u64, node: &str, data: Stored) -> Record {
     }
 }
 
+/// A run of `wf` recorded whole when it ended ([`Store::seal_run`]).
+fn sealed_run(id: &str) -> NewRun {
+    NewRun {
+        id: id.into(),
+        workflow_id: "wf".into(),
+        definition: definition(1).into(),
+        trigger: "start".into(),
+        input: Arc::new(json!({"run": id})),
+        created_at_us: NOW,
+        parent_run: None,
+        doc_version: None,
+        draft: false,
+        executor: Default::default(),
+    }
+}
+
 async fn prune(store: &Store, r: &Retention) -> Result<sluice_store::Deleted> {
     let mut total = sluice_store::Deleted::default();
     let Some(cut) = store.cutoffs("wf", r, NOW).await? else {
@@ -293,6 +309,36 @@ async fn blobs_no_kept_value_refers_to_are_collected_and_the_rest_stay() -> Resu
                 .await?;
         }
         j.flush().await?;
+        // A run recorded whole (its journal packed into its row) keeps the
+        // blobs its steps refer to the same way.
+        let sealed_big = json!({"pad": "y".repeat(sluice_store::INLINE_LIMIT)});
+        let Stored::Blob(sealed_hash) = store.blobs().store_value(&sealed_big)? else {
+            anyhow::bail!("a value past the inline limit is a blob");
+        };
+        let sealed_ref = bytes_blob(b"binary data a sealed run refers to")?;
+        store
+            .seal_run(
+                &sealed_run("sealed"),
+                vec![
+                    step("sealed", 1, "a", Stored::Blob(sealed_hash.clone())),
+                    step(
+                        "sealed",
+                        2,
+                        "b",
+                        Stored::Loaded(Arc::new(
+                            json!([["out", {"$blob": sealed_ref, "size": 34}]]),
+                        )),
+                    ),
+                ],
+                Vec::new(),
+                sluice_store::RunEnd {
+                    status: RunStatus::Succeeded,
+                    output: None,
+                    error: None,
+                    finished_at_us: NOW,
+                },
+            )
+            .await?;
         let exists = |h: &str| store.blobs().blob_path(h).is_ok();
 
         // Within the grace nothing goes.
@@ -301,7 +347,14 @@ async fn blobs_no_kept_value_refers_to_are_collected_and_the_rest_stay() -> Resu
         let c = store.collect_blobs_older_than(Duration::ZERO).await?;
         assert_eq!((c.blobs, c.bytes), (1, 21), "only the orphan");
         assert!(!exists(&orphan));
-        for h in [&nested, &referenced, &module, &big_hash] {
+        for h in [
+            &nested,
+            &referenced,
+            &module,
+            &big_hash,
+            &sealed_hash,
+            &sealed_ref,
+        ] {
             assert!(exists(h), "{h}");
         }
 
@@ -311,10 +364,10 @@ async fn blobs_no_kept_value_refers_to_are_collected_and_the_rest_stay() -> Resu
             keep_max: KeepMax::Runs(0),
             keep_failed_for: KeepFor::Forever,
         };
-        assert_eq!(prune(&store, &all).await?.runs, 1);
+        assert_eq!(prune(&store, &all).await?.runs, 2);
         let c = store.collect_blobs_older_than(Duration::ZERO).await?;
-        assert_eq!(c.blobs, 3);
-        for h in [&nested, &referenced, &big_hash] {
+        assert_eq!(c.blobs, 5);
+        for h in [&nested, &referenced, &big_hash, &sealed_hash, &sealed_ref] {
             assert!(!exists(h), "{h}");
         }
         assert!(exists(&module));

@@ -1008,12 +1008,15 @@ async fn runs_are_found_by_workflow_status_trigger_and_cursor() -> Result<()> {
 /// A step's input (or outputs) that was journaled before in the run is
 /// written as a reference and read back as the value; a sealed run (created
 /// with its journal, its logs and its end in one write) reads back like any
-/// other; a reference to nothing earlier is named as corrupt.
+/// other, from the one row it is written as (its records packed into
+/// `runs.steps`, none in `journal`); a reference to nothing earlier is named
+/// as corrupt.
 #[tokio::test]
 async fn references_and_sealed_runs_read_back_as_values() -> Result<()> {
     timed(async {
         use sluice_store::{RunEnd, ValueRef};
-        let (_dir, store) = open().await?;
+        use sqlx::Connection;
+        let (dir, store) = open().await?;
         let run = new_run("sealed", 7);
         let out = |seq: u64, port: &str| ValueRef::Output {
             seq,
@@ -1084,6 +1087,30 @@ async fn references_and_sealed_runs_read_back_as_values() -> Result<()> {
             Some(json!([["yes", {"n": 7, "tier": "gold"}], ["no", {"n": 7}]]))
         );
         assert_eq!(store.run_logs("sealed").await?.len(), 1);
+        let mut c = sqlx::SqliteConnection::connect(&format!(
+            "sqlite://{}",
+            dir.path().join("data/sluice.db").display()
+        ))
+        .await?;
+        let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM journal WHERE run_id = 'sealed'")
+            .fetch_one(&mut c)
+            .await?;
+        let steps: Option<String> =
+            sqlx::query_scalar("SELECT steps FROM runs WHERE id = 'sealed'")
+                .fetch_one(&mut c)
+                .await?;
+        assert_eq!(rows, 0, "a sealed run's records are not rows of their own");
+        assert!(steps.is_some_and(|s| s.contains("other/port")));
+        // A packed journal that is damaged is named, not half read.
+        sqlx::query("UPDATE runs SET steps = '[[0, 3, \"start\"' WHERE id = 'sealed'")
+            .execute(&mut c)
+            .await?;
+        match store.run_records("sealed").await {
+            Err(Error::Corrupt { table, key, .. }) => {
+                assert_eq!((table, key.as_str()), ("runs", "sealed (steps)"));
+            }
+            other => bail!("expected a corrupt packed journal, got {other:?}"),
+        }
 
         // A reference to a record that is not there.
         store.create_run(&new_run("bad", 8)).await?;
