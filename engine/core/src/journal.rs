@@ -40,7 +40,7 @@ pub struct Resumed {
     /// delay still to wait), skips not yet journaled, and the finish.
     pub actions: Vec<Action>,
     /// When each step's first attempt started: waits count from it.
-    pub first_started: HashMap<StepKey, i64>,
+    pub first_started: rustc_hash::FxHashMap<StepKey, i64>,
 }
 
 /// A step whose last action the journal has not answered yet.
@@ -137,7 +137,7 @@ pub fn replay(
 #[derive(Default)]
 struct State {
     pending: BTreeMap<StepKey, Pending>,
-    first_started: HashMap<StepKey, i64>,
+    first_started: rustc_hash::FxHashMap<StepKey, i64>,
     failed_at: HashMap<StepKey, i64>,
     skipped: HashSet<(usize, Lineage)>,
     skips_to_write: Vec<Action>,

@@ -3,7 +3,9 @@
 //! machine what happened, in order. Pure kinds run on the driver itself;
 //! the others on a task each under the engine's step permits.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -204,6 +206,11 @@ pub(super) fn run_info(
     trigger: &str,
     started_at_us: i64,
 ) -> Value {
+    if !plan.uses_run {
+        // No template of this plan can read `run`: only what the driver
+        // itself takes from it (see `Plan::uses_run`).
+        return serde_json::json!({"workflow": &*plan.workflow.id, "trigger": trigger});
+    }
     let mut info = sluice_model::preview::run_info(id, &plan.workflow.id, trigger, started_at_us);
     let mut resume = serde_json::Map::new();
     for node in &plan.nodes {
@@ -325,9 +332,11 @@ pub(super) struct Driver {
     run: Run,
     pub(super) plan: Arc<Plan>,
     seq: u64,
-    first_started: HashMap<StepKey, i64>,
+    // Fx: keyed by the run's own steps (node indices, split indices), which
+    // nobody outside picks.
+    first_started: FxHashMap<StepKey, i64>,
     tasks: JoinSet<()>,
-    handles: HashMap<StepKey, tokio::task::AbortHandle>,
+    handles: FxHashMap<StepKey, tokio::task::AbortHandle>,
     tx: mpsc::UnboundedSender<Wake>,
     rx: mpsc::UnboundedReceiver<Wake>,
     /// Steps that finished on the driver itself, not yet applied.
@@ -339,7 +348,7 @@ pub(super) struct Driver {
     sealed: Option<Sealed>,
     journaled: Journaled,
     /// Approval steps waiting for a decision.
-    parked: HashMap<StepKey, ParkedStep>,
+    parked: FxHashMap<StepKey, ParkedStep>,
     /// Retries whose timer is running.
     retries_pending: usize,
     /// The claim this driver drives the run under (see `Engine::claim`).
@@ -365,7 +374,7 @@ impl Driver {
             seq: replay.next_seq,
             first_started: replay.first_started,
             tasks: JoinSet::new(),
-            handles: HashMap::new(),
+            handles: FxHashMap::default(),
             tx,
             rx,
             ready: Default::default(),
@@ -373,7 +382,7 @@ impl Driver {
             workflow,
             sealed: None,
             journaled: Journaled::default(),
-            parked: HashMap::new(),
+            parked: FxHashMap::default(),
             retries_pending: 0,
             claim: 0,
         };

@@ -4,7 +4,6 @@
 //! is left (steps in flight at the crash, retries not yet due, the finish)
 //! to a new driver.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -124,7 +123,7 @@ impl Engine {
 #[derive(Default)]
 pub(super) struct Replay {
     pub(super) next_seq: u64,
-    pub(super) first_started: HashMap<StepKey, i64>,
+    pub(super) first_started: rustc_hash::FxHashMap<StepKey, i64>,
     /// What the driver handles first (see [`Engine::resume_queued`]).
     pub(super) first_wake: Option<Wake>,
 }
