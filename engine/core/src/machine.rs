@@ -10,13 +10,13 @@
 //! settled with no activation means *skipped*.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::fmt;
+use std::sync::Arc;
 
 // Fx, not SipHash: the keys are node indices and split indices (nothing an
 // outsider can pick), and SipHash on them was ~3% of a webhook run's
 // instructions (`cargo xtask bench run-cost` under callgrind).
 use rustc_hash::FxHashMap as HashMap;
-use std::fmt;
-use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 use sluice_model::OnError;

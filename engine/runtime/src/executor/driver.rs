@@ -4,11 +4,10 @@
 //! the others on a task each under the engine's step permits.
 
 use std::collections::VecDeque;
-
-use rustc_hash::FxHashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use rustc_hash::FxHashMap;
 use serde_json::Value;
 use sluice_api::{RunError, StepStatus};
 use sluice_nodes as nodes;
