@@ -100,12 +100,8 @@ pub(crate) fn run(which: &str, args: &[String]) -> Result<()> {
             step(
                 "shared worker benchmark (release build): a 3-step run here vs handed off to restate-server + sluice worker, beside a raw Restate no-op",
             );
-            check(
-                cargo()
-                    .args(["run", "--release", "--locked", "-p", "sluice-bench"])
-                    .args(["--bin", "sluice-bench-worker"])
-                    .env("SLUICE_RESTATE_SERVER", &restate),
-            )
+            let bin = release_bin("sluice-bench-worker")?;
+            check(std::process::Command::new(bin).env("SLUICE_RESTATE_SERVER", &restate))
         }
         other => {
             bail!(
@@ -121,18 +117,27 @@ fn run_bench_bin(bin: &str) -> Result<()> {
 }
 
 fn run_bench_bin_with(bin: &str, args: &[&str]) -> Result<()> {
-    check(
-        cargo()
-            .args([
-                "run",
-                "--release",
-                "--locked",
-                "-p",
-                "sluice-bench",
-                "--bin",
-                bin,
-                "--",
-            ])
-            .args(args),
-    )
+    let path = release_bin(bin)?;
+    check(std::process::Command::new(&path).args(args))
+}
+
+/// Builds one release binary of the benches (`sluice` or an `engine/bench`
+/// binary) and returns its path. Every bench builds with the same package
+/// set, so features unify the same way for all of them: `bench run-cost`
+/// after `bench webhook` (and the reverse) reuses the build instead of
+/// rebuilding the dependencies for a different feature set (minutes on two
+/// cores).
+pub(crate) fn release_bin(bin: &str) -> Result<std::path::PathBuf> {
+    check(cargo().args([
+        "build",
+        "--release",
+        "--locked",
+        "-p",
+        "sluice-cli",
+        "-p",
+        "sluice-bench",
+        "--bin",
+        bin,
+    ]))?;
+    Ok(crate::cmd::target_dir()?.join("release").join(bin))
 }

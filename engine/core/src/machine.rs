@@ -209,7 +209,7 @@ pub enum Action {
         output: Value,
         error: Option<RunError>,
         /// The value of the first `output.respond` reached: `{status, headers, body}`.
-        respond: Option<Value>,
+        respond: Option<Msg>,
     },
 }
 
@@ -949,10 +949,9 @@ impl Run {
 
     fn finish(&mut self, actions: &mut Vec<Action>) {
         let respond = self.first_respond.as_ref().and_then(|k| {
-            let v = self
-                .exits
-                .get(&(k.node, k.lineage.clone(), k.activation.clone()))?;
-            Some((**v).clone())
+            self.exits
+                .get(&(k.node, k.lineage.clone(), k.activation.clone()))
+                .cloned()
         });
         actions.push(Action::Finish {
             status: self.status,

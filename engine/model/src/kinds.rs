@@ -231,6 +231,24 @@ pub fn parse<T: Config>(config: Value) -> Result<T, ConfigError> {
     Ok(typed)
 }
 
+/// Like [`parse`], taking the config's values instead of copying them (a
+/// `data.set`'s values, a respond's body: a run's messages), for a config
+/// that can be had again: `again` gives it once more to name the field
+/// that is wrong when it is not well formed.
+pub fn parse_owned<T: Config, E>(
+    config: Value,
+    again: impl FnOnce() -> Result<Value, E>,
+) -> Result<Result<T, ConfigError>, E> {
+    let typed: T = match T::deserialize(config) {
+        Ok(typed) => typed,
+        Err(_) => match serde_path_to_error::deserialize(again()?) {
+            Ok(typed) => typed,
+            Err(e) => return Ok(Err(config_error(e))),
+        },
+    };
+    Ok(typed.validate().map(|()| typed))
+}
+
 /// A trigger's config, read once when a workflow is planned: the edges that
 /// start runs (the trigger port, schedules, file watches, error triggers)
 /// read these, never the JSON.

@@ -25,7 +25,7 @@ use std::time::Duration;
 pub use io::Io;
 pub use settings::{Settings, WorkerSettings};
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use sluice_model::kinds::{
     self, EndConfig, IfConfig, Kind, LogConfig, RespondConfig, SetConfig, SplitConfig,
     SubworkflowConfig, SwitchConfig, TransformConfig, WaitConfig,
@@ -252,9 +252,12 @@ pub(crate) fn out(msg: Msg) -> Result<Outputs> {
 /// template that gives a value of the wrong type is a terminal error naming
 /// the field, like a wrong value written in the file.
 pub(crate) fn config<T: kinds::Config>(call: &Call<'_>) -> Result<T> {
-    let evaluated = call.config.eval(&call.scope)?;
-    let value = Arc::try_unwrap(evaluated).unwrap_or_else(|shared| (*shared).clone());
-    kinds::parse(value).map_err(|e| {
+    let owned = |v: Arc<Value>| Arc::try_unwrap(v).unwrap_or_else(|shared| (*shared).clone());
+    let value = owned(call.config.eval(&call.scope)?);
+    // Templates are pure: a config that is not well formed is evaluated
+    // again only to name the field that is wrong.
+    let again = || call.config.eval(&call.scope).map(owned);
+    kinds::parse_owned(value, again)?.map_err(|e| {
         Error::terminal(if e.path.is_empty() {
             format!("config: {}", e.message)
         } else {
@@ -356,9 +359,12 @@ pub fn execute_pure(call: &Call<'_>) -> Option<Result<Outputs>> {
                 Some(body) => body,
                 None => (*call.scope.input).clone(),
             };
-            out(Arc::new(
-                json!({"status": status, "headers": cfg.headers, "body": body}),
-            ))
+            // Built in place: `json!` would copy the body (a run's message).
+            let mut response = Map::with_capacity(3);
+            response.insert("status".into(), Value::from(status));
+            response.insert("headers".into(), Value::Object(cfg.headers));
+            response.insert("body".into(), body);
+            out(Arc::new(Value::Object(response)))
         })(),
         _ => return None,
     })

@@ -214,7 +214,7 @@ pub struct RunResult {
     pub error: Option<RunError>,
     /// The first `output.respond` reached (`{status, headers, body}`), if any:
     /// it decides the HTTP response of a webhook run.
-    pub respond: Option<Value>,
+    pub respond: Option<std::sync::Arc<Value>>,
 }
 
 /// Engine settings.
@@ -704,15 +704,45 @@ pub fn new_run_id() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     let t = nodes::now_us();
-    // Time-ordered, unique within and across processes (pid + counter).
-    format!(
-        "r{:013x}{:05x}{:04x}",
-        t,
-        std::process::id() & 0xfffff,
-        n & 0xffff
-    )
+    // Time-ordered, unique within and across processes (pid + counter):
+    // "r" + 13, 5 and 4 hex digits, written by hand (`format!`'s padding
+    // machinery was a run's costliest string).
+    let mut id = String::with_capacity(23);
+    id.push('r');
+    push_hex(&mut id, t as u64, 13);
+    push_hex(&mut id, u64::from(std::process::id() & 0xfffff), 5);
+    push_hex(&mut id, n & 0xffff, 4);
+    id
+}
+
+/// Appends `v` in lower-case hex, zero-padded to `digits` (as
+/// `{:0digits$x}` does: never cut).
+fn push_hex(out: &mut String, v: u64, digits: u32) {
+    let needed = (64 - v.leading_zeros()).div_ceil(4);
+    for i in (0..digits.max(needed)).rev() {
+        let d = ((v >> (4 * i)) & 0xf) as u8;
+        out.push(char::from(if d < 10 { b'0' + d } else { b'a' + d - 10 }));
+    }
 }
 
 fn tracing_log(msg: &str) {
     eprintln!("sluice: {msg}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_ids_are_hex_as_format_writes_them() {
+        for (v, digits) in [(0, 13), (0x1_8c2f_0a3b_4c5d, 13), (u64::MAX, 4), (0xabc, 5)] {
+            let mut out = String::new();
+            push_hex(&mut out, v, digits);
+            assert_eq!(out, format!("{v:0w$x}", w = digits as usize));
+        }
+        let (a, b) = (new_run_id(), new_run_id());
+        assert_eq!(a.len(), 23, "{a}");
+        assert!(a.starts_with('r') && a[1..].bytes().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a, b);
+    }
 }

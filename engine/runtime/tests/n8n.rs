@@ -65,8 +65,8 @@ async fn webhook_set_respond() {
         "{report:?}"
     );
     assert_eq!(
-        r.respond,
-        Some(json!({
+        r.respond.as_deref(),
+        Some(&json!({
             "status": 201,
             "headers": {"X-Order-Source": "app"},
             "body": {"customer": "ADA", "total": 7.5, "summary": "3 x mug for ada",

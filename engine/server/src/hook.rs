@@ -163,19 +163,26 @@ pub fn message(
         .iter()
         .map(|h| h.to_ascii_lowercase())
         .collect();
-    Ok(json!({
-        "method": method.as_str(),
-        "path": path,
-        "query": query,
-        "headers": header_map(headers, &keep),
-        "body": parse_body(
-            headers
-                .get(header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or(""),
-            body
-        )?,
-    }))
+    let body = parse_body(
+        headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or(""),
+        body,
+    )?;
+    // Built in place: `json!` would serialize each part (the headers and
+    // the parsed body included) into a copy of itself.
+    let query = query
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+        .collect();
+    let mut message = Map::with_capacity(5);
+    message.insert("method".into(), Value::String(method.as_str().into()));
+    message.insert("path".into(), Value::String(path.into()));
+    message.insert("query".into(), Value::Object(query));
+    message.insert("headers".into(), header_map(headers, &keep));
+    message.insert("body".into(), body);
+    Ok(Value::Object(message))
 }
 
 /// Header carrying `sha256=<hex hmac of the body>` for triggers with a secret.
@@ -289,7 +296,7 @@ pub fn answer(
     run_id: &str,
     status: Status,
     output: Value,
-    respond_with: Option<Value>,
+    respond_with: Option<Arc<Value>>,
 ) -> Response {
     if status != Status::Succeeded {
         let mut resp = ApiError::internal(format!("run {run_id} {}", status.as_str()))
@@ -539,7 +546,19 @@ pub fn respond(r: &Value, run_id: &str) -> Response {
     let mut resp = match &r["body"] {
         Value::String(s) => (status, s.clone()).into_response(),
         Value::Null => status.into_response(),
-        other => (status, Json(other.clone())).into_response(),
+        // Serialized from the run's value, not from a copy of it (`Json`).
+        other => match serde_json::to_vec(other) {
+            Ok(json) => (
+                status,
+                [(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                )],
+                json,
+            )
+                .into_response(),
+            Err(e) => ApiError::internal(format!("the response body: {e}")).into_response(),
+        },
     };
     if let Some(h) = r["headers"].as_object() {
         for (k, v) in h {

@@ -411,6 +411,14 @@ async fn webhook_immediately_answers_202_and_the_run_completes() {
     assert_eq!(run["output"], json!({"done": {"id": "a9", "tier": "gold"}}));
     // The message: method, path, query, headers, body; nothing else.
     let trigger = &run["steps"][0]["input"];
+    let keys: Vec<&str> = trigger
+        .as_object()
+        .expect("the message is an object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(keys, ["method", "path", "query", "headers", "body"]);
+    assert_eq!(trigger["query"], json!({}));
     assert_eq!(trigger["method"], "POST");
     assert_eq!(trigger["path"], "orders");
     assert_eq!(trigger["body"], json!({"id": "a9", "total": 500}));

@@ -331,12 +331,7 @@ impl Journal {
                 end.error,
                 end.finished_at_us,
             )?,
-            steps: packed::pack(
-                &records
-                    .into_iter()
-                    .map(|r| self.journal_row(r))
-                    .collect::<Result<Vec<_>>>()?,
-            )?,
+            steps: packed::pack(&self.blobs, &records)?,
             logs: logs.into_iter().map(log_row).collect(),
             run,
         };
@@ -437,27 +432,51 @@ fn log_row(line: LogLine) -> LogRow {
 /// The column text of a stored value: inline JSON as is, a blob as "@" + hash.
 pub(crate) fn db_text(blobs: &Blobs, stored: Stored) -> Result<Arc<str>> {
     match stored {
+        // Moved into its column, not copied (`column_text` borrows).
         Stored::Inline(text) => {
-            if text.is_empty() || text.starts_with('@') || text.starts_with('^') {
-                return Err(Error::InvalidInline);
-            }
+            check_inline(&text)?;
             Ok(text.into())
         }
-        Stored::Ref(r) => Ok(format!("^{}", ref_text(&r)).into()),
+        other => Ok(column_text(blobs, &other)?.into()),
+    }
+}
+
+/// [`db_text`] borrowing the value: inline JSON (most values) is not copied.
+pub(crate) fn column_text<'a>(
+    blobs: &Blobs,
+    stored: &'a Stored,
+) -> Result<std::borrow::Cow<'a, str>> {
+    use std::borrow::Cow;
+    match stored {
+        Stored::Inline(text) => {
+            check_inline(text)?;
+            Ok(Cow::Borrowed(text))
+        }
+        Stored::Ref(r) => Ok(Cow::Owned(format!("^{}", ref_text(r)))),
         Stored::Refs(outputs) => {
             let pairs: Vec<(&str, String)> = outputs
                 .iter()
                 .map(|(port, r)| (port.as_str(), ref_text(r)))
                 .collect();
             let json = serde_json::to_string(&pairs).map_err(Error::InvalidJson)?;
-            Ok(format!("^^{json}").into())
+            Ok(Cow::Owned(format!("^^{json}")))
         }
         Stored::Blob(hash) => {
-            check_hash(&hash)?;
-            Ok(format!("@{hash}").into())
+            check_hash(hash)?;
+            Ok(Cow::Owned(format!("@{hash}")))
         }
-        Stored::Loaded(v) => db_text(blobs, blobs.store_value(&v)?),
+        Stored::Loaded(v) => Ok(Cow::Owned(
+            column_text(blobs, &blobs.store_value(v)?)?.into_owned(),
+        )),
     }
+}
+
+/// Inline JSON never looks like a blob (`@`) or a reference (`^`).
+fn check_inline(text: &str) -> Result<()> {
+    if text.is_empty() || text.starts_with('@') || text.starts_with('^') {
+        return Err(Error::InvalidInline);
+    }
+    Ok(())
 }
 
 /// A reference as journal columns write it: `input`, or `<seq>/<port>`.
@@ -487,7 +506,7 @@ pub(crate) fn refers_to_input(text: &str) -> bool {
 
 /// Resolves column text written by [`db_text`].
 /// An error as its column holds it (JSON).
-fn error_text(e: &RunError) -> Result<Arc<str>> {
+pub(crate) fn error_text(e: &RunError) -> Result<Arc<str>> {
     Ok(Arc::from(
         serde_json::to_string(e).map_err(Error::InvalidJson)?,
     ))

@@ -227,7 +227,12 @@ async fn call(
             output,
             respond,
             ..
-        }) => Ok(hook::answer(&run_id, status, output, respond)),
+        }) => Ok(hook::answer(
+            &run_id,
+            status,
+            output,
+            respond.map(std::sync::Arc::new),
+        )),
         // Still running (or its finish could not be read): follow it by id.
         _ => Ok(hook::accepted(&run_id)),
     }

@@ -469,7 +469,7 @@ impl SluiceRun {
                                 status,
                                 output,
                                 error,
-                                respond,
+                                respond: respond.map(Arc::unwrap_or_clone),
                             },
                         );
                         return book.answer(&ctx);

@@ -97,16 +97,7 @@ pub(super) fn run(args: &[String]) -> Result<()> {
 /// Builds the `sluice` binary (release) and returns its path.
 pub(super) fn release_sluice() -> Result<PathBuf> {
     step("building the sluice binary (release)");
-    check(cargo().args([
-        "build",
-        "--release",
-        "-p",
-        "sluice-cli",
-        "--bin",
-        "sluice",
-        "--locked",
-    ]))?;
-    Ok(target_dir()?.join("release").join("sluice"))
+    super::release_bin("sluice")
 }
 
 /// Bumped when the populated data dir must be made again.
@@ -182,12 +173,8 @@ pub(super) fn populated_data() -> Result<PathBuf> {
         step(
             "making a data dir of 1,000 workflows and 1,000,000 runs (once; kept under the target dir)",
         );
-        check(
-            cargo()
-                .args(["run", "--release", "--locked", "-p", "sluice-bench"])
-                .args(["--bin", "sluice-bench-populate", "--"])
-                .arg(&data),
-        )?;
+        let populate = super::release_bin("sluice-bench-populate")?;
+        check(Command::new(populate).arg(&data))?;
         std::fs::write(&stamp, b"")?;
     }
     Ok(data)

@@ -31,7 +31,7 @@ impl Engine {
         run: Run,
         actions: Vec<Action>,
         replay: Replay,
-        info: Value,
+        info: RunInfo,
         fires_errors: bool,
     ) -> RunHandle {
         let (handle, driven) = self.driver(slot, run, actions, replay, info, fires_errors, None);
@@ -51,7 +51,7 @@ impl Engine {
         slot: Slot,
         run: Run,
         actions: Vec<Action>,
-        info: Value,
+        info: RunInfo,
         fires_errors: bool,
         new_run: sluice_store::NewRun,
     ) -> RunHandle {
@@ -84,7 +84,7 @@ impl Engine {
         run: Run,
         actions: Vec<Action>,
         replay: Replay,
-        info: Value,
+        info: RunInfo,
         fires_errors: bool,
         sealed: Option<Sealed>,
     ) -> (
@@ -92,7 +92,7 @@ impl Engine {
         Option<impl std::future::Future<Output = ()> + Send + 'static>,
     ) {
         let id = slot.id.clone();
-        let workflow = info["workflow"].as_str().unwrap_or_default().to_string();
+        let workflow = info.workflow.to_string();
         let (own_tx, own_rx) = oneshot::channel();
         let handle = RunHandle {
             id: id.clone(),
@@ -192,8 +192,9 @@ pub(super) struct Sealed {
     logs: Vec<LogLine>,
 }
 
-/// The template context `run` (see [`sluice_model::preview::run_info`],
-/// which the editor's preview uses too).
+/// What a driver knows of its run: its workflow, its trigger, and the
+/// template context `run` (see [`sluice_model::preview::run_info`], which
+/// the editor's preview uses too).
 ///
 /// A plan with approvals outside splits adds `run.resume.<node id>`: each
 /// one's resume link, known from the start so that an earlier step (an
@@ -204,13 +205,18 @@ pub(super) fn run_info(
     plan: &Plan,
     trigger: &str,
     started_at_us: i64,
-) -> Value {
+) -> RunInfo {
+    let info = RunInfo {
+        context: Arc::new(Value::Null),
+        workflow: Arc::from(plan.workflow.id.as_str()),
+        trigger: trigger.to_string(),
+    };
     if !plan.uses_run {
-        // No template of this plan can read `run`: only what the driver
-        // itself takes from it (see `Plan::uses_run`).
-        return serde_json::json!({"workflow": &*plan.workflow.id, "trigger": trigger});
+        // No template of this plan can read `run` (see `Plan::uses_run`).
+        return info;
     }
-    let mut info = sluice_model::preview::run_info(id, &plan.workflow.id, trigger, started_at_us);
+    let mut context =
+        sluice_model::preview::run_info(id, &plan.workflow.id, trigger, started_at_us);
     let mut resume = serde_json::Map::new();
     for node in &plan.nodes {
         if node.kind == sluice_model::kinds::Kind::Approval && node.scope.is_empty() {
@@ -223,11 +229,23 @@ pub(super) fn run_info(
         }
     }
     if !resume.is_empty()
-        && let Value::Object(m) = &mut info
+        && let Value::Object(m) = &mut context
     {
         m.insert("resume".into(), Value::Object(resume));
     }
-    info
+    RunInfo {
+        context: Arc::new(context),
+        ..info
+    }
+}
+
+/// What a driver knows of its run from the start.
+pub(super) struct RunInfo {
+    /// The template context `run` (null when no template can read it).
+    context: Arc<Value>,
+    workflow: Arc<str>,
+    /// The trigger node's id.
+    trigger: String,
 }
 
 /// The optional parts of a journal record.
@@ -355,12 +373,14 @@ pub(super) struct Driver {
 }
 
 impl Driver {
-    fn new(engine: Engine, run_id: Arc<str>, run: Run, replay: Replay, info: Value) -> Driver {
+    fn new(engine: Engine, run_id: Arc<str>, run: Run, replay: Replay, info: RunInfo) -> Driver {
         let plan = run.plan().clone();
         let (tx, rx) = mpsc::unbounded_channel();
-        let workflow: Arc<str> = Arc::from(info["workflow"].as_str().unwrap_or_default());
-        let trigger = info["trigger"].as_str().unwrap_or_default().to_string();
-        let run_info = Arc::new(info);
+        let RunInfo {
+            context: run_info,
+            workflow,
+            trigger,
+        } = info;
         if let Some(first) = replay.first_wake {
             // Handled before the driver can park again (see `drive`).
             tx.send(first).ok();

@@ -834,7 +834,7 @@ impl Mirror {
                     status,
                     output,
                     error,
-                    respond,
+                    respond: respond.map(Arc::new),
                 };
                 // Read back live, it ends now; adopted after the fact (a
                 // deployment's run), at the latest time the worker stamped.

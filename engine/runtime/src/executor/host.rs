@@ -21,7 +21,7 @@ pub(super) struct StepHost {
     pub(super) engine: Engine,
     /// The plan of the step's run (its workflow, for sub-workflow limits).
     pub(super) plan: Arc<Plan>,
-    pub(super) idem: String,
+    pub(super) idem: Idem,
     pub(super) logs: Mutex<Vec<(String, String)>>,
     /// The secrets of the credentials this step asked for.
     pub(super) secrets: Mutex<Redactor>,
@@ -32,6 +32,42 @@ pub(super) struct StepHost {
     pub(super) live_bytes: std::sync::atomic::AtomicUsize,
     /// The step permit it runs under, given back while a tool call waits.
     pub(super) permit: Mutex<Option<tokio::sync::OwnedSemaphorePermit>>,
+}
+
+/// A step's idempotency key `run/node/lineage/activation`, written out
+/// when first asked for: most steps (the pure kinds) never ask, and
+/// formatting it was a tenth of what starting such a step cost.
+pub(super) struct Idem {
+    text: std::sync::OnceLock<String>,
+    /// The run, the node and the step, to write it from.
+    parts: Option<(Arc<str>, Arc<str>, crate::machine::StepKey)>,
+}
+
+impl Idem {
+    /// A key known already (a step of a run driven elsewhere, a test call).
+    pub(super) fn known(text: String) -> Idem {
+        Idem {
+            text: std::sync::OnceLock::from(text),
+            parts: None,
+        }
+    }
+
+    /// The key of `step` of `run`, at node `node`.
+    pub(super) fn of(run: Arc<str>, node: Arc<str>, step: crate::machine::StepKey) -> Idem {
+        Idem {
+            text: std::sync::OnceLock::new(),
+            parts: Some((run, node, step)),
+        }
+    }
+
+    pub(super) fn as_str(&self) -> &str {
+        self.text.get_or_init(|| match &self.parts {
+            Some((run, node, step)) => {
+                format!("{run}/{node}/{}/{}", step.lineage, step.activation)
+            }
+            None => String::new(),
+        })
+    }
 }
 
 /// The most live text one step sends (the whole text is journaled anyway).
@@ -74,7 +110,7 @@ impl nodes::BlobWriter for StepBlob {
 
 impl Host for StepHost {
     fn idempotency_key(&self) -> &str {
-        &self.idem
+        self.idem.as_str()
     }
 
     fn credential<'a>(
@@ -164,7 +200,7 @@ impl Host for StepHost {
             _ => text.to_string(),
         };
         // The key is `run/node/lineage/activation`.
-        let mut parts = self.idem.splitn(4, '/');
+        let mut parts = self.idem.as_str().splitn(4, '/');
         let (Some(run), Some(node), Some(lineage)) = (parts.next(), parts.next(), parts.next())
         else {
             return;
@@ -210,7 +246,10 @@ impl Host for StepHost {
     ) -> nodes::BoxFuture<'_, nodes::Result<Value>> {
         // The child's id derives from this step's idempotency key: after a
         // crash the same child is found again instead of started twice.
-        let child_id = format!("r{}", &blake3::hash(self.idem.as_bytes()).to_hex()[..24]);
+        let child_id = format!(
+            "r{}",
+            &blake3::hash(self.idem.as_str().as_bytes()).to_hex()[..24]
+        );
         self.child_run(child_id, workflow, trigger, input, wait)
     }
 
@@ -224,7 +263,7 @@ impl Host for StepHost {
         // call's key, so a step run again finds its calls' children.
         let child_id = format!(
             "r{}",
-            &blake3::hash(format!("{}#{key}", self.idem).as_bytes()).to_hex()[..24]
+            &blake3::hash(format!("{}#{key}", self.idem.as_str()).as_bytes()).to_hex()[..24]
         );
         Box::pin(async move {
             // The step's permit is not held while the child runs: steps
@@ -301,7 +340,7 @@ impl StepHost {
                 return Err(nodes::Error::terminal(NO_REMOTE_SUBWORKFLOWS));
             }
             let engine = &self.engine;
-            let parent = self.idem.split('/').next().map(str::to_string);
+            let parent = self.idem.as_str().split('/').next().map(str::to_string);
             let existing = engine
                 .store()
                 .get_run(&child_id)

@@ -11,7 +11,7 @@ use sluice_nodes as nodes;
 use sluice_nodes::redact::Redactor;
 
 use super::driver::{Done, Driver};
-use super::host::StepHost;
+use super::host::{Idem, StepHost};
 use crate::machine::{Hist, Msg, StepKey};
 use crate::plan::{Plan, PlanNode};
 
@@ -35,15 +35,12 @@ impl Prepared {
     ) -> Prepared {
         let plan = &driver.plan;
         let node = &plan.nodes[key.node];
-        let idem = format!(
-            "{}/{}/{}/{}",
-            driver.run_id, node.id, key.lineage, key.activation
-        );
+        let idem = Idem::of(driver.run_id.clone(), node.id.clone(), key.clone());
         if let Some(log) = &driver.engine.inner.exec_log {
             use std::io::Write;
             if let Ok(mut f) = log.lock() {
                 // Test hook only: a failed write just means a missing count.
-                writeln!(f, "{idem} {attempt}").ok();
+                writeln!(f, "{} {attempt}", idem.as_str()).ok();
             }
         }
         Prepared {
@@ -101,7 +98,7 @@ impl Prepared {
             host: StepHost {
                 engine: engine.clone(),
                 plan,
-                idem,
+                idem: Idem::known(idem),
                 logs: Mutex::new(Vec::new()),
                 secrets: Mutex::new(Redactor::default()),
                 remote,

@@ -15,8 +15,9 @@
 
 use serde::Deserialize;
 
-use super::JournalRow;
-use crate::{Error, Result};
+use super::{column_text, error_text};
+use crate::blobs::Blobs;
+use crate::{Error, Record, Result};
 
 /// One record's columns before its values are resolved into a
 /// [`crate::Record`]: a `journal` row, or one packed record (in this order).
@@ -35,27 +36,45 @@ pub(crate) struct Columns {
     pub input: Option<String>,
 }
 
-/// The `runs.steps` text of `records` (one run's, in seq order).
-pub(crate) fn pack(records: &[JournalRow]) -> Result<String> {
-    let rows: Vec<_> = records
-        .iter()
-        .map(|r| {
-            (
-                r.seq,
-                r.kind,
-                &*r.node,
-                &*r.lineage,
-                &*r.activation,
-                r.attempt,
-                r.at_us,
-                r.data.as_deref(),
-                r.error.as_deref(),
-                r.duration_us,
-                r.input.as_deref(),
-            )
-        })
-        .collect();
-    serde_json::to_string(&rows).map_err(Error::InvalidJson)
+/// The `runs.steps` text of `records` (one run's, in seq order), written
+/// from the records themselves: their inline values are not copied into
+/// `journal` row columns first.
+pub(crate) fn pack(blobs: &Blobs, records: &[Record]) -> Result<String> {
+    let mut out = Vec::with_capacity(256 * records.len());
+    out.push(b'[');
+    for (i, r) in records.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        let data = text(blobs, &r.data)?;
+        let input = text(blobs, &r.input)?;
+        let error = r.error.as_ref().map(error_text).transpose()?;
+        let row = (
+            i64::try_from(r.seq).map_err(|_| Error::SeqOutOfRange(r.seq))?,
+            r.kind as i64,
+            &*r.node,
+            r.lineage.as_str(),
+            r.activation.as_str(),
+            i64::from(r.attempt),
+            r.at_us,
+            data.as_deref(),
+            error.as_deref(),
+            r.duration_us,
+            input.as_deref(),
+        );
+        serde_json::to_writer(&mut out, &row).map_err(Error::InvalidJson)?;
+    }
+    out.push(b']');
+    // serde_json writes UTF-8 only.
+    String::from_utf8(out)
+        .map_err(|e| Error::InvalidJson(<serde_json::Error as serde::ser::Error>::custom(e)))
+}
+
+fn text<'a>(
+    blobs: &Blobs,
+    v: &'a Option<crate::Stored>,
+) -> Result<Option<std::borrow::Cow<'a, str>>> {
+    v.as_ref().map(|v| column_text(blobs, v)).transpose()
 }
 
 /// The records of a `runs.steps` text; `run_id` names the run in the
@@ -84,22 +103,21 @@ pub(crate) fn value_texts(text: &str) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use super::*;
+    use crate::blobs::{Stored, ValueRef};
 
-    fn row(seq: i64, data: Option<&str>, input: Option<&str>) -> JournalRow {
-        JournalRow {
+    fn record(seq: u64, data: Option<Stored>, input: Option<Stored>) -> Record {
+        Record {
             run_id: "r".into(),
             seq,
-            kind: 3,
+            kind: crate::RecordKind::Succeeded,
             node: "set".into(),
             lineage: "0.1".into(),
             activation: "0".into(),
             attempt: 1,
-            at_us: 1_700_000_000_000_000 + seq,
-            data: data.map(Arc::from),
-            input: input.map(Arc::from),
+            at_us: 1_700_000_000_000_000 + seq as i64,
+            data,
+            input,
             error: None,
             duration_us: Some(12),
         }
@@ -107,27 +125,61 @@ mod tests {
 
     #[test]
     fn records_come_back_column_for_column() -> Result<()> {
+        let dir = tempfile::tempdir().expect("a temporary dir");
+        let blobs = Blobs::open(dir.path().to_path_buf())?;
         let inline = r#"[["out",{"id":7,"note":"a \"quoted\" line\nand ünïcode"}]]"#;
-        let rows = [
-            row(1, Some("^^[[\"out\",\"input\"]]"), Some("^input")),
-            row(2, Some(inline), Some("^1/out")),
-            row(3, Some(&format!("@{}", "a".repeat(64))), None),
+        let hash = "a".repeat(64);
+        let out = |seq| ValueRef::Output {
+            seq,
+            port: "out".into(),
+        };
+        let mut failed = record(4, None, Some(Stored::Ref(out(2))));
+        failed.kind = crate::RecordKind::Failed;
+        failed.error = Some(sluice_api::RunError::of_run("no \"such\" host"));
+        let records = [
+            record(
+                1,
+                Some(Stored::Refs(vec![("out".into(), ValueRef::RunInput)])),
+                Some(Stored::Ref(ValueRef::RunInput)),
+            ),
+            record(
+                2,
+                Some(Stored::Inline(inline.into())),
+                Some(Stored::Ref(out(1))),
+            ),
+            record(3, Some(Stored::Blob(hash.clone())), None),
+            failed,
         ];
-        let packed = pack(&rows)?;
+        let packed = pack(&blobs, &records)?;
         let back = unpack("r", &packed)?;
-        assert_eq!(back.len(), 3);
-        for (r, b) in rows.iter().zip(&back) {
+        assert_eq!(back.len(), 4);
+        let texts = |v: &Option<Stored>| -> Result<Option<String>> {
+            Ok(v.as_ref()
+                .map(|v| column_text(&blobs, v))
+                .transpose()?
+                .map(|t| t.into_owned()))
+        };
+        for (r, b) in records.iter().zip(&back) {
             assert_eq!(
                 (b.seq, b.kind, &*b.node, &*b.lineage, &*b.activation),
-                (r.seq, r.kind, &*r.node, &*r.lineage, &*r.activation)
+                (
+                    r.seq as i64,
+                    r.kind as i64,
+                    &*r.node,
+                    &*r.lineage,
+                    &*r.activation
+                )
             );
             assert_eq!(
                 (b.attempt, b.at_us, b.duration_us),
-                (r.attempt, r.at_us, r.duration_us)
+                (i64::from(r.attempt), r.at_us, r.duration_us)
             );
-            assert_eq!(b.data.as_deref(), r.data.as_deref());
-            assert_eq!(b.input.as_deref(), r.input.as_deref());
-            assert_eq!(b.error.as_deref(), r.error.as_deref());
+            assert_eq!(b.data, texts(&r.data)?);
+            assert_eq!(b.input, texts(&r.input)?);
+            assert_eq!(
+                b.error.as_deref(),
+                r.error.as_ref().map(error_text).transpose()?.as_deref()
+            );
         }
         assert_eq!(
             value_texts(&packed),
@@ -136,9 +188,24 @@ mod tests {
                 "^input",
                 inline,
                 "^1/out",
-                &format!("@{}", "a".repeat(64))
+                &format!("@{hash}"),
+                "^2/out",
             ]
         );
+        Ok(())
+    }
+
+    #[test]
+    fn a_value_that_is_not_a_column_is_refused_not_packed() -> Result<()> {
+        let dir = tempfile::tempdir().expect("a temporary dir");
+        let blobs = Blobs::open(dir.path().to_path_buf())?;
+        for bad in [
+            Stored::Inline("@not-a-blob".into()),
+            Stored::Inline(String::new()),
+            Stored::Blob("../etc/passwd".into()),
+        ] {
+            assert!(pack(&blobs, &[record(1, Some(bad), None)]).is_err());
+        }
         Ok(())
     }
 
