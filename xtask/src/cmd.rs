@@ -17,8 +17,40 @@ pub(crate) fn step(what: &str) {
     eprintln!("\x1b[1m==> {what}\x1b[0m");
 }
 
+/// A cargo command that builds as one started from a shell would.
+///
+/// `cargo xtask` runs this binary with the variables cargo gives a
+/// package's own programs (`CARGO_MANIFEST_DIR` = xtask's, `CARGO_PKG_NAME`
+/// = `xtask`, ...). Build scripts that watch those variables (ring's does)
+/// saw them change between a build started here and one started from a
+/// shell, ran again, and took everything above them with them: a bench
+/// after a release build by hand rebuilt most of the workspace (ten
+/// minutes on two cores), and a test run by hand after `cargo xtask test`
+/// rebuilt it for tests. Nested builds now see a shell's variables.
 pub(crate) fn cargo() -> Command {
-    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    for (name, _) in std::env::vars_os() {
+        let Some(name) = name.to_str() else { continue };
+        if is_set_for_xtask(name) {
+            cmd.env_remove(name);
+        }
+    }
+    cmd
+}
+
+/// The variables `cargo run` sets for the program it runs, which a shell
+/// does not have.
+fn is_set_for_xtask(name: &str) -> bool {
+    name.starts_with("CARGO_PKG_")
+        || matches!(
+            name,
+            "CARGO_MANIFEST_DIR"
+                | "CARGO_MANIFEST_PATH"
+                | "CARGO_MANIFEST_LINKS"
+                | "CARGO_CRATE_NAME"
+                | "CARGO_BIN_NAME"
+                | "CARGO_PRIMARY_PACKAGE"
+        )
 }
 
 pub(crate) fn check(cmd: &mut Command) -> Result<()> {
@@ -43,4 +75,34 @@ pub(crate) fn target_dir() -> Result<PathBuf> {
         return Ok(PathBuf::from(dir));
     }
     Ok(project_root().join("target"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nested_cargo_runs_without_the_variables_cargo_run_set_for_xtask() {
+        // This test binary runs with them (cargo test sets them too).
+        assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some());
+        let cmd = cargo();
+        let removed: Vec<_> = cmd
+            .get_envs()
+            .filter(|(_, v)| v.is_none())
+            .map(|(k, _)| k.to_string_lossy().into_owned())
+            .collect();
+        for name in ["CARGO_MANIFEST_DIR", "CARGO_PKG_NAME", "CARGO_PKG_VERSION"] {
+            assert!(
+                removed.iter().any(|r| r == name),
+                "{name} kept: {removed:?}"
+            );
+        }
+        // What cargo needs to find itself and the target dir stays.
+        assert!(
+            !removed
+                .iter()
+                .any(|r| r == "CARGO" || r == "CARGO_TARGET_DIR")
+        );
+        assert!(!is_set_for_xtask("CARGO_HOME") && !is_set_for_xtask("CARGO_INCREMENTAL"));
+    }
 }
