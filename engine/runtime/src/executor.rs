@@ -702,6 +702,10 @@ fn contains(outer: &Path, inner: &Path) -> bool {
 pub fn new_run_id() -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
+    // Read once: `process::id` is a system call (glibc caches no pid), one
+    // per webhook request when it was read here each time.
+    static PID: std::sync::LazyLock<u64> =
+        std::sync::LazyLock::new(|| u64::from(std::process::id() & 0xfffff));
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     let t = nodes::now_us();
     // Time-ordered, unique within and across processes (pid + counter):
@@ -710,7 +714,7 @@ pub fn new_run_id() -> String {
     let mut id = String::with_capacity(23);
     id.push('r');
     push_hex(&mut id, t as u64, 13);
-    push_hex(&mut id, u64::from(std::process::id() & 0xfffff), 5);
+    push_hex(&mut id, *PID, 5);
     push_hex(&mut id, n & 0xffff, 4);
     id
 }
@@ -744,5 +748,9 @@ mod tests {
         assert_eq!(a.len(), 23, "{a}");
         assert!(a.starts_with('r') && a[1..].bytes().all(|c| c.is_ascii_hexdigit()));
         assert_ne!(a, b);
+        // This process's id, in the 5 digits after the time.
+        let pid = format!("{:05x}", std::process::id() & 0xfffff);
+        assert_eq!(&a[14..19], pid, "{a}");
+        assert_eq!(&b[14..19], pid, "{b}");
     }
 }

@@ -79,8 +79,21 @@ impl Options {
     }
 }
 
+/// What every handler reads, behind one `Arc`: axum clones the state for
+/// each layer and extractor of every request, and one reference count
+/// (rather than one per field, shared between the workers' caches) is what
+/// each clone then costs.
 #[derive(Clone)]
-struct AppState {
+struct AppState(Arc<Shared>);
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+struct Shared {
     engine: Engine,
     token: Arc<str>,
     codes: Arc<Codes>,
@@ -94,14 +107,14 @@ struct AppState {
 /// The whole HTTP surface.
 pub fn router(engine: Engine, token: &str, options: Options) -> Router {
     let body_limit = options.body_limit;
-    let state = AppState {
+    let state = AppState(Arc::new(Shared {
         engine,
         token: Arc::from(token),
         codes: options.codes.clone(),
         options: Arc::new(options),
         replays: Arc::default(),
         listeners: Arc::default(),
-    };
+    }));
     let protect = |r: Router<AppState>| {
         r.route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
