@@ -6,8 +6,19 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
+/// The checkout `cargo xtask` was run in: `cargo run` tells the program it
+/// runs where its package is (`CARGO_MANIFEST_DIR`), and that comes first.
+/// The path compiled in is only a fallback: a target dir shared by two
+/// checkouts (CI's cache) can hand one checkout an xtask binary built in
+/// the other, which cargo finds fresh, and which would then work on, or
+/// fail to find, the other checkout.
 pub(crate) fn project_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    root_of(std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from))
+}
+
+fn root_of(manifest_dir: Option<PathBuf>) -> PathBuf {
+    let xtask = manifest_dir.unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    xtask
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("."))
@@ -80,6 +91,19 @@ pub(crate) fn target_dir() -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_root_is_the_checkout_cargo_ran_in_not_the_one_compiled_in() {
+        assert_eq!(
+            root_of(Some(PathBuf::from("/elsewhere/clone/xtask"))),
+            Path::new("/elsewhere/clone")
+        );
+        // Without it (xtask run by hand), the compiled-in checkout.
+        assert_eq!(
+            root_of(None),
+            Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
+        );
+    }
 
     #[test]
     fn nested_cargo_runs_without_the_variables_cargo_run_set_for_xtask() {
