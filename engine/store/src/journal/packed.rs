@@ -23,8 +23,8 @@
 
 use serde::{Deserialize, Deserializer};
 
-use super::{column_text, error_text};
-use crate::blobs::Blobs;
+use super::{check_inline, column_text, error_text};
+use crate::blobs::{Blobs, Stored, ValueRef};
 use crate::{Error, Record, Result};
 
 /// One record's columns before its values are resolved into a
@@ -67,13 +67,13 @@ fn value_column<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Er
 /// `journal` row columns first.
 pub(crate) fn pack(blobs: &Blobs, records: &[Record]) -> Result<String> {
     let mut out = Vec::with_capacity(256 * records.len());
+    // A reference's column text, written here before it goes out as a string.
+    let mut scratch = Vec::new();
     out.push(b'[');
     for (i, r) in records.iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        let data = text(blobs, &r.data)?;
-        let input = text(blobs, &r.input)?;
         let error = r.error.as_ref().map(error_text).transpose()?;
         let head = (
             i64::try_from(r.seq).map_err(|_| Error::SeqOutOfRange(r.seq))?,
@@ -88,13 +88,13 @@ pub(crate) fn pack(blobs: &Blobs, records: &[Record]) -> Result<String> {
         serde_json::to_writer(&mut out, &head).map_err(Error::InvalidJson)?;
         out.pop();
         out.push(b',');
-        value(&mut out, &r.data, data.as_deref())?;
+        value(&mut out, &mut scratch, blobs, r.data.as_ref())?;
         out.push(b',');
         serde_json::to_writer(&mut out, &error).map_err(Error::InvalidJson)?;
         out.push(b',');
         serde_json::to_writer(&mut out, &r.duration_us).map_err(Error::InvalidJson)?;
         out.push(b',');
-        value(&mut out, &r.input, input.as_deref())?;
+        value(&mut out, &mut scratch, blobs, r.input.as_ref())?;
         out.push(b']');
     }
     out.push(b']');
@@ -104,22 +104,78 @@ pub(crate) fn pack(blobs: &Blobs, records: &[Record]) -> Result<String> {
 }
 
 /// Writes a value column: an inline object or array as itself, anything
-/// else as a string holding its column text (or `null`).
-fn value(out: &mut Vec<u8>, stored: &Option<crate::Stored>, text: Option<&str>) -> Result<()> {
-    match (stored, text) {
-        (Some(crate::Stored::Inline(_)), Some(t)) if t.starts_with(['{', '[']) => {
-            out.extend_from_slice(t.as_bytes());
+/// else as a string holding its column text (what [`column_text`] gives; a
+/// reference is written out here rather than through its allocations), or
+/// `null`.
+fn value(
+    out: &mut Vec<u8>,
+    scratch: &mut Vec<u8>,
+    blobs: &Blobs,
+    stored: Option<&Stored>,
+) -> Result<()> {
+    let json = |out: &mut Vec<u8>, text: &str| {
+        serde_json::to_writer(out, text).map_err(Error::InvalidJson)
+    };
+    match stored {
+        None => {
+            out.extend_from_slice(b"null");
             Ok(())
         }
-        _ => serde_json::to_writer(out, &text).map_err(Error::InvalidJson),
+        Some(Stored::Inline(t)) => {
+            check_inline(t)?;
+            if t.starts_with(['{', '[']) {
+                out.extend_from_slice(t.as_bytes());
+                Ok(())
+            } else {
+                json(out, t)
+            }
+        }
+        Some(Stored::Ref(r)) => {
+            scratch.clear();
+            scratch.push(b'^');
+            push_ref(scratch, r);
+            json(out, utf8(scratch)?)
+        }
+        Some(Stored::Refs(outputs)) => {
+            // `^^` and the JSON of `[[port, ref], ...]`.
+            scratch.clear();
+            scratch.extend_from_slice(b"^^[");
+            let mut one = Vec::new();
+            for (i, (port, r)) in outputs.iter().enumerate() {
+                if i > 0 {
+                    scratch.push(b',');
+                }
+                scratch.push(b'[');
+                json(scratch, port)?;
+                scratch.push(b',');
+                one.clear();
+                push_ref(&mut one, r);
+                json(scratch, utf8(&one)?)?;
+                scratch.push(b']');
+            }
+            scratch.push(b']');
+            json(out, utf8(scratch)?)
+        }
+        Some(other) => json(out, &column_text(blobs, other)?),
     }
 }
 
-fn text<'a>(
-    blobs: &Blobs,
-    v: &'a Option<crate::Stored>,
-) -> Result<Option<std::borrow::Cow<'a, str>>> {
-    v.as_ref().map(|v| column_text(blobs, v)).transpose()
+/// A reference as its column names it: `input`, or `<seq>/<port>`.
+fn push_ref(out: &mut Vec<u8>, r: &ValueRef) {
+    use std::io::Write;
+    match r {
+        ValueRef::RunInput => out.extend_from_slice(b"input"),
+        // Writing into a Vec cannot fail.
+        ValueRef::Output { seq, port } => {
+            let _ = write!(out, "{seq}/{port}");
+        }
+    }
+}
+
+fn utf8(bytes: &[u8]) -> Result<&str> {
+    // Built from `str`s only: never fails.
+    std::str::from_utf8(bytes)
+        .map_err(|e| Error::InvalidJson(<serde_json::Error as serde::ser::Error>::custom(e)))
 }
 
 /// The records of a `runs.steps` text; `run_id` names the run in the
@@ -184,7 +240,10 @@ mod tests {
         let records = [
             record(
                 1,
-                Some(Stored::Refs(vec![("out".into(), ValueRef::RunInput)])),
+                Some(Stored::Refs(vec![
+                    ("out".into(), ValueRef::RunInput),
+                    ("odd \"port\"".into(), out(7)),
+                ])),
                 Some(Stored::Ref(ValueRef::RunInput)),
             ),
             record(
@@ -231,7 +290,7 @@ mod tests {
         assert_eq!(
             value_texts(&packed),
             [
-                "^^[[\"out\",\"input\"]]",
+                r#"^^[["out","input"],["odd \"port\"","7/out"]]"#,
                 "^input",
                 inline,
                 "^1/out",
