@@ -207,6 +207,13 @@ mod tests {
     use super::*;
     use crate::blobs::{Stored, ValueRef};
 
+    /// A blob store in a temporary dir (kept while the dir is).
+    fn blobs() -> Result<(tempfile::TempDir, Blobs)> {
+        let dir = tempfile::tempdir().expect("a temporary dir");
+        let blobs = Blobs::open(dir.path().to_path_buf())?;
+        Ok((dir, blobs))
+    }
+
     fn record(seq: u64, data: Option<Stored>, input: Option<Stored>) -> Record {
         Record {
             run_id: "r".into(),
@@ -226,8 +233,7 @@ mod tests {
 
     #[test]
     fn records_come_back_column_for_column() -> Result<()> {
-        let dir = tempfile::tempdir().expect("a temporary dir");
-        let blobs = Blobs::open(dir.path().to_path_buf())?;
+        let (_dir, blobs) = blobs()?;
         let inline = r#"[["out",{"id":7,"note":"a \"quoted\" line\nand ünïcode"}]]"#;
         let hash = "a".repeat(64);
         let out = |seq| ValueRef::Output {
@@ -303,8 +309,7 @@ mod tests {
 
     #[test]
     fn a_value_that_is_not_a_column_is_refused_not_packed() -> Result<()> {
-        let dir = tempfile::tempdir().expect("a temporary dir");
-        let blobs = Blobs::open(dir.path().to_path_buf())?;
+        let (_dir, blobs) = blobs()?;
         for bad in [
             Stored::Inline("@not-a-blob".into()),
             Stored::Inline(String::new()),
@@ -319,8 +324,7 @@ mod tests {
     /// string, a number, `null` (as a value, unlike a missing column).
     #[test]
     fn inline_scalars_and_strings_come_back_as_they_went() -> Result<()> {
-        let dir = tempfile::tempdir().expect("a temporary dir");
-        let blobs = Blobs::open(dir.path().to_path_buf())?;
+        let (_dir, blobs) = blobs()?;
         for inline in [
             r#""^not a ref""#,
             r#""[not an array""#,
