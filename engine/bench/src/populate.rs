@@ -103,6 +103,14 @@ async fn main() -> Result<()> {
         sqlx::query(sqlx::AssertSqlSafe(sql))
             .execute(&mut *tx)
             .await?;
+        // The copies pin their definitions as the engine's writer counts.
+        sqlx::query(
+            "INSERT OR REPLACE INTO definition_pins (hash, runs) \
+             SELECT substr(definition, 2), COUNT(*) FROM runs \
+             WHERE definition LIKE '#%' GROUP BY definition",
+        )
+        .execute(&mut *tx)
+        .await?;
         tx.commit().await?;
         sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
             .execute(&mut conn)

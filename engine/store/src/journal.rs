@@ -583,11 +583,9 @@ pub struct WaitKey {
 #[derive(Debug, Default)]
 pub(crate) struct Prune {
     /// Runs to delete, with their steps and logs (only if finished, and not
-    /// the child of a run in progress).
-    pub runs: Vec<Arc<str>>,
-    /// `runs.definition` values (`#` + hash) of those runs: each definition
-    /// goes once no run pins it.
-    pub definitions: Vec<Arc<str>>,
+    /// the child of a run in progress), each with the hash of the stored
+    /// definition it pins: a definition goes once no run pins it.
+    pub runs: Vec<(Arc<str>, Option<Arc<str>>)>,
     /// Free pages to give back to the OS (`PRAGMA incremental_vacuum`).
     pub vacuum_pages: u32,
     /// What the last (committed) execution did: runs and definitions

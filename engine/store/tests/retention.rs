@@ -272,6 +272,106 @@ async fn keep_max_keeps_the_newest_runs_of_each_workflow() -> Result<()> {
     .await
 }
 
+/// Definitions whose `definition_pins` count is not the number of runs
+/// pinning them, either way (a count too low lets retention delete a
+/// definition a run still shows).
+async fn miscounted_pins(dir: &TempDir) -> Result<i64> {
+    count(
+        dir,
+        "SELECT (SELECT COUNT(*) FROM definition_pins p \
+                 WHERE p.runs != (SELECT COUNT(*) FROM runs WHERE definition = '#' || p.hash)) \
+              + (SELECT COUNT(*) FROM (SELECT DISTINCT definition FROM runs WHERE definition LIKE '#%') \
+                 WHERE substr(definition, 2) NOT IN (SELECT hash FROM definition_pins))",
+    )
+    .await
+}
+
+#[tokio::test]
+async fn pins_count_the_committed_runs_of_each_definition_whatever_the_path() -> Result<()> {
+    timed(async {
+        let (dir, store) = open().await?;
+        // Runs created then finished, and a run recorded whole.
+        for (id, version) in [("a", 1), ("b", 1), ("c", 2)] {
+            run(&store, id, 10, RunStatus::Succeeded, version, None).await?;
+        }
+        store
+            .seal_run(
+                &sealed_run("sealed"),
+                vec![step(
+                    "sealed",
+                    1,
+                    "a",
+                    Stored::Loaded(Arc::new(json!([["out", 1]]))),
+                )],
+                Vec::new(),
+                sluice_store::RunEnd {
+                    status: RunStatus::Succeeded,
+                    output: None,
+                    error: None,
+                    finished_at_us: NOW,
+                },
+            )
+            .await?;
+        assert_eq!(
+            count(&dir, "SELECT SUM(runs) FROM definition_pins").await?,
+            4
+        );
+        assert_eq!(miscounted_pins(&dir).await?, 0);
+
+        // A batch with a bad run is written again command by command: the
+        // good run queued before it (written, then rolled back with the
+        // batch) pins once, the bad run not at all.
+        let mut good = sealed_run("d");
+        good.definition = definition(2).into();
+        let mut dup = sealed_run("a");
+        dup.definition = definition(2).into();
+        let (good, dup) = tokio::join!(store.create_run(&good), store.create_run(&dup));
+        assert!(dup.is_err(), "the id is taken");
+        good?;
+        assert_eq!(
+            count(&dir, "SELECT SUM(runs) FROM definition_pins").await?,
+            5
+        );
+        assert_eq!(miscounted_pins(&dir).await?, 0);
+
+        // Retention unpins what it deletes; a definition with no pin left
+        // goes, its count with it, and one still pinned stays.
+        let r = Retention {
+            keep_for: KeepFor::Forever,
+            keep_max: KeepMax::Runs(2),
+            keep_failed_for: KeepFor::Forever,
+        };
+        let deleted = prune(&store, &r).await?;
+        // a, b and c (10 days old) go; d (running, v2) and sealed (v1) stay.
+        assert_eq!(deleted.runs, 3);
+        assert_eq!(kept(&store).await?, ["d", "sealed"]);
+        assert_eq!(deleted.definitions, 0, "v1 by sealed, v2 by d");
+        assert_eq!(miscounted_pins(&dir).await?, 0);
+        assert_eq!(
+            count(&dir, "SELECT SUM(runs) FROM definition_pins").await?,
+            2
+        );
+        store
+            .journal()
+            .finish_run("d", RunStatus::Succeeded, None, None, NOW)
+            .await?;
+        let none = Retention {
+            keep_max: KeepMax::Runs(0),
+            ..r
+        };
+        let deleted = prune(&store, &none).await?;
+        assert_eq!(deleted.runs, 2);
+        assert_eq!(deleted.definitions, 2);
+        assert_eq!(count(&dir, "SELECT COUNT(*) FROM definitions").await?, 0);
+        assert_eq!(
+            count(&dir, "SELECT COUNT(*) FROM definition_pins").await?,
+            0
+        );
+        Ok(())
+    })
+    .await
+}
+
 #[tokio::test]
 async fn blobs_no_kept_value_refers_to_are_collected_and_the_rest_stay() -> Result<()> {
     timed(async {

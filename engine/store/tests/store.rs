@@ -1183,3 +1183,84 @@ async fn foreign_damaged_and_newer_databases_are_refused_and_left_alone() -> Res
     })
     .await
 }
+
+#[tokio::test]
+async fn a_data_dir_from_before_the_pin_counts_has_its_runs_counted() -> Result<()> {
+    timed(async {
+        use sqlx::Connection;
+        let dir = tempfile::tempdir()?;
+        let data = dir.path().join("data");
+        std::fs::create_dir_all(&data)?;
+        let db = data.join("sluice.db");
+        // The hash this Sluice stores `new_run`'s definition under.
+        let h1: String = {
+            let (other, store) = open().await?;
+            store.create_run(&new_run("x", 1)).await?;
+            drop(store);
+            let mut c = sqlx::SqliteConnection::connect(&format!(
+                "sqlite://{}",
+                other.path().join("data/sluice.db").display()
+            ))
+            .await?;
+            sqlx::query_scalar("SELECT hash FROM definitions").fetch_one(&mut c).await?
+        };
+        // A database as the last Sluice without `definition_pins` left it
+        // (its migrations, 0001 to 0015), holding runs of two stored
+        // definitions and one row from before definitions were stored apart.
+        {
+            let all = sqlx::migrate!("./migrations");
+            let before = sqlx::migrate::Migrator {
+                migrations: std::borrow::Cow::Owned(
+                    all.iter().filter(|m| m.version <= 15).cloned().collect(),
+                ),
+                ..sqlx::migrate::Migrator::DEFAULT
+            };
+            let mut c =
+                sqlx::SqliteConnection::connect(&format!("sqlite://{}?mode=rwc", db.display()))
+                    .await?;
+            before.run(&mut c).await?;
+            sqlx::query("INSERT INTO definitions (hash, text) VALUES (?, ?), ('h2', '{\"v\":2}')")
+                .bind(&h1)
+                .bind(&*new_run("x", 1).definition)
+                .execute(&mut c)
+                .await?;
+            let pinned_h1 = format!("#{h1}");
+            for (id, definition) in [("a", &*pinned_h1), ("b", &pinned_h1), ("c", "#h2"), ("d", "{\"v\":0}")] {
+                sqlx::query(
+                    "INSERT INTO runs (id, workflow_id, definition, \"trigger\", input, status, created_at_us) \
+                     VALUES (?, 'wf', ?, 'start', '{}', 'succeeded', 1)",
+                )
+                .bind(id)
+                .bind(definition)
+                .execute(&mut c)
+                .await?;
+            }
+            c.close().await?;
+        }
+        let store = Store::open(&data).await?;
+        store.journal().flush().await?;
+        let mut c = sqlx::SqliteConnection::connect(&format!("sqlite://{}", db.display())).await?;
+        let pins: Vec<(String, i64)> =
+            sqlx::query_as("SELECT hash, runs FROM definition_pins ORDER BY hash")
+                .fetch_all(&mut c)
+                .await?;
+        let mut expected = vec![(h1.clone(), 2), ("h2".to_string(), 1)];
+        expected.sort();
+        assert_eq!(pins, expected);
+        let index: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM sqlite_schema WHERE type = 'index' AND name = 'runs_definition'",
+        )
+        .fetch_one(&mut c)
+        .await?;
+        assert_eq!(index, 0, "the index the counts replace is gone");
+        // The writer goes on from the counts the migration made.
+        store.create_run(&new_run("e", 2)).await?;
+        let runs: i64 = sqlx::query_scalar("SELECT runs FROM definition_pins WHERE hash = ?")
+            .bind(&h1)
+            .fetch_one(&mut c)
+            .await?;
+        assert_eq!(runs, 3);
+        Ok(())
+    })
+    .await
+}

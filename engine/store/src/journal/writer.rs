@@ -81,6 +81,8 @@ struct Statements<'db> {
     finish: Stmt<'db>,
     delete_run: Stmt<'db>,
     delete_definition: Stmt<'db>,
+    pin: Stmt<'db>,
+    drop_pins: Stmt<'db>,
     open_wait: Stmt<'db>,
     close_wait: Stmt<'db>,
     close_waits: Stmt<'db>,
@@ -128,8 +130,13 @@ impl<'db> Statements<'db> {
             )?,
             delete_definition: db.prepare(
                 "DELETE FROM definitions WHERE hash = ?1 \
-                 AND NOT EXISTS (SELECT 1 FROM runs WHERE definition = '#' || ?1)",
+                 AND NOT EXISTS (SELECT 1 FROM definition_pins WHERE hash = ?1 AND runs > 0)",
             )?,
+            pin: db.prepare(
+                "INSERT INTO definition_pins (hash, runs) VALUES (?1, ?2) \
+                 ON CONFLICT (hash) DO UPDATE SET runs = runs + excluded.runs",
+            )?,
+            drop_pins: db.prepare("DELETE FROM definition_pins WHERE hash = ?1 AND runs <= 0")?,
         })
     }
 }
@@ -140,10 +147,14 @@ struct Writer<'db> {
     rx: mpsc::Receiver<Command>,
     /// Commands written since the last checkpoint.
     since_checkpoint: usize,
-    /// Hashes of definitions committed to the `definitions` table (rows
-    /// there are never deleted): a batch of runs of a known workflow skips
-    /// storing its text again.
+    /// Hashes of definitions committed to the `definitions` table (one that
+    /// retention deletes is forgotten here): a batch of runs of a known
+    /// workflow skips storing its text again.
     stored_definitions: HashSet<Arc<str>>,
+    /// Changes to `definition_pins` (runs per definition hash) made by the
+    /// commands written since the last [`Writer::write_pins`]: one upsert
+    /// per definition per transaction, not one per run.
+    pins: HashMap<Arc<str>, i64>,
     /// Fire-and-forget writes that failed since the last flush.
     lost_since_flush: Option<Lost>,
     /// Fire-and-forget writes that failed, per run, until its finish_run.
@@ -172,6 +183,7 @@ impl<'db> Writer<'db> {
             rx,
             since_checkpoint: 0,
             stored_definitions: HashSet::new(),
+            pins: HashMap::new(),
             lost_since_flush: None,
             lost_by_run: HashMap::new(),
         }
@@ -242,9 +254,11 @@ impl<'db> Writer<'db> {
     fn write_batch(&mut self, batch: &[Command]) -> Result<(), WriteError> {
         self.st.begin.run(&[])?;
         let written = batch.iter().try_for_each(|cmd| self.write_one(cmd, true));
+        let written = written.and_then(|()| self.write_pins());
         match written.and_then(|()| Ok(self.st.commit.run(&[])?)) {
             Ok(_) => Ok(()),
             Err(e) => {
+                self.pins.clear();
                 if self.db.in_transaction()
                     && let Err(e2) = self.db.exec("ROLLBACK")
                 {
@@ -264,11 +278,13 @@ impl<'db> Writer<'db> {
             self.db.exec("COMMIT")?;
             Ok(outcomes)
         });
-        if result.is_err()
-            && self.db.in_transaction()
-            && let Err(e) = self.db.exec("ROLLBACK")
-        {
-            tracing::warn!(error = %e, "rolling back a failed journal batch");
+        if result.is_err() {
+            self.pins.clear();
+            if self.db.in_transaction()
+                && let Err(e) = self.db.exec("ROLLBACK")
+            {
+                tracing::warn!(error = %e, "rolling back a failed journal batch");
+            }
         }
         result
     }
@@ -281,12 +297,13 @@ impl<'db> Writer<'db> {
                 continue;
             }
             self.db.exec("SAVEPOINT one")?;
-            match self.write_one(cmd, false) {
+            match self.write_one(cmd, false).and_then(|()| self.write_pins()) {
                 Ok(()) => {
                     self.db.exec("RELEASE one")?;
                     outcomes.push(Ok(()));
                 }
                 Err(e) => {
+                    self.pins.clear();
                     // If SQLite already rolled back the whole transaction,
                     // this fails and so does the batch.
                     self.db.exec("ROLLBACK TO one")?;
@@ -358,18 +375,23 @@ impl<'db> Writer<'db> {
     fn prune(&mut self, p: &Prune) -> Result<(), WriteError> {
         use std::sync::atomic::Ordering::Relaxed;
         let mut runs = 0u64;
-        for id in &p.runs {
-            runs += u64::try_from(self.st.delete_run.run(&[(&**id).into()])?).unwrap_or(0);
+        for (id, pinned) in &p.runs {
+            if self.st.delete_run.run(&[(&**id).into()])? > 0 {
+                runs += 1;
+                if let Some(hash) = pinned {
+                    *self.pins.entry(hash.clone()).or_default() -= 1;
+                }
+            }
         }
+        let unpinned: Vec<Arc<str>> = self.pins.keys().cloned().collect();
+        self.write_pins()?;
         let mut definitions = 0u64;
-        for d in &p.definitions {
-            let Some(hash) = d.strip_prefix('#') else {
-                continue;
-            };
-            if self.st.delete_definition.run(&[hash.into()])? > 0 {
+        for hash in &unpinned {
+            if self.st.delete_definition.run(&[(&**hash).into()])? > 0 {
                 self.stored_definitions.remove(hash);
                 definitions += 1;
             }
+            self.st.drop_pins.run(&[(&**hash).into()])?;
         }
         let mut returned = 0u64;
         if p.vacuum_pages > 0 {
@@ -419,6 +441,18 @@ impl<'db> Writer<'db> {
             end.map(|f| f.finished_at_us).into(),
             sealed.map(|(_, steps)| steps.as_str()).into(),
         ])?;
+        *self.pins.entry(r.definition_hash.clone()).or_default() += 1;
+        Ok(())
+    }
+
+    /// Writes the pin changes gathered since the last call, in the
+    /// transaction (or savepoint) of the commands that made them.
+    fn write_pins(&mut self) -> Result<(), WriteError> {
+        for (hash, n) in self.pins.drain() {
+            if n != 0 {
+                self.st.pin.run(&[(&*hash).into(), n.into()])?;
+            }
+        }
         Ok(())
     }
 

@@ -21,9 +21,9 @@ use crate::{Error, Result};
 /// Finished runs a retention lets go (see [`Store::prunable_runs`]).
 #[derive(Debug, Default, Clone)]
 pub struct Prunable {
-    pub runs: Vec<Arc<str>>,
-    /// The definitions those runs pin (`#` + hash), each once.
-    pub definitions: Vec<Arc<str>>,
+    /// Each run's id and the hash of the stored definition it pins (none
+    /// for a row from before definitions were stored apart).
+    pub runs: Vec<(Arc<str>, Option<Arc<str>>)>,
 }
 
 /// Where retention cuts a workflow's runs (see [`Store::cutoffs`]).
@@ -178,7 +178,7 @@ impl Store {
             failed_before,
         } = *cut;
         let rows: Vec<(String, Option<String>)> = sqlx::query_as(
-            "SELECT id, CASE WHEN definition LIKE '#%' THEN definition END FROM runs INDEXED BY runs_workflow \
+            "SELECT id, CASE WHEN definition LIKE '#%' THEN substr(definition, 2) END FROM runs INDEXED BY runs_workflow \
              WHERE workflow_id = ?1 AND created_at_us <= ?2 AND status != 'running' \
              AND ((created_at_us < ?3 OR (created_at_us = ?3 AND rowid <= ?4)) \
                   OR (status != 'failed' AND created_at_us < ?5) \
@@ -196,17 +196,11 @@ impl Store {
         .bind(i64::from(limit))
         .fetch_all(&self.inner.pool)
         .await?;
-        let mut seen = HashSet::new();
-        let mut out = Prunable::default();
-        for (id, definition) in rows {
-            out.runs.push(id.into());
-            if let Some(d) = definition
-                && seen.insert(d.clone())
-            {
-                out.definitions.push(d.into());
-            }
-        }
-        Ok(out)
+        let runs = rows
+            .into_iter()
+            .map(|(id, hash)| (Arc::from(id), hash.map(Arc::from)))
+            .collect();
+        Ok(Prunable { runs })
     }
 
     /// Deletes finished runs with their steps and logs, and the pinned
@@ -218,7 +212,6 @@ impl Store {
         }
         let prune = Arc::new(Prune {
             runs: prunable.runs,
-            definitions: prunable.definitions,
             ..Prune::default()
         });
         self.inner.journal.prune(prune.clone()).await?;
