@@ -270,6 +270,55 @@ async fn a_jq_program_that_builds_a_very_deep_value_fails_its_step() {
     );
 }
 
+/// JSON has no Infinity or NaN. jaq divides by zero into them, and they
+/// used to come out as `null`: an order total over zero items silently
+/// became nothing. Now the step fails and says where and why.
+#[tokio::test]
+async fn a_jq_number_json_cannot_hold_fails_its_step_and_says_where() {
+    let h = harness().await;
+    let transform = |jq: &str| {
+        json!([
+            {"id": "t", "kind": "trigger.manual"},
+            {"id": "avg", "kind": "data.transform", "config": {"jq": jq}},
+            {"id": "end", "kind": "output.end"}
+        ])
+    };
+    let edges = json!([{"from": "t", "to": "avg"}, {"from": "avg", "to": "end"}]);
+    let input = json!({"total": 10, "items": 0, "lines": [{"n": 1}, {"n": 0}]});
+    for (jq, where_, what) in [
+        ("{id: 7, avg: (.total / .items)}", ".avg", "Infinity"),
+        ("{id: 7, avg: (-.total / .items)}", ".avg", "-Infinity"),
+        (
+            "[.lines[] | {\"per item\": (.n / .n)}]",
+            "[1].\"per item\"",
+            "NaN",
+        ),
+        ("1, (.total / .items)", "output 2", "Infinity"),
+    ] {
+        let r = run_with(&h, transform(jq), edges.clone(), None, input.clone()).await;
+        assert_eq!(r.status, Status::Failed, "{jq}: {:?}", r.output);
+        let message = r.error.unwrap().message;
+        assert!(
+            message.starts_with("data.transform: ")
+                && message.contains(where_)
+                && message.contains(what)
+                && message.contains("division by zero"),
+            "{jq}: {message}"
+        );
+    }
+    // Checked inside the program, they are ordinary values.
+    let r = run_with(
+        &h,
+        transform("{avg: (if .items == 0 then null else .total / .items end), inf: (.total / .items | isinfinite)}"),
+        edges,
+        None,
+        input,
+    )
+    .await;
+    assert_eq!(r.status, Status::Succeeded, "{:?}", r.error);
+    assert_eq!(r.output, json!({"end": {"avg": null, "inf": true}}));
+}
+
 async fn put(h: &Harness, wf: Value) {
     let plan = Plan::new(Workflow::from_value(wf).unwrap()).unwrap();
     h.engine.save_workflow(&plan).await.unwrap();

@@ -27,7 +27,7 @@ pub fn run(program: &str, input: &str, max_outputs: usize) -> Result<String, Str
     let mut out = Vec::new();
     for r in filter.id.run((ctx, json_to_val(&input))) {
         match r {
-            Ok(v) => out.push(to_json_at(&v, 0)?),
+            Ok(v) => out.push(to_json_at(&v, 0).map_err(|bad| bad.message(out.len()))?),
             Err(exn) => {
                 return Err(match exn.get_err() {
                     Ok(e) => format!("jq runtime error: {e}"),
@@ -104,28 +104,92 @@ fn json_to_val(v: &J) -> Val {
     }
 }
 
-fn to_json_at(v: &Val, depth: usize) -> Result<J, String> {
+/// Why an output cannot become JSON.
+enum Bad {
+    TooDeep,
+    /// Infinity or NaN (JSON has neither), and where: the path's steps
+    /// from the innermost out.
+    NotFinite(f64, Vec<String>),
+}
+
+impl Bad {
+    /// The message for output `index` (0-based) of the program.
+    fn message(self, index: usize) -> String {
+        match self {
+            Bad::TooDeep => format!("jq output is nested more than {MAX_DEPTH} levels deep"),
+            Bad::NotFinite(f, steps) => {
+                let path: String = steps.into_iter().rev().collect();
+                let at = match (index, path.is_empty()) {
+                    (0, true) => "the output".to_string(),
+                    (0, false) => format!("the output at {path}"),
+                    (n, true) => format!("output {}", n + 1),
+                    (n, false) => format!("output {} at {path}", n + 1),
+                };
+                let what = if f.is_nan() {
+                    "NaN"
+                } else if f > 0.0 {
+                    "Infinity"
+                } else {
+                    "-Infinity"
+                };
+                format!(
+                    "{at} is {what}, which JSON cannot hold (a division by zero gives it; \
+                     test the divisor first, or the result with `isinfinite` / `isnan`)"
+                )
+            }
+        }
+    }
+}
+
+fn to_json_at(v: &Val, depth: usize) -> Result<J, Bad> {
     if depth > MAX_DEPTH {
-        return Err(format!(
-            "jq output is nested more than {MAX_DEPTH} levels deep"
-        ));
+        return Err(Bad::TooDeep);
     }
     Ok(match v {
         Val::Null => J::Null,
         Val::Bool(b) => J::Bool(*b),
-        Val::Num(n) => num_to_json(n),
+        Val::Num(n) => num_to_json(n)?,
         Val::TStr(b) | Val::BStr(b) => J::String(String::from_utf8_lossy(b).into_owned()),
         Val::Arr(a) => J::Array(
             a.iter()
-                .map(|x| to_json_at(x, depth + 1))
+                .enumerate()
+                .map(|(i, x)| to_json_at(x, depth + 1).map_err(|bad| bad.at(|| format!("[{i}]"))))
                 .collect::<Result<_, _>>()?,
         ),
         Val::Obj(o) => J::Object(
             o.iter()
-                .map(|(k, v)| Ok((key_to_string(k), to_json_at(v, depth + 1)?)))
-                .collect::<Result<_, String>>()?,
+                .map(|(k, v)| {
+                    let key = key_to_string(k);
+                    let v = to_json_at(v, depth + 1).map_err(|bad| bad.at(|| key_step(&key)))?;
+                    Ok((key, v))
+                })
+                .collect::<Result<_, Bad>>()?,
         ),
     })
+}
+
+impl Bad {
+    /// Adds the step of the value holding this one to the path.
+    fn at(self, step: impl FnOnce() -> String) -> Bad {
+        match self {
+            Bad::NotFinite(f, mut steps) => {
+                steps.push(step());
+                Bad::NotFinite(f, steps)
+            }
+            other => other,
+        }
+    }
+}
+
+/// `.name` for a key jq writes so, `."any key"` for the rest.
+fn key_step(key: &str) -> String {
+    let plain = key.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if plain {
+        format!(".{key}")
+    } else {
+        format!(".{}", J::String(key.to_string()))
+    }
 }
 
 fn key_to_string(k: &Val) -> String {
@@ -135,10 +199,12 @@ fn key_to_string(k: &Val) -> String {
     }
 }
 
-fn num_to_json(n: &Num) -> J {
-    match n {
+fn num_to_json(n: &Num) -> Result<J, Bad> {
+    Ok(match n {
         Num::Int(i) => J::Number(Number::from(*i as i64)),
-        Num::Float(f) => Number::from_f64(*f).map_or(J::Null, J::Number),
+        Num::Float(f) => {
+            J::Number(Number::from_f64(*f).ok_or_else(|| Bad::NotFinite(*f, Vec::new()))?)
+        }
         Num::BigInt(_) | Num::Dec(_) => {
             let s = n.to_string();
             s.parse::<Number>().map(J::Number).unwrap_or_else(|_| {
@@ -148,5 +214,5 @@ fn num_to_json(n: &Num) -> J {
                     .map_or(J::Null, J::Number)
             })
         }
-    }
+    })
 }

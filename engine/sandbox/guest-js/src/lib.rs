@@ -310,7 +310,9 @@ fn place_in_source(stack: &str) -> Option<(u32, u32)> {
             continue;
         };
         let rest = &line[at + marker.len()..];
-        let mut parts = rest.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty());
+        let mut parts = rest
+            .split(|c: char| !c.is_ascii_digit())
+            .filter(|s| !s.is_empty());
         let l: u32 = parts.next()?.parse().ok()?;
         let c: u32 = parts.next().and_then(|c| c.parse().ok()).unwrap_or(0);
         if l > 1 {
