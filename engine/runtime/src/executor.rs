@@ -292,8 +292,11 @@ struct Inner {
     plans_generation: std::sync::atomic::AtomicU64,
     /// Per-workflow run limits (`settings.concurrency`), by workflow id.
     limits: Mutex<HashMap<String, (usize, Arc<Semaphore>)>>,
-    /// Runs being driven, so a second resume attaches instead of driving twice.
-    active: Mutex<HashMap<String, Active>>,
+    /// Runs being driven, so a second resume attaches instead of driving
+    /// twice. Keyed by ids the engine minted, so hashed with Fx (SipHash
+    /// guards maps whose keys others choose; it was 2 of a webhook run's
+    /// ~9 SipHash passes).
+    active: Mutex<rustc_hash::FxHashMap<String, Active>>,
     /// Workflow documents, their versions and presence.
     documents: Documents,
     /// Where runs are handed off, and the client that does it.
@@ -427,7 +430,7 @@ impl Engine {
                 permits: Arc::new(Semaphore::new(options.max_concurrent_steps.max(1))),
                 exec_log,
                 io: nodes::Io::new(options.settings).with_wasm_cache(wasm_cache),
-                active: Mutex::new(HashMap::new()),
+                active: Mutex::default(),
                 documents: Documents::new(options.version_gap_secs),
                 max_active_runs: options.max_active_runs.max(1),
                 max_subworkflow_depth: options.max_subworkflow_depth,

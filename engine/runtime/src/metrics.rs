@@ -21,7 +21,9 @@ struct Histogram {
 /// Counters the engine updates as it works.
 #[derive(Debug, Default)]
 pub struct Metrics {
-    runs: Mutex<BTreeMap<(String, &'static str), u64>>,
+    /// Runs that ended, by workflow, then status (a workflow's name is
+    /// copied once, not per run).
+    runs: Mutex<BTreeMap<String, BTreeMap<&'static str, u64>>>,
     steps: Mutex<BTreeMap<&'static str, Histogram>>,
     queued: AtomicI64,
     /// Model tokens by (workflow, model, direction).
@@ -34,7 +36,11 @@ const MAX_AI_SERIES: usize = 1000;
 impl Metrics {
     pub(crate) fn run_finished(&self, workflow: &str, status: &'static str) {
         let mut runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
-        *runs.entry((workflow.to_string(), status)).or_default() += 1;
+        let by_status = match runs.get_mut(workflow) {
+            Some(by_status) => by_status,
+            None => runs.entry(workflow.to_string()).or_default(),
+        };
+        *by_status.entry(status).or_default() += 1;
     }
 
     pub(crate) fn step_finished(&self, kind: &'static str, took: Duration) {
@@ -79,11 +85,13 @@ impl Metrics {
         }
         w!("# HELP sluice_runs_total Runs that ended, by workflow and status.");
         w!("# TYPE sluice_runs_total counter");
-        for ((workflow, status), n) in self.runs.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-            w!(
-                "sluice_runs_total{{workflow=\"{}\",status=\"{status}\"}} {n}",
-                escape(workflow)
-            );
+        for (workflow, by_status) in self.runs.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            for (status, n) in by_status {
+                w!(
+                    "sluice_runs_total{{workflow=\"{}\",status=\"{status}\"}} {n}",
+                    escape(workflow)
+                );
+            }
         }
         w!(
             "# HELP sluice_ai_tokens_total Tokens language models read and wrote (ai.chat), by workflow and model."

@@ -13,8 +13,10 @@
 //! prepared once, its values bound where they lie, with no hop to sqlx's
 //! worker thread per statement and no tokio worker blocked on the fsync.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
+
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use sqlx::SqliteConnection;
 use tokio::sync::mpsc;
@@ -149,12 +151,13 @@ struct Writer<'db> {
     since_checkpoint: usize,
     /// Hashes of definitions committed to the `definitions` table (one that
     /// retention deletes is forgotten here): a batch of runs of a known
-    /// workflow skips storing its text again.
-    stored_definitions: HashSet<Arc<str>>,
+    /// workflow skips storing its text again. Keys here and in `pins` are
+    /// BLAKE3 hashes, which nobody chooses, so Fx hashes them.
+    stored_definitions: FxHashSet<Arc<str>>,
     /// Changes to `definition_pins` (runs per definition hash) made by the
     /// commands written since the last [`Writer::write_pins`]: one upsert
     /// per definition per transaction, not one per run.
-    pins: HashMap<Arc<str>, i64>,
+    pins: FxHashMap<Arc<str>, i64>,
     /// Fire-and-forget writes that failed since the last flush.
     lost_since_flush: Option<Lost>,
     /// Fire-and-forget writes that failed, per run, until its finish_run.
@@ -182,8 +185,8 @@ impl<'db> Writer<'db> {
             st,
             rx,
             since_checkpoint: 0,
-            stored_definitions: HashSet::new(),
-            pins: HashMap::new(),
+            stored_definitions: FxHashSet::default(),
+            pins: FxHashMap::default(),
             lost_since_flush: None,
             lost_by_run: HashMap::new(),
         }
