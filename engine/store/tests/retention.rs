@@ -113,6 +113,16 @@ fn sealed_run(id: &str) -> NewRun {
     }
 }
 
+/// How a sealed run of these tests ends.
+fn succeeded_now() -> sluice_store::RunEnd {
+    sluice_store::RunEnd {
+        status: RunStatus::Succeeded,
+        output: None,
+        error: None,
+        finished_at_us: NOW,
+    }
+}
+
 async fn prune(store: &Store, r: &Retention) -> Result<sluice_store::Deleted> {
     let mut total = sluice_store::Deleted::default();
     let Some(cut) = store.cutoffs("wf", r, NOW).await? else {
@@ -304,12 +314,7 @@ async fn pins_count_the_committed_runs_of_each_definition_whatever_the_path() ->
                     Stored::Loaded(Arc::new(json!([["out", 1]]))),
                 )],
                 Vec::new(),
-                sluice_store::RunEnd {
-                    status: RunStatus::Succeeded,
-                    output: None,
-                    error: None,
-                    finished_at_us: NOW,
-                },
+                succeeded_now(),
             )
             .await?;
         assert_eq!(
@@ -431,12 +436,7 @@ async fn blobs_no_kept_value_refers_to_are_collected_and_the_rest_stay() -> Resu
                     ),
                 ],
                 Vec::new(),
-                sluice_store::RunEnd {
-                    status: RunStatus::Succeeded,
-                    output: None,
-                    error: None,
-                    finished_at_us: NOW,
-                },
+                succeeded_now(),
             )
             .await?;
         let exists = |h: &str| store.blobs().blob_path(h).is_ok();
