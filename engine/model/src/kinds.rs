@@ -214,6 +214,16 @@ pub trait Config: DeserializeOwned {
     fn validate(&self) -> Result<(), ConfigError> {
         Ok(())
     }
+
+    /// The config built from an object whose shape it is sure of, its
+    /// values moved in: serde, reading a `Value`, builds every map inside
+    /// it again (a `data.set`'s values, a respond's body: a run's message),
+    /// hashing each key once more. `Err` gives the object back untouched
+    /// for serde, which reads it or names what is wrong. What this takes,
+    /// serde would read to the same config (`kinds` tests check).
+    fn from_object(object: Map<String, Value>) -> Result<Self, Map<String, Value>> {
+        Err(object)
+    }
 }
 
 /// Reads a config as its kind's type and checks its rules. Runs use it on
@@ -239,6 +249,13 @@ pub fn parse_owned<T: Config, E>(
     config: Value,
     again: impl FnOnce() -> Result<Value, E>,
 ) -> Result<Result<T, ConfigError>, E> {
+    let config = match config {
+        Value::Object(object) => match T::from_object(object) {
+            Ok(typed) => return Ok(typed.validate().map(|()| typed)),
+            Err(object) => Value::Object(object),
+        },
+        other => other,
+    };
     let typed: T = match T::deserialize(config) {
         Ok(typed) => typed,
         Err(_) => match serde_path_to_error::deserialize(again()?) {
@@ -1474,7 +1491,24 @@ pub struct SetConfig {
     #[serde(default)]
     pub keep_input: bool,
 }
-impl Config for SetConfig {}
+impl Config for SetConfig {
+    fn from_object(mut object: Map<String, Value>) -> Result<Self, Map<String, Value>> {
+        let keep_input = match object.get("keep_input") {
+            None => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => return Err(object),
+        };
+        let fits = object.len() == 1 + usize::from(object.contains_key("keep_input"))
+            && object.get("values").is_some_and(Value::is_object);
+        if !fits {
+            return Err(object);
+        }
+        match object.remove("values") {
+            Some(Value::Object(values)) => Ok(SetConfig { values, keep_input }),
+            _ => Err(object),
+        }
+    }
+}
 
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -1523,7 +1557,16 @@ pub struct EndConfig {
     #[serde(default, deserialize_with = "present")]
     pub value: Option<Value>,
 }
-impl Config for EndConfig {}
+impl Config for EndConfig {
+    fn from_object(mut object: Map<String, Value>) -> Result<Self, Map<String, Value>> {
+        if object.keys().any(|k| k != "value") {
+            return Err(object);
+        }
+        Ok(EndConfig {
+            value: object.remove("value"),
+        })
+    }
+}
 
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -1539,6 +1582,26 @@ pub struct RespondConfig {
     pub body: Option<Value>,
 }
 impl Config for RespondConfig {
+    fn from_object(mut object: Map<String, Value>) -> Result<Self, Map<String, Value>> {
+        let fits = object
+            .keys()
+            .all(|k| matches!(k.as_str(), "status" | "headers" | "body"))
+            && object.get("headers").is_none_or(Value::is_object);
+        if !fits {
+            return Err(object);
+        }
+        Ok(RespondConfig {
+            // As serde reads an `Option`: null is none.
+            status: object.remove("status").filter(|s| !s.is_null()),
+            headers: match object.remove("headers") {
+                Some(Value::Object(headers)) => headers,
+                _ => Map::new(),
+            },
+            // As `present` reads it: null is a null body.
+            body: object.remove("body"),
+        })
+    }
+
     fn validate(&self) -> Result<(), ConfigError> {
         if let Some(Value::Number(n)) = &self.status
             && !n.as_u64().is_some_and(|s| (200..=599).contains(&s))
@@ -1698,6 +1761,66 @@ fn enum_values(p: &Value) -> Option<String> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// `parse_owned` (which takes `from_object`'s way when it can) reads
+    /// every sample exactly as `parse` (serde alone) does, errors included;
+    /// what `from_object` declines it gives back untouched. Returns how
+    /// many samples took the quick way.
+    fn read_as_serde_does<T: Config + std::fmt::Debug>(samples: &[Value]) -> usize {
+        let mut quick = 0;
+        for v in samples {
+            let Value::Object(object) = v.clone() else {
+                panic!("{v} is not an object")
+            };
+            match T::from_object(object) {
+                Ok(_) => quick += 1,
+                Err(back) => assert_eq!(&Value::Object(back), v, "given back untouched"),
+            }
+            // Debug tells `Some(Null)` from `None`, as the nodes do.
+            let read = |r: Result<T, ConfigError>| r.map(|t| format!("{t:?}"));
+            let owned = parse_owned::<T, ()>(v.clone(), || Ok(v.clone())).unwrap();
+            assert_eq!(read(owned), read(parse::<T>(v.clone())), "{v}");
+        }
+        quick
+    }
+
+    #[test]
+    fn configs_built_from_their_objects_read_as_serde_reads_them() {
+        let set = [
+            json!({"values": {"id": 7, "tier": "gold"}}),
+            json!({"values": {}, "keep_input": true}),
+            json!({"keep_input": false, "values": {"a": [1, {"b": null}]}}),
+            json!({"values": {}, "keep_input": "yes"}),
+            json!({"values": {}, "keep_input": null}),
+            json!({"values": 3}),
+            json!({"values": null}),
+            json!({"values": {}, "extra": 1}),
+            json!({"keep_input": true}),
+            json!({}),
+        ];
+        assert_eq!(read_as_serde_does::<SetConfig>(&set), 3);
+        let end = [
+            json!({}),
+            json!({"value": null}),
+            json!({"value": {"a": [1, 2]}}),
+            json!({"value": 1, "extra": 2}),
+        ];
+        assert_eq!(read_as_serde_does::<EndConfig>(&end), 3);
+        let respond = [
+            json!({}),
+            json!({"status": 200, "headers": {"x-a": "b"}, "body": {"id": 7}}),
+            json!({"status": null, "body": null}),
+            json!({"status": "201"}),
+            json!({"status": 700}),
+            json!({"status": 199.5}),
+            json!({"headers": {}}),
+            json!({"headers": null}),
+            json!({"headers": 3}),
+            json!({"body": [1, "x"]}),
+            json!({"bodyy": 1}),
+        ];
+        assert_eq!(read_as_serde_does::<RespondConfig>(&respond), 8);
+    }
 
     #[test]
     fn the_catalog_lists_the_kinds_in_declaration_order() {
