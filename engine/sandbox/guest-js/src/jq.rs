@@ -113,6 +113,17 @@ enum Bad {
 }
 
 impl Bad {
+    /// Adds the step of the value holding this one to the path.
+    fn at(self, step: impl FnOnce() -> String) -> Bad {
+        match self {
+            Bad::NotFinite(f, mut steps) => {
+                steps.push(step());
+                Bad::NotFinite(f, steps)
+            }
+            other => other,
+        }
+    }
+
     /// The message for output `index` (0-based) of the program.
     fn message(self, index: usize) -> String {
         match self {
@@ -166,19 +177,6 @@ fn to_json_at(v: &Val, depth: usize) -> Result<J, Bad> {
                 .collect::<Result<_, Bad>>()?,
         ),
     })
-}
-
-impl Bad {
-    /// Adds the step of the value holding this one to the path.
-    fn at(self, step: impl FnOnce() -> String) -> Bad {
-        match self {
-            Bad::NotFinite(f, mut steps) => {
-                steps.push(step());
-                Bad::NotFinite(f, steps)
-            }
-            other => other,
-        }
-    }
 }
 
 /// `.name` for a key jq writes so, `."any key"` for the rest.
