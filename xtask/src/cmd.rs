@@ -24,8 +24,19 @@ fn root_of(manifest_dir: Option<PathBuf>) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("."))
 }
 
+/// When this `cargo xtask` started: each step says how far in it begins,
+/// so a slow CI run shows where its time went.
+static STARTED: std::sync::LazyLock<std::time::Instant> =
+    std::sync::LazyLock::new(std::time::Instant::now);
+
+/// Starts the clock [`step`] reads.
+pub(crate) fn start_clock() {
+    std::sync::LazyLock::force(&STARTED);
+}
+
 pub(crate) fn step(what: &str) {
-    eprintln!("\x1b[1m==> {what}\x1b[0m");
+    let secs = STARTED.elapsed().as_secs();
+    eprintln!("\x1b[1m==> [{}:{:02}] {what}\x1b[0m", secs / 60, secs % 60);
 }
 
 /// A cargo command that builds as one started from a shell would.

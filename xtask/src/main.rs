@@ -36,6 +36,7 @@ usage: cargo xtask <command>
 ";
 
 fn main() -> Result<()> {
+    cmd::start_clock();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let root = project_root();
     std::env::set_current_dir(&root)?;

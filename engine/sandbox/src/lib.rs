@@ -950,6 +950,10 @@ pub fn build_component(
         .arg(manifest)
         .arg("--target-dir")
         .arg(target_dir)
+        // A caller built under clippy (`cargo xtask test` lints as it
+        // builds) would hand its lint wrapper on to the guest's own build.
+        .env_remove("RUSTC_WORKSPACE_WRAPPER")
+        .env_remove("CLIPPY_ARGS")
         .status()
         .map_err(BuildError::Cargo)?;
     if !status.success() {

@@ -1847,8 +1847,9 @@ async fn a_browser_that_is_not_signed_in_is_told_how_to_sign_in() {
     )
     .await
     .unwrap();
-    a.goto(&format!("{}/", s.base)).await.unwrap();
-    a.refresh().await.unwrap();
+    // One navigation that loads the page anew (another query): a reload
+    // sent right behind a navigation raced it ("aborted by navigation").
+    a.goto(&format!("{}/?session-ended", s.base)).await.unwrap();
     a.wait()
         .at_most(Duration::from_secs(20))
         .for_element(Locator::Css("main.sign-in"))
