@@ -10,36 +10,43 @@ use anyhow::{Result, bail};
 use crate::cmd::{cargo, check, output, step};
 use crate::frontend;
 use crate::toolchain::{
-    ensure_apt, ensure_apt_probe, ensure_components, ensure_desktop_toolchain, ensure_js_toolchain,
-    ensure_restate_server, ensure_target,
+    Apt, desktop_packages, ensure_apt_all, ensure_components, ensure_restate_server, ensure_target,
+    ensure_tauri_driver, js_toolchain_packages,
 };
 
 pub(crate) fn run() -> Result<()> {
     ensure_components()?;
-    ensure_js_toolchain()?;
-    // The sandbox tests build their guest component for WASI preview 2.
+    // Every Debian package in one apt-get call.
+    let mut packages = js_toolchain_packages();
+    packages.extend([
+        // The email tests talk to a real SMTP server: Python's aiosmtpd.
+        Apt::probe(
+            "/usr/bin/python3 -c 'import aiosmtpd'",
+            "aiosmtpd (Python)",
+            "python3-aiosmtpd",
+        ),
+        // db.query's tests start a real PostgreSQL and a real MariaDB.
+        Apt::probe(
+            "ls /usr/lib/postgresql/*/bin/initdb",
+            "PostgreSQL",
+            "postgresql",
+        ),
+        Apt::command("mariadbd", "mariadb-server"),
+        // The vault tests use a real Secret Service on a private session bus.
+        Apt::command("dbus-daemon", "dbus"),
+        Apt::command("gnome-keyring-daemon", "gnome-keyring"),
+        Apt::command("secret-tool", "libsecret-tools"),
+        // The editor's end-to-end tests: Debian's Chromium through chromedriver.
+        Apt::command("chromium", "chromium"),
+        Apt::command("chromedriver", "chromium-driver"),
+    ]);
+    packages.extend(desktop_packages());
+    ensure_apt_all(&packages)?;
+    // The JavaScript runtime's and the editor's target; the sandbox tests
+    // build their guest component for WASI preview 2.
+    ensure_target("wasm32-unknown-unknown")?;
     ensure_target("wasm32-wasip2")?;
-    // The email tests talk to a real SMTP server: Python's aiosmtpd.
-    ensure_apt_probe(
-        "/usr/bin/python3 -c 'import aiosmtpd'",
-        "aiosmtpd (Python)",
-        "python3-aiosmtpd",
-    )?;
-    // db.query's tests start a real PostgreSQL and a real MariaDB.
-    ensure_apt_probe(
-        "ls /usr/lib/postgresql/*/bin/initdb",
-        "PostgreSQL",
-        "postgresql",
-    )?;
-    ensure_apt("mariadbd", "mariadb-server")?;
-    // The vault tests use a real Secret Service on a private session bus.
-    ensure_apt("dbus-daemon", "dbus")?;
-    ensure_apt("gnome-keyring-daemon", "gnome-keyring")?;
-    ensure_apt("secret-tool", "libsecret-tools")?;
-    // The editor's end-to-end tests: Debian's Chromium through chromedriver.
-    ensure_apt("chromium", "chromium")?;
-    ensure_apt("chromedriver", "chromium-driver")?;
-    ensure_desktop_toolchain()?;
+    ensure_tauri_driver()?;
     // The worker's tests run a real restate-server.
     let restate = ensure_restate_server()?;
     let axe = crate::toolchain::ensure_axe()?;

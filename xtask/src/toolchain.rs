@@ -33,8 +33,15 @@ pub(crate) fn ensure_components() -> Result<()> {
 /// needs: QuickJS is C, compiled by clang for wasm32-unknown-unknown.
 pub(crate) fn ensure_js_toolchain() -> Result<()> {
     ensure_target("wasm32-unknown-unknown")?;
-    ensure_apt("clang", "clang")?;
-    ensure_apt("llvm-ar", "llvm")
+    ensure_apt_all(&js_toolchain_packages())
+}
+
+/// The Debian packages of [`ensure_js_toolchain`].
+pub(crate) fn js_toolchain_packages() -> Vec<Apt> {
+    vec![
+        Apt::command("clang", "clang"),
+        Apt::command("llvm-ar", "llvm"),
+    ]
 }
 
 /// The restate-server version the worker is built and tested against.
@@ -155,7 +162,13 @@ pub(crate) fn ensure_node_red() -> Result<(std::path::PathBuf, std::path::PathBu
 /// What the desktop app (`src-tauri`, Tauri 2 on WebKitGTK) needs to build,
 /// and to be driven end to end: Xvfb, WebKitWebDriver and tauri-driver.
 pub(crate) fn ensure_desktop_toolchain() -> Result<()> {
-    ensure_apt("pkg-config", "pkg-config")?;
+    ensure_apt_all(&desktop_packages())?;
+    ensure_tauri_driver()
+}
+
+/// The Debian packages of [`ensure_desktop_toolchain`].
+pub(crate) fn desktop_packages() -> Vec<Apt> {
+    let mut needs = vec![Apt::command("pkg-config", "pkg-config")];
     for (module, package) in [
         ("webkit2gtk-4.1", "libwebkit2gtk-4.1-dev"),
         ("gtk+-3.0", "libgtk-3-dev"),
@@ -163,18 +176,29 @@ pub(crate) fn ensure_desktop_toolchain() -> Result<()> {
         ("librsvg-2.0", "librsvg2-dev"),
         ("dbus-1", "libdbus-1-dev"),
     ] {
-        ensure_apt_probe(&format!("pkg-config --exists {module}"), module, package)?;
+        needs.push(Apt::probe(
+            &format!("pkg-config --exists {module}"),
+            module,
+            package,
+        ));
     }
-    ensure_apt("Xvfb", "xvfb")?;
-    ensure_apt("xauth", "xauth")?;
-    ensure_apt("WebKitWebDriver", "webkit2gtk-driver")?;
-    // A window manager, to close the app's window as a user does.
-    ensure_apt("openbox", "openbox")?;
-    ensure_apt("wmctrl", "wmctrl")?;
-    // A session bus and a notification server with a command line: the
-    // single instance, link hand-over and notification clicks run over them.
-    ensure_apt("dbus-daemon", "dbus")?;
-    ensure_apt("dunst", "dunst")?;
+    needs.extend([
+        Apt::command("Xvfb", "xvfb"),
+        Apt::command("xauth", "xauth"),
+        Apt::command("WebKitWebDriver", "webkit2gtk-driver"),
+        // A window manager, to close the app's window as a user does.
+        Apt::command("openbox", "openbox"),
+        Apt::command("wmctrl", "wmctrl"),
+        // A session bus and a notification server with a command line: the
+        // single instance, link hand-over and notification clicks run over them.
+        Apt::command("dbus-daemon", "dbus"),
+        Apt::command("dunst", "dunst"),
+    ]);
+    needs
+}
+
+/// The tauri-driver the desktop's end-to-end test drives the app with.
+pub(crate) fn ensure_tauri_driver() -> Result<()> {
     // tauri-driver has no --version: ask cargo what it installed.
     let installed = output(cargo().args(["install", "--list"])).unwrap_or_default();
     if !installed.contains(&format!("tauri-driver v{TAURI_DRIVER}:")) {
@@ -194,29 +218,71 @@ pub(crate) fn ensure_desktop_toolchain() -> Result<()> {
 const TAURI_DRIVER: &str = "2.1.0";
 
 /// Installs a Debian package when its command is missing (as root only).
-pub(crate) fn ensure_apt(command: &str, package: &str) -> Result<()> {
-    ensure_apt_probe(&format!("command -v {command}"), command, package)
+pub(crate) fn ensure_apt(command: &str, package: &'static str) -> Result<()> {
+    ensure_apt_all(&[Apt::command(command, package)])
 }
 
-/// Installs a Debian package unless the shell command `probe` succeeds.
-pub(crate) fn ensure_apt_probe(probe: &str, what: &str, package: &str) -> Result<()> {
-    if Command::new("sh")
-        .args(["-c", probe])
-        .output()?
-        .status
-        .success()
-    {
+/// A Debian package, and how to tell it is there.
+pub(crate) struct Apt {
+    /// A shell command that succeeds when what the package gives is there.
+    probe: String,
+    /// What is missing otherwise, for the error.
+    what: String,
+    package: &'static str,
+}
+
+impl Apt {
+    /// Needed for `command`.
+    pub(crate) fn command(command: &str, package: &'static str) -> Apt {
+        Apt::probe(&format!("command -v {command}"), command, package)
+    }
+
+    /// Needed unless the shell command `probe` succeeds.
+    pub(crate) fn probe(probe: &str, what: &str, package: &'static str) -> Apt {
+        Apt {
+            probe: probe.to_string(),
+            what: what.to_string(),
+            package,
+        }
+    }
+
+    fn present(&self) -> Result<bool> {
+        Ok(Command::new("sh")
+            .args(["-c", &self.probe])
+            .output()?
+            .status
+            .success())
+    }
+}
+
+/// Installs the packages of `needs` that are missing, in one `apt-get
+/// install` (as root only): each call of its own paid apt's and dpkg's
+/// fixed costs again, a minute and more of a fresh machine's CI.
+pub(crate) fn ensure_apt_all(needs: &[Apt]) -> Result<()> {
+    let mut missing: Vec<&Apt> = Vec::new();
+    for need in needs {
+        if !need.present()? && !missing.iter().any(|m| m.package == need.package) {
+            missing.push(need);
+        }
+    }
+    if missing.is_empty() {
         return Ok(());
     }
+    let packages: Vec<&str> = missing.iter().map(|m| m.package).collect();
     let root = output(Command::new("id").arg("-u"))?.trim() == "0";
     if !root {
-        bail!("`{what}` is missing: install the Debian package `{package}`");
+        let what: Vec<String> = missing
+            .iter()
+            .map(|m| format!("`{}` (Debian package `{}`)", m.what, m.package))
+            .collect();
+        bail!("missing: {}; install them", what.join(", "));
     }
-    step(&format!("installing {package} (apt-get)"));
+    step(&format!("installing {} (apt-get)", packages.join(" ")));
     // No questions: a package that asks (debconf) would hang CI.
     let install = || {
         let mut c = Command::new("apt-get");
-        c.args(["install", "-y", package])
+        c.args(["install", "-y"])
+            .args(&packages)
             .env("DEBIAN_FRONTEND", "noninteractive");
         c
     };
