@@ -78,7 +78,8 @@ pub(crate) fn run() -> Result<()> {
     // --all-targets -- -D warnings` does: `cargo test` builds the same
     // targets (libraries, binaries, tests and examples; there are no
     // benches). A separate `cargo clippy` compiled every dependency a
-    // second time, for checking only: 14 of a clean clone's 47 minutes.
+    // second time, in check mode, which the test build could not reuse
+    // (docs/benchmarks.md: CI from a clean clone).
     // Engines the tests start (in-process or as `sluice serve`) run their
     // peer endpoint on loopback with no relays: tests bind loopback only
     // and never reach for the internet. The peers tests set this themselves.
