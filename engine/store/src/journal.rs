@@ -17,6 +17,7 @@ use crate::{Error, Result};
 
 pub(crate) mod packed;
 mod sqlite;
+pub(crate) mod vfs;
 mod writer;
 
 pub use sqlite::SqliteError;

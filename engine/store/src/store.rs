@@ -568,7 +568,13 @@ impl Store {
             .await??
         };
         check_database(&dir.join("sluice.db")).await?;
-        let mut writer = SqliteConnection::connect_with(&options).await?;
+        // The writer's connection gathers each commit's WAL frames into one
+        // write (see `journal/vfs.rs`); the readers need no such thing.
+        let writer_options = match crate::journal::vfs::name() {
+            Some(vfs) => options.clone().vfs(vfs),
+            None => options.clone(),
+        };
+        let mut writer = SqliteConnection::connect_with(&writer_options).await?;
         MIGRATOR.run(&mut writer).await?;
         let pool = SqlitePoolOptions::new()
             .max_connections(READERS)
