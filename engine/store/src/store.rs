@@ -32,7 +32,56 @@ pub use deployments::DeploymentRow;
 pub use peers::{GrantRow, LinkRow, NewShare, Redeem, Refusal, ShareRow};
 pub use retention::{BLOB_GRACE, Collected, Cutoffs, Deleted, Prunable, StorageFacts};
 
-static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
+/// The schema's migrations, in the binary: `migrations/NNNN_what.sql`, read
+/// as `sqlx::migrate!` reads them (version, description, checksum of the
+/// text), so databases migrated before keep validating. Every file in the
+/// folder must be listed: `migrations_embedded_are_the_folder` checks.
+macro_rules! migrations {
+    ($($file:literal),* $(,)?) => {
+        [$(($file, include_str!(concat!("../migrations/", $file)))),*]
+    };
+}
+const MIGRATIONS: [(&str, &str); 16] = migrations![
+    "0001_init.sql",
+    "0002_step_input.sql",
+    "0003_definitions.sql",
+    "0004_credentials.sql",
+    "0005_documents.sql",
+    "0006_versions.sql",
+    "0007_publish.sql",
+    "0008_peers.sql",
+    "0009_executor.sql",
+    "0010_deployments.sql",
+    "0011_retention.sql",
+    "0012_waits.sql",
+    "0013_status_check.sql",
+    "0014_sealed_steps.sql",
+    "0015_steps_raw.sql",
+    "0016_definition_pins.sql",
+];
+
+static MIGRATOR: std::sync::LazyLock<Migrator> = std::sync::LazyLock::new(|| {
+    Migrator::with_migrations(
+        MIGRATIONS
+            .iter()
+            .map(|&(file, sql)| migration(file, sql))
+            .collect(),
+    )
+});
+
+/// One migration as sqlx reads it from `file` (`NNNN_what_it_does.sql`).
+fn migration(file: &str, sql: &'static str) -> sqlx::migrate::Migration {
+    let (version, rest) = file.split_once('_').unwrap_or((file, ""));
+    sqlx::migrate::Migration::new(
+        // The list above is checked against the folder by a test, which
+        // parses every version.
+        version.parse().unwrap_or(0),
+        rest.trim_end_matches(".sql").replace('_', " ").into(),
+        sqlx::migrate::MigrationType::Simple,
+        sqlx::SqlSafeStr::into_sql_str(sqlx::AssertSqlSafe(sql)),
+        sql.starts_with("-- no-transaction"),
+    )
+}
 
 /// Refuses, before anything writes to it, a `sluice.db` that is not a
 /// SQLite database, is another program's, or was written by a newer Sluice
@@ -224,7 +273,7 @@ pub struct RunRow {
     pub executor: sluice_api::RunOn,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WorkflowRow {
     pub id: String,
     pub name: String,
@@ -244,6 +293,19 @@ pub struct WorkflowRow {
     pub last_run_at_us: Option<i64>,
     pub last_run_finished_at_us: Option<i64>,
 }
+crate::from_row!(WorkflowRow {
+    id,
+    name,
+    updated_at_us,
+    doc_version,
+    published_version,
+    published_at_us,
+    published,
+    last_run_id,
+    last_run_status,
+    last_run_at_us,
+    last_run_finished_at_us
+});
 
 impl WorkflowRow {
     /// The workflow's list entry (`GET /api/v1/workflows`, `sluice
@@ -335,7 +397,7 @@ pub struct VersionMark<'a> {
 }
 
 /// A version of a workflow: a burst of edits by one author.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VersionRow {
     pub seq: i64,
     pub parent: String,
@@ -348,6 +410,17 @@ pub struct VersionRow {
     /// When this version was last published (None: never).
     pub published_at_us: Option<i64>,
 }
+crate::from_row!(VersionRow {
+    seq,
+    parent,
+    version,
+    author,
+    message,
+    started_at_us,
+    at_us,
+    edits,
+    published_at_us
+});
 
 /// Appends a document update and records its version; returns its `seq`.
 async fn append_update(
@@ -376,7 +449,6 @@ async fn mark_version(
     now: i64,
 ) -> Result<()> {
     /// The newest version of a workflow, as much as extending it needs.
-    #[derive(sqlx::FromRow)]
     struct Last {
         seq: i64,
         version: String,
@@ -385,6 +457,14 @@ async fn mark_version(
         at_us: i64,
         published_at_us: Option<i64>,
     }
+    crate::from_row!(Last {
+        seq,
+        version,
+        author,
+        message,
+        at_us,
+        published_at_us
+    });
     let last: Option<Last> = sqlx::query_as(
         "SELECT seq, version, author, message, at_us, published_at_us FROM doc_versions \
          WHERE workflow_id = ? ORDER BY seq DESC LIMIT 1",
@@ -436,12 +516,17 @@ async fn mark_version(
 }
 
 /// A stored credential, without its value.
-#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CredentialRow {
     pub name: String,
     pub kind: String,
     pub updated_at_us: i64,
 }
+crate::from_row!(CredentialRow {
+    name,
+    kind,
+    updated_at_us
+});
 
 /// A credential read to be changed: its kind, its decrypted value, and the
 /// token a conditional write names ([`Store::replace_credential_if`]).
@@ -462,7 +547,6 @@ impl std::fmt::Debug for CredentialRead {
 
 /// A `runs` row as [`RUN_COLUMNS`] selects it, before its values are
 /// resolved (blobs loaded, JSON parsed) into a [`RunRow`].
-#[derive(sqlx::FromRow)]
 struct RunColumns {
     id: String,
     workflow_id: String,
@@ -479,6 +563,22 @@ struct RunColumns {
     draft: bool,
     executor: String,
 }
+crate::from_row!(RunColumns {
+    id,
+    workflow_id,
+    definition,
+    trigger,
+    input,
+    status,
+    output,
+    error,
+    created_at_us,
+    finished_at_us,
+    parent_run,
+    doc_version,
+    draft,
+    executor
+});
 
 /// The `definition` column holds "#" + a hash into `definitions` (or, in rows
 /// written before migration 0003, the text itself).
@@ -491,7 +591,6 @@ const RUN_COLUMNS: &str = "id, workflow_id, \
     output, error, created_at_us, finished_at_us, parent_run, doc_version, draft, executor";
 
 /// A `waits` row.
-#[derive(sqlx::FromRow)]
 struct WaitColumns {
     run_id: String,
     node: String,
@@ -501,6 +600,15 @@ struct WaitColumns {
     deadline_us: Option<i64>,
     message: Option<String>,
 }
+crate::from_row!(WaitColumns {
+    run_id,
+    node,
+    lineage,
+    activation,
+    since_us,
+    deadline_us,
+    message
+});
 
 impl WaitColumns {
     fn into_wait(self) -> Wait {
@@ -676,12 +784,16 @@ impl Store {
     /// made from it is written only if nothing was written since
     /// ([`Store::replace_credential_if`]).
     pub async fn get_credential_sealed(&self, name: &str) -> Result<Option<CredentialRead>> {
-        #[derive(sqlx::FromRow)]
         struct Sealed {
             kind: String,
             nonce: Vec<u8>,
             secret: Vec<u8>,
         }
+        crate::from_row!(Sealed {
+            kind,
+            nonce,
+            secret
+        });
         let row: Option<Sealed> =
             sqlx::query_as("SELECT kind, nonce, secret FROM credentials WHERE name = ?")
                 .bind(name)
@@ -897,16 +1009,16 @@ impl Store {
     /// A workflow's document as stored: the snapshot (if any) and the
     /// updates after it, oldest first.
     pub async fn load_doc(&self, id: &str) -> Result<StoredDoc> {
-        #[derive(sqlx::FromRow)]
         struct Snapshot {
             upto_seq: i64,
             bytes: Vec<u8>,
         }
-        #[derive(sqlx::FromRow)]
+        crate::from_row!(Snapshot { upto_seq, bytes });
         struct Update {
             seq: i64,
             bytes: Vec<u8>,
         }
+        crate::from_row!(Update { seq, bytes });
         let snapshot: Option<Snapshot> =
             sqlx::query_as("SELECT upto_seq, bytes FROM doc_snapshots WHERE workflow_id = ?")
                 .bind(id)
@@ -983,11 +1095,14 @@ impl Store {
     /// The workflow JSON text with the document version it was written
     /// from (None: not written from a document).
     pub async fn get_workflow_at(&self, id: &str) -> Result<Option<(String, Option<String>)>> {
-        #[derive(sqlx::FromRow)]
         struct At {
             definition: String,
             doc_version: Option<String>,
         }
+        crate::from_row!(At {
+            definition,
+            doc_version
+        });
         let row: Option<At> =
             sqlx::query_as("SELECT definition, doc_version FROM workflows WHERE id = ?")
                 .bind(id)
@@ -1003,11 +1118,14 @@ impl Store {
         &self,
         id: &str,
     ) -> Result<Option<Option<(String, Option<String>)>>> {
-        #[derive(sqlx::FromRow)]
         struct Published {
             published_definition: Option<String>,
             published_version: Option<String>,
         }
+        crate::from_row!(Published {
+            published_definition,
+            published_version
+        });
         let row: Option<Published> = sqlx::query_as(
             "SELECT published_definition, published_version FROM workflows WHERE id = ?",
         )
@@ -1366,7 +1484,6 @@ impl Store {
 
     /// The committed log lines of one run, in the order they were queued.
     pub async fn run_logs(&self, run_id: &str) -> Result<Vec<LogLine>> {
-        #[derive(sqlx::FromRow)]
         struct Line {
             node: String,
             lineage: String,
@@ -1374,6 +1491,13 @@ impl Store {
             message: String,
             at_us: i64,
         }
+        crate::from_row!(Line {
+            node,
+            lineage,
+            level,
+            message,
+            at_us
+        });
         let rows: Vec<Line> = sqlx::query_as(
             "SELECT node, lineage, level, message, at_us FROM logs WHERE run_id = ? ORDER BY id",
         )
@@ -1646,4 +1770,48 @@ fn private_file(file: &Path) -> Result<()> {
     #[cfg(not(unix))]
     let _ = file;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The embedded migrations are the folder's files, read as sqlx reads
+    /// them (`sqlx::migrate!` used its resolver at compile time): same
+    /// versions, descriptions and checksums, so a database migrated by an
+    /// older build validates.
+    #[tokio::test]
+    async fn migrations_embedded_are_the_folder() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
+        let from_folder = Migrator::new(dir.as_path())
+            .await
+            .expect("the folder's migrations");
+        let folder: Vec<_> = from_folder
+            .iter()
+            .map(|m| {
+                (
+                    m.version,
+                    m.description.to_string(),
+                    m.checksum.to_vec(),
+                    m.no_tx,
+                )
+            })
+            .collect();
+        let embedded: Vec<_> = MIGRATOR
+            .iter()
+            .map(|m| {
+                (
+                    m.version,
+                    m.description.to_string(),
+                    m.checksum.to_vec(),
+                    m.no_tx,
+                )
+            })
+            .collect();
+        assert_eq!(
+            embedded, folder,
+            "list every file of migrations/ in MIGRATIONS"
+        );
+        assert_eq!(folder.len(), MIGRATIONS.len());
+    }
 }

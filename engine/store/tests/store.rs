@@ -1208,7 +1208,10 @@ async fn a_data_dir_from_before_the_pin_counts_has_its_runs_counted() -> Result<
         // (its migrations, 0001 to 0015), holding runs of two stored
         // definitions and one row from before definitions were stored apart.
         {
-            let all = sqlx::migrate!("./migrations");
+            let all = sqlx::migrate::Migrator::new(
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations"),
+            )
+            .await?;
             let before = sqlx::migrate::Migrator {
                 migrations: std::borrow::Cow::Owned(
                     all.iter().filter(|m| m.version <= 15).cloned().collect(),

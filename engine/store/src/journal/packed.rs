@@ -29,7 +29,7 @@ use crate::{Error, Record, Result};
 
 /// One record's columns before its values are resolved into a
 /// [`crate::Record`]: a `journal` row, or one packed record (in this order).
-#[derive(Debug, Deserialize, sqlx::FromRow)]
+#[derive(Debug, Deserialize)]
 pub(crate) struct Columns {
     pub seq: i64,
     pub kind: i64,
@@ -45,6 +45,19 @@ pub(crate) struct Columns {
     #[serde(deserialize_with = "value_column")]
     pub input: Option<String>,
 }
+crate::from_row!(Columns {
+    seq,
+    kind,
+    node,
+    lineage,
+    activation,
+    attempt,
+    at_us,
+    data,
+    error,
+    duration_us,
+    input
+});
 
 /// A packed value column: a string holds the column text; an object or an
 /// array is the column text itself (see the module's docs).

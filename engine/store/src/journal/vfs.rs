@@ -26,7 +26,12 @@
 //!
 //! A failed flush is reported by the call that flushed (a sync: the commit
 //! fails and rolls back, as if the write had failed), and the gathered
-//! bytes are dropped: SQLite never counts frames of a failed commit.
+//! bytes are dropped: SQLite never counts frames of a failed commit. The
+//! one call that cannot report is `xShmBarrier`, which returns nothing; it
+//! has bytes to write only at `synchronous=NORMAL` or `OFF`, where a commit
+//! is not synced and so not known to be on disk either. The journal writer
+//! runs at `FULL`: its sync flushes first, and a failed write fails the
+//! commit before any reader can see it.
 #![allow(unsafe_code)]
 
 use std::ffi::{CStr, c_char, c_int, c_void};

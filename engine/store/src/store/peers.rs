@@ -8,7 +8,7 @@ use super::Store;
 use crate::Result;
 
 /// A share as stored (never its secret).
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShareRow {
     pub id: String,
     pub workflow_id: String,
@@ -19,9 +19,18 @@ pub struct ShareRow {
     pub uses_left: Option<i64>,
     pub revoked_at_us: Option<i64>,
 }
+crate::from_row!(ShareRow {
+    id,
+    workflow_id,
+    role,
+    created_at_us,
+    expires_at_us,
+    uses_left,
+    revoked_at_us
+});
 
 /// A peer that joined a workflow.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GrantRow {
     pub workflow_id: String,
     pub peer: String,
@@ -32,9 +41,19 @@ pub struct GrantRow {
     pub last_seen_us: i64,
     pub removed_at_us: Option<i64>,
 }
+crate::from_row!(GrantRow {
+    workflow_id,
+    peer,
+    share_id,
+    role,
+    name,
+    joined_at_us,
+    last_seen_us,
+    removed_at_us
+});
 
 /// A workflow joined from a peer.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LinkRow {
     pub workflow_id: String,
     pub ticket: String,
@@ -44,6 +63,15 @@ pub struct LinkRow {
     pub role: String,
     pub joined_at_us: i64,
 }
+crate::from_row!(LinkRow {
+    workflow_id,
+    ticket,
+    host,
+    host_name,
+    remote_workflow,
+    role,
+    joined_at_us
+});
 
 /// A new share.
 #[derive(Debug, Clone)]
@@ -205,7 +233,6 @@ impl Store {
         &self,
         r: &Redeem<'_>,
     ) -> Result<std::result::Result<String, Refusal>> {
-        #[derive(sqlx::FromRow)]
         struct Found {
             role: String,
             secret_hash: Vec<u8>,
@@ -214,11 +241,22 @@ impl Store {
             uses_left: Option<i64>,
             revoked_at_us: Option<i64>,
         }
-        #[derive(sqlx::FromRow)]
+        crate::from_row!(Found {
+            role,
+            secret_hash,
+            created_at_us,
+            expires_at_us,
+            uses_left,
+            revoked_at_us
+        });
         struct Grant {
             share_id: String,
             removed_at_us: Option<i64>,
         }
+        crate::from_row!(Grant {
+            share_id,
+            removed_at_us
+        });
         let mut tx = self.inner.pool.begin().await?;
         // Writing first takes SQLite's write lock: two redemptions of the
         // last use cannot both read it as left.
