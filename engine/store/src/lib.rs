@@ -7,13 +7,23 @@
 //! records, logs and finishes commit in the order they were queued.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
-/// `sqlx::FromRow` for a struct, reading each field from the column of its
-/// name (what `#[derive(sqlx::FromRow)]` does). Not the derive: sqlx's
-/// proc macros take on every database driver the workspace enables
-/// (`db.query`'s PostgreSQL and MySQL) and a second build of SQLite, all
-/// compiled again for the host (docs/benchmarks.md, CI from a clean clone).
+/// A struct and its `sqlx::FromRow`, reading each field from the column of
+/// its name (what `#[derive(sqlx::FromRow)]` does), from the one definition:
+/// each field is named once. Not the derive: sqlx's proc macros take on
+/// every database driver the workspace enables (`db.query`'s PostgreSQL and
+/// MySQL) and a second build of SQLite, all compiled again for the host
+/// (docs/benchmarks.md, CI from a clean clone).
 macro_rules! from_row {
-    ($t:ident { $($field:ident),* $(,)? }) => {
+    (
+        $(#[$attr:meta])*
+        $vis:vis struct $t:ident {
+            $($(#[$field_attr:meta])* $field_vis:vis $field:ident : $ty:ty),* $(,)?
+        }
+    ) => {
+        $(#[$attr])*
+        $vis struct $t {
+            $($(#[$field_attr])* $field_vis $field: $ty,)*
+        }
         impl<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow> for $t {
             fn from_row(row: &'r sqlx::sqlite::SqliteRow) -> Result<Self, sqlx::Error> {
                 use sqlx::Row as _;

@@ -273,39 +273,28 @@ pub struct RunRow {
     pub executor: sluice_api::RunOn,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct WorkflowRow {
-    pub id: String,
-    pub name: String,
-    pub updated_at_us: i64,
-    /// The document version the draft was written from.
-    pub doc_version: Option<String>,
-    /// What runs: the version published (None: never published, or
-    /// unpublished), and when.
-    pub published_version: Option<String>,
-    pub published_at_us: Option<i64>,
-    /// Whether a definition is published (a workflow stored from a file
-    /// outside documents publishes without a version).
-    pub published: bool,
-    /// Its newest run: id, stored status, created, finished.
-    pub last_run_id: Option<String>,
-    pub last_run_status: Option<String>,
-    pub last_run_at_us: Option<i64>,
-    pub last_run_finished_at_us: Option<i64>,
+crate::from_row! {
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct WorkflowRow {
+        pub id: String,
+        pub name: String,
+        pub updated_at_us: i64,
+        /// The document version the draft was written from.
+        pub doc_version: Option<String>,
+        /// What runs: the version published (None: never published, or
+        /// unpublished), and when.
+        pub published_version: Option<String>,
+        pub published_at_us: Option<i64>,
+        /// Whether a definition is published (a workflow stored from a file
+        /// outside documents publishes without a version).
+        pub published: bool,
+        /// Its newest run: id, stored status, created, finished.
+        pub last_run_id: Option<String>,
+        pub last_run_status: Option<String>,
+        pub last_run_at_us: Option<i64>,
+        pub last_run_finished_at_us: Option<i64>,
+    }
 }
-crate::from_row!(WorkflowRow {
-    id,
-    name,
-    updated_at_us,
-    doc_version,
-    published_version,
-    published_at_us,
-    published,
-    last_run_id,
-    last_run_status,
-    last_run_at_us,
-    last_run_finished_at_us
-});
 
 impl WorkflowRow {
     /// The workflow's list entry (`GET /api/v1/workflows`, `sluice
@@ -396,31 +385,22 @@ pub struct VersionMark<'a> {
     pub gap_us: i64,
 }
 
-/// A version of a workflow: a burst of edits by one author.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VersionRow {
-    pub seq: i64,
-    pub parent: String,
-    pub version: String,
-    pub author: String,
-    pub message: Option<String>,
-    pub started_at_us: i64,
-    pub at_us: i64,
-    pub edits: i64,
-    /// When this version was last published (None: never).
-    pub published_at_us: Option<i64>,
+crate::from_row! {
+    /// A version of a workflow: a burst of edits by one author.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct VersionRow {
+        pub seq: i64,
+        pub parent: String,
+        pub version: String,
+        pub author: String,
+        pub message: Option<String>,
+        pub started_at_us: i64,
+        pub at_us: i64,
+        pub edits: i64,
+        /// When this version was last published (None: never).
+        pub published_at_us: Option<i64>,
+    }
 }
-crate::from_row!(VersionRow {
-    seq,
-    parent,
-    version,
-    author,
-    message,
-    started_at_us,
-    at_us,
-    edits,
-    published_at_us
-});
 
 /// Appends a document update and records its version; returns its `seq`.
 async fn append_update(
@@ -448,23 +428,17 @@ async fn mark_version(
     mark: &VersionMark<'_>,
     now: i64,
 ) -> Result<()> {
-    /// The newest version of a workflow, as much as extending it needs.
-    struct Last {
-        seq: i64,
-        version: String,
-        author: String,
-        message: Option<String>,
-        at_us: i64,
-        published_at_us: Option<i64>,
+    crate::from_row! {
+        /// The newest version of a workflow, as much as extending it needs.
+        struct Last {
+            seq: i64,
+            version: String,
+            author: String,
+            message: Option<String>,
+            at_us: i64,
+            published_at_us: Option<i64>,
+        }
     }
-    crate::from_row!(Last {
-        seq,
-        version,
-        author,
-        message,
-        at_us,
-        published_at_us
-    });
     let last: Option<Last> = sqlx::query_as(
         "SELECT seq, version, author, message, at_us, published_at_us FROM doc_versions \
          WHERE workflow_id = ? ORDER BY seq DESC LIMIT 1",
@@ -515,18 +489,15 @@ async fn mark_version(
     Ok(())
 }
 
-/// A stored credential, without its value.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CredentialRow {
-    pub name: String,
-    pub kind: String,
-    pub updated_at_us: i64,
+crate::from_row! {
+    /// A stored credential, without its value.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct CredentialRow {
+        pub name: String,
+        pub kind: String,
+        pub updated_at_us: i64,
+    }
 }
-crate::from_row!(CredentialRow {
-    name,
-    kind,
-    updated_at_us
-});
 
 /// A credential read to be changed: its kind, its decrypted value, and the
 /// token a conditional write names ([`Store::replace_credential_if`]).
@@ -545,40 +516,26 @@ impl std::fmt::Debug for CredentialRead {
     }
 }
 
-/// A `runs` row as [`RUN_COLUMNS`] selects it, before its values are
-/// resolved (blobs loaded, JSON parsed) into a [`RunRow`].
-struct RunColumns {
-    id: String,
-    workflow_id: String,
-    definition: String,
-    trigger: String,
-    input: String,
-    status: String,
-    output: Option<String>,
-    error: Option<String>,
-    created_at_us: i64,
-    finished_at_us: Option<i64>,
-    parent_run: Option<String>,
-    doc_version: Option<String>,
-    draft: bool,
-    executor: String,
+crate::from_row! {
+    /// A `runs` row as [`RUN_COLUMNS`] selects it, before its values are
+    /// resolved (blobs loaded, JSON parsed) into a [`RunRow`].
+    struct RunColumns {
+        id: String,
+        workflow_id: String,
+        definition: String,
+        trigger: String,
+        input: String,
+        status: String,
+        output: Option<String>,
+        error: Option<String>,
+        created_at_us: i64,
+        finished_at_us: Option<i64>,
+        parent_run: Option<String>,
+        doc_version: Option<String>,
+        draft: bool,
+        executor: String,
+    }
 }
-crate::from_row!(RunColumns {
-    id,
-    workflow_id,
-    definition,
-    trigger,
-    input,
-    status,
-    output,
-    error,
-    created_at_us,
-    finished_at_us,
-    parent_run,
-    doc_version,
-    draft,
-    executor
-});
 
 /// The `definition` column holds "#" + a hash into `definitions` (or, in rows
 /// written before migration 0003, the text itself).
@@ -590,25 +547,18 @@ const RUN_COLUMNS: &str = "id, workflow_id, \
     CASE WHEN status = 'running' AND waiting_since_us IS NOT NULL THEN 'waiting' ELSE status END AS status, \
     output, error, created_at_us, finished_at_us, parent_run, doc_version, draft, executor";
 
-/// A `waits` row.
-struct WaitColumns {
-    run_id: String,
-    node: String,
-    lineage: String,
-    activation: String,
-    since_us: i64,
-    deadline_us: Option<i64>,
-    message: Option<String>,
+crate::from_row! {
+    /// A `waits` row.
+    struct WaitColumns {
+        run_id: String,
+        node: String,
+        lineage: String,
+        activation: String,
+        since_us: i64,
+        deadline_us: Option<i64>,
+        message: Option<String>,
+    }
 }
-crate::from_row!(WaitColumns {
-    run_id,
-    node,
-    lineage,
-    activation,
-    since_us,
-    deadline_us,
-    message
-});
 
 impl WaitColumns {
     fn into_wait(self) -> Wait {
@@ -784,16 +734,13 @@ impl Store {
     /// made from it is written only if nothing was written since
     /// ([`Store::replace_credential_if`]).
     pub async fn get_credential_sealed(&self, name: &str) -> Result<Option<CredentialRead>> {
-        struct Sealed {
-            kind: String,
-            nonce: Vec<u8>,
-            secret: Vec<u8>,
+        crate::from_row! {
+            struct Sealed {
+                kind: String,
+                nonce: Vec<u8>,
+                secret: Vec<u8>,
+            }
         }
-        crate::from_row!(Sealed {
-            kind,
-            nonce,
-            secret
-        });
         let row: Option<Sealed> =
             sqlx::query_as("SELECT kind, nonce, secret FROM credentials WHERE name = ?")
                 .bind(name)
@@ -1009,16 +956,18 @@ impl Store {
     /// A workflow's document as stored: the snapshot (if any) and the
     /// updates after it, oldest first.
     pub async fn load_doc(&self, id: &str) -> Result<StoredDoc> {
-        struct Snapshot {
-            upto_seq: i64,
-            bytes: Vec<u8>,
+        crate::from_row! {
+            struct Snapshot {
+                upto_seq: i64,
+                bytes: Vec<u8>,
+            }
         }
-        crate::from_row!(Snapshot { upto_seq, bytes });
-        struct Update {
-            seq: i64,
-            bytes: Vec<u8>,
+        crate::from_row! {
+            struct Update {
+                seq: i64,
+                bytes: Vec<u8>,
+            }
         }
-        crate::from_row!(Update { seq, bytes });
         let snapshot: Option<Snapshot> =
             sqlx::query_as("SELECT upto_seq, bytes FROM doc_snapshots WHERE workflow_id = ?")
                 .bind(id)
@@ -1095,14 +1044,12 @@ impl Store {
     /// The workflow JSON text with the document version it was written
     /// from (None: not written from a document).
     pub async fn get_workflow_at(&self, id: &str) -> Result<Option<(String, Option<String>)>> {
-        struct At {
-            definition: String,
-            doc_version: Option<String>,
+        crate::from_row! {
+            struct At {
+                definition: String,
+                doc_version: Option<String>,
+            }
         }
-        crate::from_row!(At {
-            definition,
-            doc_version
-        });
         let row: Option<At> =
             sqlx::query_as("SELECT definition, doc_version FROM workflows WHERE id = ?")
                 .bind(id)
@@ -1118,14 +1065,12 @@ impl Store {
         &self,
         id: &str,
     ) -> Result<Option<Option<(String, Option<String>)>>> {
-        struct Published {
-            published_definition: Option<String>,
-            published_version: Option<String>,
+        crate::from_row! {
+            struct Published {
+                published_definition: Option<String>,
+                published_version: Option<String>,
+            }
         }
-        crate::from_row!(Published {
-            published_definition,
-            published_version
-        });
         let row: Option<Published> = sqlx::query_as(
             "SELECT published_definition, published_version FROM workflows WHERE id = ?",
         )
@@ -1484,20 +1429,15 @@ impl Store {
 
     /// The committed log lines of one run, in the order they were queued.
     pub async fn run_logs(&self, run_id: &str) -> Result<Vec<LogLine>> {
-        struct Line {
-            node: String,
-            lineage: String,
-            level: String,
-            message: String,
-            at_us: i64,
+        crate::from_row! {
+            struct Line {
+                node: String,
+                lineage: String,
+                level: String,
+                message: String,
+                at_us: i64,
+            }
         }
-        crate::from_row!(Line {
-            node,
-            lineage,
-            level,
-            message,
-            at_us
-        });
         let rows: Vec<Line> = sqlx::query_as(
             "SELECT node, lineage, level, message, at_us FROM logs WHERE run_id = ? ORDER BY id",
         )

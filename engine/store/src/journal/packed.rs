@@ -27,37 +27,26 @@ use super::{check_inline, column_text, error_text};
 use crate::blobs::{Blobs, Stored, ValueRef};
 use crate::{Error, Record, Result};
 
-/// One record's columns before its values are resolved into a
-/// [`crate::Record`]: a `journal` row, or one packed record (in this order).
-#[derive(Debug, Deserialize)]
-pub(crate) struct Columns {
-    pub seq: i64,
-    pub kind: i64,
-    pub node: String,
-    pub lineage: String,
-    pub activation: String,
-    pub attempt: i64,
-    pub at_us: i64,
-    #[serde(deserialize_with = "value_column")]
-    pub data: Option<String>,
-    pub error: Option<String>,
-    pub duration_us: Option<i64>,
-    #[serde(deserialize_with = "value_column")]
-    pub input: Option<String>,
+crate::from_row! {
+    /// One record's columns before its values are resolved into a
+    /// [`crate::Record`]: a `journal` row, or one packed record (in this order).
+    #[derive(Debug, Deserialize)]
+    pub(crate) struct Columns {
+        pub seq: i64,
+        pub kind: i64,
+        pub node: String,
+        pub lineage: String,
+        pub activation: String,
+        pub attempt: i64,
+        pub at_us: i64,
+        #[serde(deserialize_with = "value_column")]
+        pub data: Option<String>,
+        pub error: Option<String>,
+        pub duration_us: Option<i64>,
+        #[serde(deserialize_with = "value_column")]
+        pub input: Option<String>,
+    }
 }
-crate::from_row!(Columns {
-    seq,
-    kind,
-    node,
-    lineage,
-    activation,
-    attempt,
-    at_us,
-    data,
-    error,
-    duration_us,
-    input
-});
 
 /// A packed value column: a string holds the column text; an object or an
 /// array is the column text itself (see the module's docs).

@@ -4,22 +4,18 @@
 use super::Store;
 use crate::Result;
 
-/// A workflow's deployment as this engine knows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeploymentRow {
-    pub workflow_id: String,
-    /// The version the worker owns (None: undeployed, its log still read).
-    pub version: Option<String>,
-    pub deployed_at_us: Option<i64>,
-    /// How many entries of the deployment's run log were adopted.
-    pub log_read: i64,
+crate::from_row! {
+    /// A workflow's deployment as this engine knows it.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct DeploymentRow {
+        pub workflow_id: String,
+        /// The version the worker owns (None: undeployed, its log still read).
+        pub version: Option<String>,
+        pub deployed_at_us: Option<i64>,
+        /// How many entries of the deployment's run log were adopted.
+        pub log_read: i64,
+    }
 }
-crate::from_row!(DeploymentRow {
-    workflow_id,
-    version,
-    deployed_at_us,
-    log_read
-});
 
 impl Store {
     /// Records that the worker owns `version` of `workflow` (None: undeployed).

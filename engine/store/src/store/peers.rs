@@ -7,71 +7,49 @@
 use super::Store;
 use crate::Result;
 
-/// A share as stored (never its secret).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ShareRow {
-    pub id: String,
-    pub workflow_id: String,
-    pub role: String,
-    pub created_at_us: i64,
-    pub expires_at_us: Option<i64>,
-    /// Redemptions left (None: any number).
-    pub uses_left: Option<i64>,
-    pub revoked_at_us: Option<i64>,
+crate::from_row! {
+    /// A share as stored (never its secret).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct ShareRow {
+        pub id: String,
+        pub workflow_id: String,
+        pub role: String,
+        pub created_at_us: i64,
+        pub expires_at_us: Option<i64>,
+        /// Redemptions left (None: any number).
+        pub uses_left: Option<i64>,
+        pub revoked_at_us: Option<i64>,
+    }
 }
-crate::from_row!(ShareRow {
-    id,
-    workflow_id,
-    role,
-    created_at_us,
-    expires_at_us,
-    uses_left,
-    revoked_at_us
-});
 
-/// A peer that joined a workflow.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GrantRow {
-    pub workflow_id: String,
-    pub peer: String,
-    pub share_id: String,
-    pub role: String,
-    pub name: String,
-    pub joined_at_us: i64,
-    pub last_seen_us: i64,
-    pub removed_at_us: Option<i64>,
+crate::from_row! {
+    /// A peer that joined a workflow.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct GrantRow {
+        pub workflow_id: String,
+        pub peer: String,
+        pub share_id: String,
+        pub role: String,
+        pub name: String,
+        pub joined_at_us: i64,
+        pub last_seen_us: i64,
+        pub removed_at_us: Option<i64>,
+    }
 }
-crate::from_row!(GrantRow {
-    workflow_id,
-    peer,
-    share_id,
-    role,
-    name,
-    joined_at_us,
-    last_seen_us,
-    removed_at_us
-});
 
-/// A workflow joined from a peer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LinkRow {
-    pub workflow_id: String,
-    pub ticket: String,
-    pub host: String,
-    pub host_name: String,
-    pub remote_workflow: String,
-    pub role: String,
-    pub joined_at_us: i64,
+crate::from_row! {
+    /// A workflow joined from a peer.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct LinkRow {
+        pub workflow_id: String,
+        pub ticket: String,
+        pub host: String,
+        pub host_name: String,
+        pub remote_workflow: String,
+        pub role: String,
+        pub joined_at_us: i64,
+    }
 }
-crate::from_row!(LinkRow {
-    workflow_id,
-    ticket,
-    host,
-    host_name,
-    remote_workflow,
-    role,
-    joined_at_us
-});
 
 /// A new share.
 #[derive(Debug, Clone)]
@@ -233,30 +211,22 @@ impl Store {
         &self,
         r: &Redeem<'_>,
     ) -> Result<std::result::Result<String, Refusal>> {
-        struct Found {
-            role: String,
-            secret_hash: Vec<u8>,
-            created_at_us: i64,
-            expires_at_us: Option<i64>,
-            uses_left: Option<i64>,
-            revoked_at_us: Option<i64>,
+        crate::from_row! {
+            struct Found {
+                role: String,
+                secret_hash: Vec<u8>,
+                created_at_us: i64,
+                expires_at_us: Option<i64>,
+                uses_left: Option<i64>,
+                revoked_at_us: Option<i64>,
+            }
         }
-        crate::from_row!(Found {
-            role,
-            secret_hash,
-            created_at_us,
-            expires_at_us,
-            uses_left,
-            revoked_at_us
-        });
-        struct Grant {
-            share_id: String,
-            removed_at_us: Option<i64>,
+        crate::from_row! {
+            struct Grant {
+                share_id: String,
+                removed_at_us: Option<i64>,
+            }
         }
-        crate::from_row!(Grant {
-            share_id,
-            removed_at_us
-        });
         let mut tx = self.inner.pool.begin().await?;
         // Writing first takes SQLite's write lock: two redemptions of the
         // last use cannot both read it as left.
