@@ -19,10 +19,10 @@ use sluice_model::Workflow;
 use sluice_runtime::{Engine, Options, Plan, Status};
 
 /// Counts allocations while `COUNTING` is set (one relaxed load otherwise),
-/// over mimalloc, the allocator `sluice` itself runs on.
+/// over the allocator `sluice` itself runs on (`sluice_alloc`).
 struct Counting;
 
-static MI: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static MI: sluice_alloc::Mimalloc = sluice_alloc::Mimalloc;
 
 static COUNTING: AtomicBool = AtomicBool::new(false);
 static ALLOCS: AtomicU64 = AtomicU64::new(0);

@@ -15,9 +15,10 @@ use sluice_runtime::{Engine, Options, Plan, RunResult, Settings, Status, report}
 
 /// mimalloc: the trigger port allocates and frees on every request across
 /// threads, where glibc's allocator spent a fifth of the process's CPU
-/// (docs/benchmarks.md, trigger port).
+/// (docs/benchmarks.md, trigger port); asked for ordinary blocks where
+/// they are aligned enough (see `sluice_alloc`).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: sluice_alloc::Mimalloc = sluice_alloc::Mimalloc;
 
 #[derive(Parser)]
 #[command(name = "sluice", version, about = "Local-first workflow engine")]

@@ -590,3 +590,33 @@ pub fn set_run_id(resp: &mut Response, run_id: &str) {
         resp.headers_mut().insert("x-sluice-run", v);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Names lower-case, a repeated header joined in order, credentials
+    /// masked unless kept.
+    #[test]
+    fn header_map_joins_repeats_and_masks_credentials() {
+        let mut h = HeaderMap::new();
+        h.append("X-Tag", HeaderValue::from_static("a"));
+        h.append("x-tag", HeaderValue::from_static("b"));
+        h.append("x-tag", HeaderValue::from_static("c"));
+        h.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer s3cret"),
+        );
+        h.insert("x-api-key", HeaderValue::from_static("k"));
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        let got = header_map(&h, &["x-api-key".to_string()]);
+        assert_eq!(
+            got,
+            json!({"x-tag": "a, b, c", "authorization": "***", "x-api-key": "k",
+                   "content-type": "application/json"})
+        );
+    }
+}
