@@ -3,25 +3,9 @@
 set -euo pipefail
 BIN=$1; SECS=$2; shift 2
 CONNS=${CONNS:-64}
-D=$(mktemp -d /tmp/sl.XXXX)
-printf '[runs]\nprune_every = "1h"\n' > $D/config.toml
-env SLUICE_DATA_DIR=$D "$@" $BIN serve --listen 127.0.0.1:0 > $D/out 2>$D/err &
-PID=$!
-for i in $(seq 50); do [ -s $D/out ] && break; sleep 0.1; done
-BASE=$(head -1 $D/out | sed 's/listening on //')
-TOK=$(cat $D/api-token)
-WF='{"format": "sluice.workflow/v1", "id": "bench", "nodes": [
-    {"id": "hook", "kind": "trigger.webhook", "config": {"method": "POST", "path": "orders", "respond": "when_finished"}},
-    {"id": "set", "kind": "data.set", "config": {"values": {"id": "{{ input.body.id }}", "tier": "gold"}}},
-    {"id": "reply", "kind": "output.respond", "config": {"status": 200, "body": "{{ input }}"}}],
-    "edges": [{"from": "hook", "to": "set"}, {"from": "set", "to": "reply"}]}'
-curl -sf -X PUT -H "Authorization: Bearer $TOK" -H 'Content-Type: application/json' --data-binary "$WF" "$BASE/api/v1/workflows/bench?publish=true" >/dev/null
-cat > $D/post.lua <<'L'
-wrk.method = "POST"
-wrk.body = '{"id": 7, "total": 250, "note": "x"}'
-wrk.headers["Content-Type"] = "application/json"
-L
-if [ -n "${FLOOR:-}" ]; then URL="$BASE/api/v1/health"; ARGS=(-H "Authorization: Bearer $TOK"); S=(); else URL="$BASE/hook/bench/orders"; ARGS=(); S=(-s $D/post.lua); fi
+. "$(dirname "$0")/lib.sh"
+serve_bench "$@" "$BIN"
+if [ -n "${FLOOR:-}" ]; then URL="$BASE/api/v1/health"; ARGS=(-H "Authorization: Bearer $TOK"); S=(); else URL="$BASE/hook/bench/orders"; ARGS=(); S=(-s "$POST"); fi
 wrk -t2 -c$CONNS -d2s "${S[@]}" "${ARGS[@]}" $URL >/dev/null
 snap() { for t in /proc/$PID/task/*; do echo "$(cat $t/comm | tr ' ' _) $(awk '{print $14, $15}' $t/stat)"; done | awk '{u[$1]+=$2; s[$1]+=$3} END {for (k in u) print k, u[k], s[k]}' | sort; }
 F0=$(awk '{print $10}' /proc/$PID/stat)
